@@ -1,0 +1,56 @@
+"""Monark: a multi-tenant business app with an app-owned AI assistant."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from flask import Flask
+
+from monark.config import load_config
+from monark.extensions import csrf, db, login_manager, migrate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def create_app(overrides: dict[str, Any] | None = None) -> Flask:
+    """Build the app: config, extensions, blueprints, error handlers. Nothing else."""
+    app = Flask(
+        __name__,
+        template_folder=os.path.join(ROOT, "templates"),
+        static_folder=os.path.join(ROOT, "static"),
+        instance_path=os.path.join(ROOT, "instance"),
+    )
+    app.config.from_mapping(load_config(app.instance_path))
+    if overrides:
+        app.config.update(overrides)
+    os.makedirs(app.instance_path, exist_ok=True)
+
+    db.init_app(app)
+    migrate.init_app(
+        app, db, directory=os.path.join(ROOT, "migrations"), render_as_batch=True, compare_type=True
+    )
+    login_manager.init_app(app)
+    login_manager.login_view = "auth.login"
+    login_manager.login_message = "Sign in to continue."
+    csrf.init_app(app)
+
+    from monark import models  # noqa: F401  (every table, for Alembic and create_all)
+    from monark.api.views import register_api
+    from monark.audit.views import bp as audit_bp
+    from monark.cli import register_cli
+    from monark.core.errors import register_error_handlers
+    from monark.core.views import bp as core_bp
+    from monark.core.web import register_web
+    from monark.records.views import bp as records_bp
+    from monark.settings.views import bp as settings_bp
+
+    register_web(app)
+    app.register_blueprint(core_bp)
+    app.register_blueprint(records_bp)
+    app.register_blueprint(settings_bp)
+    app.register_blueprint(audit_bp)
+    register_api(app)
+    register_error_handlers(app)
+    register_cli(app)
+    return app

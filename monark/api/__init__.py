@@ -1,0 +1,1 @@
+"""The public /api/v1: route registry, views, OpenAPI, API keys."""

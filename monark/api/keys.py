@@ -1,0 +1,90 @@
+"""API keys: ``mrk_`` + random, shown once, stored as a SHA-256 digest."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from monark.core.errors import NotFound, ValidationFailed
+from monark.core.events import record_event
+from monark.core.models import ApiKey, as_utc, utcnow
+from monark.core.rbac import ROLES, Principal
+from monark.extensions import db
+
+KEY_PREFIX = "mrk_"
+# Writing last_used_at on every call would make each read a write; a minute is precise enough.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+def _digest(token: str) -> str:
+    # Keys carry 256 random bits, so a fast hash is safe; a slow KDF would only cost latency.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def list_keys(principal: Principal) -> list[ApiKey]:
+    """The org's keys, newest first."""
+    principal.require("apikeys.manage")
+    stmt = select(ApiKey).where(ApiKey.org_id == principal.org_id).order_by(ApiKey.id.desc())
+    return list(db.session.scalars(stmt))
+
+
+def create_key(principal: Principal, name: str, role: str) -> tuple[ApiKey, str]:
+    """Create a key; returns the row and the plaintext token, which is never stored."""
+    principal.require("apikeys.manage")
+    name = (name or "").strip()
+    problems = []
+    if not name or len(name) > 120:
+        problems.append({"field": "name", "message": "Give the key a name (1-120 characters)."})
+    if role not in ROLES:
+        problems.append({"field": "role", "message": f"Choose one of: {', '.join(ROLES)}."})
+    elif ROLES.index(role) < ROLES.index(principal.role):  # type: ignore[arg-type]
+        problems.append({"field": "role", "message": "A key cannot have a higher role than yours."})
+    if problems:
+        raise ValidationFailed("The key is invalid.", problems)
+    token = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey(
+        org_id=principal.org_id,
+        name=name,
+        role=role,
+        prefix=token[:10],
+        key_hash=_digest(token),
+        created_by_id=principal.user_id,
+    )
+    db.session.add(key)
+    db.session.flush()
+    record_event(principal, "apikey.created", "api_key", key.id, {"api_key_id": key.id})
+    db.session.commit()
+    return key, token
+
+
+def revoke_key(principal: Principal, key_id: int) -> ApiKey:
+    """Revoke a key of the org; revoking twice is harmless."""
+    principal.require("apikeys.manage")
+    key = db.session.scalar(
+        select(ApiKey).where(ApiKey.id == key_id, ApiKey.org_id == principal.org_id)
+    )
+    if key is None:
+        raise NotFound("No such API key.")
+    if key.revoked_at is None:
+        key.revoked_at = utcnow()
+        record_event(principal, "apikey.revoked", "api_key", key.id, {"api_key_id": key.id})
+        db.session.commit()
+    return key
+
+
+def authenticate_key(token: str) -> Principal | None:
+    """The principal for a live key, or ``None`` for an unknown or revoked one."""
+    if not token.startswith(KEY_PREFIX):
+        return None
+    key = db.session.scalar(select(ApiKey).where(ApiKey.key_hash == _digest(token)))
+    if key is None or key.revoked_at is not None:
+        return None
+    now = utcnow()
+    last = as_utc(key.last_used_at)
+    if last is None or now - last > LAST_USED_RESOLUTION:
+        key.last_used_at = now
+        db.session.commit()
+    return Principal.for_api_key(key.id, key.org_id, key.role)

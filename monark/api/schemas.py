@@ -1,0 +1,129 @@
+"""Pydantic request and response models of /api/v1."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- inputs ---------------------------------------------------------------------------
+
+
+class ModelPath(Strict):
+    model: str = Field(description="The model's key, for example 'tasks'.", max_length=40)
+
+
+class RecordPath(ModelPath):
+    record_id: int = Field(description="The record's id.", ge=1)
+
+
+class RecordsQuery(Strict):
+    q: str | None = Field(None, description="Text to search for in text fields.", max_length=200)
+    filter: str | None = Field(
+        None,
+        description="Only records whose field equals a value, as field:value (e.g. status:done).",
+        max_length=200,
+    )
+    limit: int = Field(25, ge=1, le=100, description="Page size, at most 100.")
+    cursor: str | None = Field(
+        None, description="The next_cursor of the previous page.", max_length=40
+    )
+
+
+class RecordCreate(Strict):
+    values: dict[str, Any] = Field(description="Field key to value, checked against the model.")
+    visibility: Literal["org", "private"] = Field(
+        "org", description="'private' hides the record from members other than its creator."
+    )
+
+
+class RecordUpdate(Strict):
+    values: dict[str, Any] = Field(
+        description="Only the fields to change; null or an empty string clears a field."
+    )
+    visibility: Literal["org", "private"] | None = None
+
+
+# ---- outputs --------------------------------------------------------------------------
+
+
+class UserOut(BaseModel):
+    id: int
+    email: str
+    name: str
+
+
+class OrgOut(BaseModel):
+    id: int
+    name: str
+    slug: str
+
+
+class ApiKeyRef(BaseModel):
+    id: int
+    name: str
+
+
+class MeOut(BaseModel):
+    actor_kind: Literal["user", "api_key", "assistant"]
+    user: UserOut | None
+    api_key: ApiKeyRef | None
+    org: OrgOut
+    role: str
+    permissions: list[str]
+
+
+class FieldOut(BaseModel):
+    key: str
+    label: str
+    type: str
+    required: bool
+    options: list[str]
+
+
+class ModelSummary(BaseModel):
+    key: str
+    name: str
+    description: str
+
+
+class ModelList(BaseModel):
+    items: list[ModelSummary]
+
+
+class ModelOut(BaseModel):
+    key: str
+    name: str
+    description: str
+    fields: list[FieldOut]
+
+
+class RecordOut(BaseModel):
+    id: int
+    model: str
+    title: str
+    values: dict[str, Any]
+    visibility: Literal["org", "private"]
+    creator_id: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RecordList(BaseModel):
+    items: list[RecordOut]
+    next_cursor: str | None
+
+
+class RecordUpdated(RecordOut):
+    changed_fields: list[str]
+
+
+class Deleted(BaseModel):
+    id: int
+    deleted: bool = True

@@ -1,0 +1,80 @@
+"""The /api/v1 blueprint: one Flask view per route descriptor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Flask, current_app, jsonify, request
+from werkzeug.exceptions import BadRequest
+
+from monark.api.openapi import build_openapi
+from monark.api.registry import RouteDescriptor, parse_part
+from monark.api.routes import V1_ROUTES
+from monark.core.auth import PRINCIPAL_ENVIRON_KEY, guard, require_principal
+from monark.core.errors import ValidationFailed
+from monark.extensions import csrf
+
+bp = Blueprint("api", __name__, url_prefix="/api/v1")
+# Key-authenticated calls need no CSRF token; session calls are checked in ``_check_csrf``.
+csrf.exempt(bp)
+
+
+def _check_csrf() -> None:
+    """Browser-session writes need the CSRF token; API keys and in-process calls do not."""
+    if request.method in ("GET", "HEAD", "OPTIONS") or not current_app.config["WTF_CSRF_ENABLED"]:
+        return
+    if request.environ.get(PRINCIPAL_ENVIRON_KEY) is not None:
+        return
+    if request.headers.get("Authorization", "")[:7].lower() == "bearer ":
+        return
+    csrf.protect()
+
+
+def _json_body() -> Any:
+    if not request.content_length and not request.data:
+        return {}
+    if not request.is_json:
+        raise ValidationFailed(
+            "Send the body as JSON (Content-Type: application/json).",
+            [{"field": "body", "in": "body", "message": "Expected application/json."}],
+        )
+    try:
+        return request.get_json()
+    except BadRequest:
+        raise ValidationFailed(
+            "The request body is not valid JSON.",
+            [{"field": "body", "in": "body", "message": "Malformed JSON."}],
+        ) from None
+
+
+def make_view(route: RouteDescriptor):
+    """Build the Flask view for one descriptor: auth, permission, parse, handle, answer."""
+
+    @guard(route.permission)
+    def view(**path_args: str):
+        _check_csrf()
+        principal = require_principal()
+        path = parse_part(route.path_model, path_args, "path")
+        query = parse_part(route.query_model, request.args.to_dict(), "query")
+        body = parse_part(route.body_model, _json_body(), "body") if route.body_model else None
+        result = route.handler(principal, path, query, body)
+        return jsonify(result.model_dump(mode="json")), route.status
+
+    view.__name__ = route.name
+    view.__doc__ = route.summary
+    return view
+
+
+for _route in V1_ROUTES:
+    bp.add_url_rule(_route.flask_rule, _route.name, make_view(_route), methods=[_route.method])
+
+
+@bp.get("/openapi.json")
+def openapi():
+    """The OpenAPI 3.1 document of /api/v1, built from the registry."""
+    return jsonify(build_openapi(V1_ROUTES))
+
+
+def register_api(app: Flask) -> None:
+    """Mount /api/v1."""
+    app.register_blueprint(bp)

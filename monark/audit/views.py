@@ -1,0 +1,66 @@
+"""The audit log: every domain event of the org, filterable, paginated."""
+
+from __future__ import annotations
+
+from flask import Blueprint, render_template, request
+from sqlalchemy import select
+
+from monark.core.auth import guard, require_principal
+from monark.core.htmx import is_partial
+from monark.core.models import ApiKey, Event, User
+from monark.extensions import db
+from monark.records.services import members
+
+bp = Blueprint("audit", __name__)
+PAGE_SIZE = 50
+
+
+@bp.get("/audit")
+@guard("audit.view")
+def audit_log():
+    """Events newest first, filtered by type and actor, in keyset pages."""
+    principal = require_principal()
+    event_type = request.args.get("type", "").strip()
+    actor = request.args.get("actor", "").strip()
+    before = request.args.get("before", type=int)
+    stmt = select(Event).where(Event.org_id == principal.org_id)
+    if event_type:
+        stmt = stmt.where(Event.type == event_type)
+    if actor:
+        kind, _, actor_id = actor.partition(":")
+        stmt = stmt.where(Event.actor_kind == kind)
+        if actor_id.isdigit():
+            stmt = stmt.where(Event.actor_id == int(actor_id))
+    if before:
+        stmt = stmt.where(Event.id < before)
+    rows = list(db.session.scalars(stmt.order_by(Event.id.desc()).limit(PAGE_SIZE + 1)))
+    next_before = rows[PAGE_SIZE - 1].id if len(rows) > PAGE_SIZE else None
+    rows = rows[:PAGE_SIZE]
+    types = db.session.scalars(
+        select(Event.type).where(Event.org_id == principal.org_id).distinct().order_by(Event.type)
+    ).all()
+    user_ids = {e.actor_id for e in rows if e.actor_kind in ("user", "assistant") and e.actor_id}
+    users = (
+        {u.id: u for u in db.session.scalars(select(User).where(User.id.in_(user_ids)))}
+        if user_ids
+        else {}
+    )
+    actors = [(f"user:{u.id}", u.name) for u in members(principal.org_id)]
+    actors += [
+        (f"api_key:{k.id}", f"API key {k.name}")
+        for k in db.session.scalars(select(ApiKey).where(ApiKey.org_id == principal.org_id))
+    ]
+    actors.append(("assistant", "The assistant (any user)"))
+    context = {
+        "actors": actors,
+        "events": rows,
+        "users": users,
+        "types": types,
+        "event_type": event_type,
+        "actor": actor,
+        "next_before": next_before,
+        "before": before,
+    }
+    if is_partial() and request.headers.get("HX-Target", "").endswith("#audit-table"):
+        return render_template("audit/_table.html", **context)
+    return render_template("audit/list.html", **context)

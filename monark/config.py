@@ -1,0 +1,50 @@
+"""Configuration read from the environment, with overrides for tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _database_url(instance_path: str) -> str:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if not url:
+        return "sqlite:///" + str(Path(instance_path) / "monark.db")
+    # psycopg 3 is the driver; accept the common spellings of a PostgreSQL URL.
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def load_config(instance_path: str) -> dict[str, Any]:
+    """Build the Flask config mapping from environment variables."""
+    return {
+        "SECRET_KEY": os.environ.get("SECRET_KEY", "dev-only-change-me"),
+        "SQLALCHEMY_DATABASE_URI": _database_url(instance_path),
+        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+        "SESSION_COOKIE_HTTPONLY": True,
+        "SESSION_COOKIE_SAMESITE": "Lax",
+        "SESSION_COOKIE_SECURE": _bool("SESSION_COOKIE_SECURE", False),
+        "REMEMBER_COOKIE_HTTPONLY": True,
+        "REMEMBER_COOKIE_SAMESITE": "Lax",
+        "MAX_CONTENT_LENGTH": int(os.environ.get("MAX_CONTENT_LENGTH", str(1024 * 1024))),
+        "WTF_CSRF_ENABLED": True,
+        "WTF_CSRF_TIME_LIMIT": None,
+        "PASSWORD_HASH_METHOD": os.environ.get("PASSWORD_HASH_METHOD", "scrypt"),
+        # The assistant (used from the chat issue on).
+        "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY", ""),
+        "CHAT_LLM_PROVIDER": os.environ.get("CHAT_LLM_PROVIDER", "anthropic"),
+        "CHAT_LLM_MODEL": os.environ.get("CHAT_LLM_MODEL", "claude-sonnet-4-5"),
+        "CHAT_LLM_MAX_TOKENS": int(os.environ.get("CHAT_LLM_MAX_TOKENS", "4096")),
+        "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
+        "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
+    }

@@ -1,0 +1,1 @@
+"""Cross-cutting pieces: accounts and orgs, RBAC, events, errors, htmx helpers."""

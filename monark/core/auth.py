@@ -1,0 +1,120 @@
+"""Who is asking: session users, API keys and in-process calls resolve to one Principal.
+
+``guard(permission)`` is the one check every web and API view goes through.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from flask import g, redirect, request, session, url_for
+from flask_login import current_user
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from monark.core.errors import Unauthorized, wants_json
+from monark.core.models import Membership, User
+from monark.core.rbac import Principal
+from monark.extensions import db, login_manager
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# The dispatcher puts a ready Principal here; HTTP clients cannot set WSGI environ keys.
+PRINCIPAL_ENVIRON_KEY = "monark.principal"
+
+
+@login_manager.user_loader
+def _load_user(user_id: str) -> User | None:
+    return db.session.get(User, int(user_id))
+
+
+def hash_password(password: str, method: str = "scrypt") -> str:
+    """Hash a password with werkzeug (scrypt by default)."""
+    return generate_password_hash(password, method=method)
+
+
+def verify_password(user: User, password: str) -> bool:
+    """Check a password against the user's stored hash."""
+    return check_password_hash(user.password_hash, password)
+
+
+def memberships_of(user_id: int) -> list[Membership]:
+    """A user's memberships, oldest first, with their orgs loaded."""
+    stmt = (
+        db.select(Membership)
+        .where(Membership.user_id == user_id)
+        .options(db.joinedload(Membership.org))
+        .order_by(Membership.id)
+    )
+    return list(db.session.scalars(stmt))
+
+
+def _session_principal() -> Principal | None:
+    if not current_user.is_authenticated:
+        return None
+    org_id = session.get("org_id")
+    membership = None
+    if org_id is not None:
+        membership = db.session.scalar(
+            db.select(Membership).where(
+                Membership.user_id == current_user.id, Membership.org_id == org_id
+            )
+        )
+    if membership is None:
+        membership = db.session.scalar(
+            db.select(Membership)
+            .where(Membership.user_id == current_user.id)
+            .order_by(Membership.id)
+        )
+        if membership is None:
+            return None
+        session["org_id"] = membership.org_id
+    return Principal.for_user(current_user.id, membership.org_id, membership.role)
+
+
+def current_principal() -> Principal | None:
+    """The principal of this request, resolved once: dispatcher, API key, then session."""
+    if "principal" in g:
+        return g.principal
+    principal = request.environ.get(PRINCIPAL_ENVIRON_KEY)
+    if principal is None:
+        header = request.headers.get("Authorization", "")
+        if header[:7].lower() == "bearer " and request.path.startswith("/api/"):
+            from monark.api.keys import authenticate_key  # api depends on core, not back
+
+            principal = authenticate_key(header[7:].strip())
+            if principal is None:
+                raise Unauthorized("The API key is invalid or has been revoked.")
+        else:
+            principal = _session_principal()
+    g.principal = principal
+    return principal
+
+
+def guard(permission: str | None = None) -> Callable[[F], F]:
+    """Require a signed-in principal and, when given, a permission."""
+
+    def decorator(view: F) -> F:
+        @functools.wraps(view)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            principal = current_principal()
+            if principal is None:
+                if wants_json():
+                    raise Unauthorized("Sign in or send an API key (Authorization: Bearer mrk_…).")
+                return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+            if permission:
+                principal.require(permission)
+            return view(*args, **kwargs)
+
+        return wrapped  # type: ignore[return-value]
+
+    return decorator
+
+
+def require_principal() -> Principal:
+    """The current principal inside a guarded view (never None there)."""
+    principal = current_principal()
+    if principal is None:
+        raise Unauthorized("Not signed in.")
+    return principal

@@ -1,0 +1,110 @@
+"""Domain errors raised by services, mapped to HTTP answers in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask, jsonify, render_template, request
+from werkzeug.exceptions import HTTPException
+
+from monark.extensions import db
+
+
+class AppError(Exception):
+    """Base domain error; ``code`` and ``status`` shape the HTTP answer."""
+
+    code = "error"
+    status = 400
+
+    def __init__(self, message: str, details: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+
+class Unauthorized(AppError):
+    code, status = "unauthorized", 401
+
+
+class Forbidden(AppError):
+    code, status = "forbidden", 403
+
+
+class NotFound(AppError):
+    code, status = "not_found", 404
+
+
+class Conflict(AppError):
+    code, status = "conflict", 409
+
+
+class ValidationFailed(AppError):
+    """Input failed validation; ``details`` lists ``{"field", "message"}`` items."""
+
+    code, status = "validation_error", 400
+
+    def field_errors(self) -> dict[str, str]:
+        """The details as a mapping of field name to its first message (for forms)."""
+        out: dict[str, str] = {}
+        for item in self.details:
+            out.setdefault(str(item.get("field", "")), str(item.get("message", "")))
+        return out
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    429: "rate_limited",
+}
+
+
+def wants_json() -> bool:
+    """True for API calls and clients that ask for JSON rather than HTML."""
+    if request.path.startswith("/api/"):
+        return True
+    best = request.accept_mimetypes.best_match(["text/html", "application/json"])
+    return best == "application/json" and "HX-Request" not in request.headers
+
+
+def error_json(code: str, message: str, status: int, details: list | None = None):
+    """The API's error body: ``{"error": {"code", "message", "details"}}``."""
+    body = {"error": {"code": code, "message": message, "details": details or []}}
+    return jsonify(body), status
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Answer domain and HTTP errors as JSON for API clients and HTML for browsers."""
+
+    @app.errorhandler(AppError)
+    def handle_app_error(err: AppError):
+        db.session.rollback()
+        if wants_json():
+            return error_json(err.code, err.message, err.status, err.details)
+        # Validation of a browser form is shown inline by its view; reaching here is unexpected.
+        return render_template("error.html", status=err.status, message=err.message), err.status
+
+    @app.errorhandler(HTTPException)
+    def handle_http_error(err: HTTPException):
+        status = err.code or 500
+        if status == 400 and getattr(err, "description", "").startswith("The CSRF"):
+            message = "The form expired or is missing its CSRF token. Reload the page and retry."
+        elif status == 413:
+            limit = app.config.get("MAX_CONTENT_LENGTH")
+            message = f"The request body is larger than the {limit} byte limit."
+        else:
+            message = err.description or err.name
+        if wants_json():
+            return error_json(_HTTP_CODES.get(status, "error"), message, status)
+        return render_template("error.html", status=status, message=message), status
+
+    @app.errorhandler(500)
+    def handle_server_error(err):
+        db.session.rollback()
+        if wants_json():
+            return error_json("internal_error", "Something went wrong on our side.", 500)
+        return render_template("error.html", status=500, message="Something went wrong."), 500

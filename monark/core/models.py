@@ -1,0 +1,110 @@
+"""Accounts, organizations, memberships, API keys and domain events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from flask_login import UserMixin
+from sqlalchemy import JSON, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from monark.extensions import db
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, stored as UTC."""
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """Read a stored datetime as aware UTC (SQLite hands them back naive)."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+class User(UserMixin, db.Model):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(255), unique=True)
+    name: Mapped[str] = mapped_column(String(120))
+    password_hash: Mapped[str] = mapped_column(String(255))
+    ai_agent_enabled: Mapped[bool] = mapped_column(default=True)
+    assistant_panel_width: Mapped[int | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    memberships: Mapped[list[Membership]] = relationship(
+        back_populates="user", cascade="all, delete-orphan"
+    )
+
+
+class Org(db.Model):
+    __tablename__ = "orgs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(120))
+    slug: Mapped[str] = mapped_column(String(60), unique=True)
+    chat_enabled: Mapped[bool] = mapped_column(default=True)
+    ai_agent_enabled: Mapped[bool] = mapped_column(default=True)
+    branding_enabled: Mapped[bool] = mapped_column(default=False)
+    assistant_name: Mapped[str | None] = mapped_column(String(60), default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    memberships: Mapped[list[Membership]] = relationship(
+        back_populates="org", cascade="all, delete-orphan"
+    )
+
+
+class Membership(db.Model):
+    __tablename__ = "memberships"
+    __table_args__ = (UniqueConstraint("user_id", "org_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    role: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    user: Mapped[User] = relationship(back_populates="memberships")
+    org: Mapped[Org] = relationship(back_populates="memberships")
+
+
+class ApiKey(db.Model):
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(120))
+    role: Mapped[str] = mapped_column(String(20))
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    created_by: Mapped[User | None] = relationship()
+
+
+class Event(db.Model):
+    """A domain event: one row per mutation, written in the mutation's transaction."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        Index("ix_events_org_id_id", "org_id", "id"),
+        Index("ix_events_org_id_type", "org_id", "type"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    type: Mapped[str] = mapped_column(String(60))
+    actor_kind: Mapped[str] = mapped_column(String(20))
+    actor_id: Mapped[int | None] = mapped_column()
+    on_behalf_of_id: Mapped[int | None] = mapped_column()
+    conversation_id: Mapped[int | None] = mapped_column()
+    subject_type: Mapped[str] = mapped_column(String(40))
+    subject_id: Mapped[int | None] = mapped_column()
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,73 @@
+"""Signing in and out, and switching org."""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask_login import login_user, logout_user
+from sqlalchemy import func, select
+
+from monark.core.auth import current_principal, guard, memberships_of, verify_password
+from monark.core.models import Membership, User
+from monark.extensions import db
+
+bp = Blueprint("auth", __name__)
+
+
+def _safe_next(target: str | None) -> str:
+    """Only same-site relative paths; anything else goes home."""
+    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
+        return target
+    return url_for("records.home")
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    """The sign-in form and its submission."""
+    if current_principal() is not None and request.method == "GET":
+        return redirect(_safe_next(request.args.get("next")))
+    error = None
+    email = ""
+    if request.method == "POST":
+        email = request.form.get("email", "").strip().lower()
+        password = request.form.get("password", "")
+        user = db.session.scalar(select(User).where(func.lower(User.email) == email))
+        if user is None or not verify_password(user, password):
+            error = "Wrong email or password."
+        elif not memberships_of(user.id):
+            error = "This account belongs to no organization yet."
+        else:
+            login_user(user)
+            session["org_id"] = memberships_of(user.id)[0].org_id
+            return redirect(_safe_next(request.args.get("next")))
+    status = 401 if error else 200
+    return render_template("auth/login.html", error=error, email=email), status
+
+
+@bp.post("/logout")
+def logout():
+    """Sign out and forget the chosen org."""
+    logout_user()
+    session.clear()
+    return redirect(url_for("auth.login"))
+
+
+@bp.post("/orgs/switch")
+@guard()
+def switch_org():
+    """Make another of the user's orgs the current one."""
+    principal = current_principal()
+    try:
+        org_id = int(request.form.get("org_id", ""))
+    except ValueError:
+        org_id = 0
+    membership = db.session.scalar(
+        select(Membership).where(
+            Membership.user_id == principal.user_id, Membership.org_id == org_id
+        )
+    )
+    if membership is None:
+        flash("You are not a member of that organization.", "error")
+    else:
+        session["org_id"] = membership.org_id
+        flash(f"Switched to {membership.org.name}.", "info")
+    return redirect(url_for("records.home"))

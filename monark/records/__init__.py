@@ -1,0 +1,1 @@
+"""The records workspace: models, their fields, and records."""

@@ -1,0 +1,80 @@
+"""Tables of the records workspace."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from monark.core.models import User, utcnow
+from monark.extensions import db
+
+FieldType = Literal["text", "long_text", "number", "date", "boolean", "select", "user"]
+FIELD_TYPES: tuple[str, ...] = ("text", "long_text", "number", "date", "boolean", "select", "user")
+FIELD_TYPE_LABELS = {
+    "text": "Text",
+    "long_text": "Long text",
+    "number": "Number",
+    "date": "Date",
+    "boolean": "Yes / no",
+    "select": "Select",
+    "user": "User",
+}
+Visibility = Literal["org", "private"]
+
+
+class RecordModel(db.Model):
+    """A user-defined model such as ``tasks``: a named set of typed fields."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("org_id", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(40))
+    name: Mapped[str] = mapped_column(String(80))
+    description: Mapped[str] = mapped_column(String(500), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    fields: Mapped[list[ModelField]] = relationship(
+        back_populates="model",
+        cascade="all, delete-orphan",
+        order_by="ModelField.position, ModelField.id",
+    )
+
+
+class ModelField(db.Model):
+    __tablename__ = "model_fields"
+    __table_args__ = (UniqueConstraint("model_id", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(40))
+    label: Mapped[str] = mapped_column(String(80))
+    type: Mapped[str] = mapped_column(String(20))
+    required: Mapped[bool] = mapped_column(default=False)
+    options: Mapped[list[str]] = mapped_column(JSON, default=list)
+    position: Mapped[int] = mapped_column(default=0)
+
+    model: Mapped[RecordModel] = relationship(back_populates="fields")
+
+
+class Record(db.Model):
+    __tablename__ = "records"
+    # Listing walks this index newest-first within one model of one org.
+    __table_args__ = (Index("ix_records_org_id_model_id_id", "org_id", "model_id", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    values: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    title: Mapped[str] = mapped_column(String(300), default="")
+    search_text: Mapped[str] = mapped_column(Text, default="")
+    visibility: Mapped[str] = mapped_column(String(10), default="org")
+    creator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    creator: Mapped[User | None] = relationship()

@@ -1,0 +1,451 @@
+"""Record and model services: plain functions over a Principal, no request access."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, or_, select, true
+from sqlalchemy.orm import selectinload
+
+from monark.core.errors import NotFound, ValidationFailed
+from monark.core.events import record_event
+from monark.core.models import Membership, User
+from monark.core.rbac import Principal
+from monark.extensions import db
+from monark.records.models import FIELD_TYPES, ModelField, Record, RecordModel
+from monark.records.values import display_title, search_text, validate_values
+
+KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+MAX_PAGE = 100
+
+
+# ---- models ---------------------------------------------------------------------------
+
+
+def list_models(principal: Principal) -> list[RecordModel]:
+    """The org's models with their fields, by name."""
+    principal.require("records.view")
+    stmt = (
+        select(RecordModel)
+        .where(RecordModel.org_id == principal.org_id)
+        .options(selectinload(RecordModel.fields))
+        .order_by(RecordModel.name)
+    )
+    return list(db.session.scalars(stmt))
+
+
+def get_model(principal: Principal, key: str) -> RecordModel:
+    """One model of the org by key, with fields; ``NotFound`` otherwise."""
+    principal.require("records.view")
+    model = db.session.scalar(
+        select(RecordModel)
+        .where(RecordModel.org_id == principal.org_id, RecordModel.key == key)
+        .options(selectinload(RecordModel.fields))
+    )
+    if model is None:
+        raise NotFound(f"No model '{key}' in this organization.")
+    return model
+
+
+def _check_key(key: str, field: str) -> None:
+    if not KEY_RE.match(key or ""):
+        raise ValidationFailed(
+            "Invalid key.",
+            [
+                {
+                    "field": field,
+                    "message": "Use 1-40 lowercase letters, digits or _, starting with a letter.",
+                }
+            ],
+        )
+
+
+def _check_name(name: str, field: str, limit: int = 80) -> str:
+    name = (name or "").strip()
+    if not name or len(name) > limit:
+        raise ValidationFailed(
+            "Invalid name.", [{"field": field, "message": f"Give 1-{limit} characters."}]
+        )
+    return name
+
+
+def create_model(principal: Principal, key: str, name: str, description: str = "") -> RecordModel:
+    """Create a model; its key must be unique in the org."""
+    principal.require("models.manage")
+    _check_key(key, "key")
+    name = _check_name(name, "name")
+    exists = db.session.scalar(
+        select(RecordModel.id).where(RecordModel.org_id == principal.org_id, RecordModel.key == key)
+    )
+    if exists:
+        raise ValidationFailed(
+            "Key taken.", [{"field": "key", "message": f"A model with key '{key}' exists."}]
+        )
+    model = RecordModel(
+        org_id=principal.org_id, key=key, name=name, description=description.strip()[:500]
+    )
+    db.session.add(model)
+    db.session.flush()
+    record_event(principal, "model.created", "model", model.id, {"model_id": model.id})
+    db.session.commit()
+    return model
+
+
+def update_model(principal: Principal, model: RecordModel, name: str, description: str) -> None:
+    """Rename a model or change its description."""
+    principal.require("models.manage")
+    model.name = _check_name(name, "name")
+    model.description = (description or "").strip()[:500]
+    record_event(principal, "model.updated", "model", model.id, {"model_id": model.id})
+    db.session.commit()
+
+
+def delete_model(principal: Principal, model: RecordModel) -> None:
+    """Delete a model and all its records."""
+    principal.require("models.manage")
+    model_id = model.id
+    db.session.execute(db.delete(Record).where(Record.model_id == model_id))
+    db.session.delete(model)
+    record_event(principal, "model.deleted", "model", model_id, {"model_id": model_id})
+    db.session.commit()
+
+
+def _clean_options(field_type: str, options: list[str]) -> list[str]:
+    if field_type != "select":
+        return []
+    clean = []
+    for option in options:
+        option = option.strip()
+        if option and option not in clean:
+            clean.append(option[:60])
+    if not clean:
+        raise ValidationFailed(
+            "A select field needs options.",
+            [{"field": "options", "message": "Give at least one option (one per line)."}],
+        )
+    return clean
+
+
+def add_field(
+    principal: Principal,
+    model: RecordModel,
+    *,
+    key: str,
+    label: str,
+    type: str,
+    required: bool = False,
+    options: list[str] | None = None,
+) -> ModelField:
+    """Add a typed field to a model."""
+    principal.require("models.manage")
+    _check_key(key, "key")
+    label = _check_name(label, "label")
+    if type not in FIELD_TYPES:
+        raise ValidationFailed(
+            "Unknown type.",
+            [{"field": "type", "message": f"Choose one of: {', '.join(FIELD_TYPES)}."}],
+        )
+    if any(f.key == key for f in model.fields):
+        raise ValidationFailed(
+            "Key taken.", [{"field": "key", "message": f"The model has a field '{key}'."}]
+        )
+    field = ModelField(
+        key=key,
+        label=label,
+        type=type,
+        required=required,
+        options=_clean_options(type, options or []),
+        position=max((f.position for f in model.fields), default=-1) + 1,
+    )
+    model.fields.append(field)
+    db.session.flush()
+    record_event(
+        principal, "field.created", "model", model.id, {"model_id": model.id, "field": key}
+    )
+    db.session.commit()
+    return field
+
+
+def update_field(
+    principal: Principal,
+    field: ModelField,
+    *,
+    label: str,
+    required: bool,
+    options: list[str] | None = None,
+) -> None:
+    """Change a field's label, required flag or select options (its type is fixed)."""
+    principal.require("models.manage")
+    field.label = _check_name(label, "label")
+    field.required = required
+    field.options = _clean_options(field.type, options or [])
+    record_event(
+        principal,
+        "field.updated",
+        "model",
+        field.model_id,
+        {"model_id": field.model_id, "field": field.key},
+    )
+    db.session.commit()
+
+
+def delete_field(principal: Principal, field: ModelField) -> None:
+    """Remove a field and its values from every record of the model."""
+    principal.require("models.manage")
+    model_id, key = field.model_id, field.key
+    for record in db.session.scalars(select(Record).where(Record.model_id == model_id)):
+        if key in record.values:
+            record.values = {k: v for k, v in record.values.items() if k != key}
+    db.session.delete(field)
+    record_event(
+        principal, "field.deleted", "model", model_id, {"model_id": model_id, "field": key}
+    )
+    db.session.commit()
+
+
+def get_field(model: RecordModel, field_id: int) -> ModelField:
+    """A field of ``model`` by id; ``NotFound`` otherwise."""
+    for field in model.fields:
+        if field.id == field_id:
+            return field
+    raise NotFound("No such field.")
+
+
+# ---- records --------------------------------------------------------------------------
+
+
+def _visible_to(principal: Principal) -> ColumnElement[bool]:
+    """Private records are for their creator and for roles with records.view_private."""
+    if principal.can("records.view_private"):
+        return true()
+    if principal.user_id is None:
+        return Record.visibility == "org"
+    return or_(Record.visibility == "org", Record.creator_id == principal.user_id)
+
+
+def member_ids(org_id: int) -> set[int]:
+    """Ids of the org's members (the values a user field accepts)."""
+    return set(db.session.scalars(select(Membership.user_id).where(Membership.org_id == org_id)))
+
+
+def members(org_id: int) -> list[User]:
+    """The org's members by name (for user-field pickers and display)."""
+    stmt = select(User).join(Membership).where(Membership.org_id == org_id).order_by(User.name)
+    return list(db.session.scalars(stmt))
+
+
+def _member_ids_for(model: RecordModel, org_id: int) -> set[int]:
+    return member_ids(org_id) if any(f.type == "user" for f in model.fields) else set()
+
+
+def _filter_clause(model: RecordModel, field_key: str, raw: str) -> ColumnElement[bool]:
+    field = next((f for f in model.fields if f.key == field_key), None)
+    if field is None:
+        known = ", ".join(f.key for f in model.fields)
+        raise ValidationFailed(
+            "Unknown filter field.",
+            [{"field": "filter", "message": f"Unknown field '{field_key}' (known: {known})."}],
+        )
+    element = Record.values[field_key]
+    try:
+        if field.type == "number":
+            return element.as_float() == float(raw)
+        if field.type == "boolean":
+            if raw.lower() not in ("true", "false"):
+                raise ValueError
+            return element.as_boolean() == (raw.lower() == "true")
+        if field.type == "user":
+            return element.as_integer() == int(raw)
+    except ValueError:
+        raise ValidationFailed(
+            "Invalid filter value.",
+            [{"field": "filter", "message": f"'{raw}' is not a valid {field.type} value."}],
+        ) from None
+    return element.as_string() == raw
+
+
+def parse_filter(raw: str | None) -> tuple[str, str] | None:
+    """Split ``field:value`` into its parts; ``None`` when empty."""
+    if not raw:
+        return None
+    field, sep, value = raw.partition(":")
+    if not sep or not field:
+        raise ValidationFailed(
+            "Invalid filter.", [{"field": "filter", "message": "Use the form field:value."}]
+        )
+    return field.strip(), value.strip()
+
+
+def _records_query(
+    principal: Principal, model: RecordModel, q: str | None, filter: tuple[str, str] | None
+):
+    stmt = select(Record).where(
+        Record.org_id == principal.org_id, Record.model_id == model.id, _visible_to(principal)
+    )
+    if q and q.strip():
+        stmt = stmt.where(Record.search_text.contains(q.strip().lower(), autoescape=True))
+    if filter:
+        stmt = stmt.where(_filter_clause(model, *filter))
+    return stmt
+
+
+@dataclass
+class RecordPage:
+    items: list[Record]
+    next_cursor: str | None
+
+
+def list_records(
+    principal: Principal,
+    model: RecordModel,
+    *,
+    q: str | None = None,
+    filter: tuple[str, str] | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+) -> RecordPage:
+    """Records visible to the principal, newest first, one keyset page at a time."""
+    principal.require("records.view")
+    limit = max(1, min(limit, MAX_PAGE))
+    stmt = _records_query(principal, model, q, filter)
+    if cursor:
+        try:
+            before = int(cursor)
+        except ValueError:
+            raise ValidationFailed(
+                "Invalid cursor.", [{"field": "cursor", "message": "Use the next_cursor given."}]
+            ) from None
+        stmt = stmt.where(Record.id < before)
+    stmt = stmt.order_by(Record.model_id.desc(), Record.id.desc()).limit(limit + 1)
+    rows = list(db.session.scalars(stmt))
+    next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
+    return RecordPage(items=rows[:limit], next_cursor=next_cursor)
+
+
+def count_records(
+    principal: Principal, model: RecordModel, *, q: str | None, filter: tuple[str, str] | None
+) -> int:
+    """How many records the list would show in all."""
+    stmt = _records_query(principal, model, q, filter).with_only_columns(func.count())
+    return db.session.scalar(stmt.order_by(None)) or 0
+
+
+def get_record(principal: Principal, model: RecordModel, record_id: int) -> Record:
+    """A record the principal may see; ``NotFound`` for anything else, never Forbidden."""
+    principal.require("records.view")
+    record = db.session.scalar(
+        select(Record).where(
+            Record.id == record_id,
+            Record.org_id == principal.org_id,
+            Record.model_id == model.id,
+            _visible_to(principal),
+        )
+    )
+    if record is None:
+        raise NotFound(f"No record {record_id} in {model.name}.")
+    return record
+
+
+def _check_visibility(visibility: str | None) -> str:
+    if visibility in (None, ""):
+        return "org"
+    if visibility not in ("org", "private"):
+        raise ValidationFailed(
+            "Invalid visibility.",
+            [{"field": "visibility", "message": "Use 'org' or 'private'."}],
+        )
+    return visibility
+
+
+def create_record(
+    principal: Principal, model: RecordModel, values: dict[str, Any], visibility: str | None = None
+) -> Record:
+    """Validate and store a new record, with its ``record.created`` event."""
+    principal.require("records.create")
+    visibility = _check_visibility(visibility)
+    clean, problems = validate_values(
+        model.fields, values, partial=False, member_ids=_member_ids_for(model, principal.org_id)
+    )
+    if problems:
+        raise ValidationFailed("The record has invalid values.", problems)
+    clean = {f.key: clean.get(f.key) for f in model.fields if clean.get(f.key) is not None}
+    record = Record(
+        org_id=principal.org_id,
+        model_id=model.id,
+        values=clean,
+        title=display_title(model.fields, clean),
+        search_text=search_text(model.fields, clean),
+        visibility=visibility,
+        creator_id=principal.user_id,
+    )
+    db.session.add(record)
+    db.session.flush()
+    record_event(
+        principal,
+        "record.created",
+        "record",
+        record.id,
+        {"model_id": model.id, "fields": sorted(clean)},
+    )
+    db.session.commit()
+    return record
+
+
+def update_record(
+    principal: Principal,
+    model: RecordModel,
+    record_id: int,
+    values: dict[str, Any],
+    visibility: str | None = None,
+) -> tuple[Record, list[str]]:
+    """Apply a partial update; returns the record and the names of the fields that changed."""
+    principal.require("records.update")
+    record = get_record(principal, model, record_id)
+    clean, problems = validate_values(
+        model.fields, values, partial=True, member_ids=_member_ids_for(model, principal.org_id)
+    )
+    if problems:
+        raise ValidationFailed("The record has invalid values.", problems)
+    merged = dict(record.values)
+    changed = []
+    for key, value in clean.items():
+        if merged.get(key) != value:
+            changed.append(key)
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    if visibility is not None:
+        visibility = _check_visibility(visibility)
+        if visibility != record.visibility:
+            record.visibility = visibility
+            changed.append("visibility")
+    if changed:
+        record.values = merged
+        record.title = display_title(model.fields, merged)
+        record.search_text = search_text(model.fields, merged)
+        record_event(
+            principal,
+            "record.updated",
+            "record",
+            record.id,
+            {"model_id": model.id, "fields": sorted(changed)},
+        )
+    db.session.commit()
+    return record, sorted(changed)
+
+
+def delete_record(principal: Principal, model: RecordModel, record_id: int) -> None:
+    """Delete a record the principal may see, with its ``record.deleted`` event."""
+    principal.require("records.delete")
+    record = get_record(principal, model, record_id)
+    db.session.delete(record)
+    record_event(principal, "record.deleted", "record", record_id, {"model_id": model.id})
+    db.session.commit()
+
+
+def record_label(model: RecordModel, record: Record) -> str:
+    """How a record is named in the UI: its title, or the model and id."""
+    return record.title or f"{model.name} #{record.id}"

@@ -1,0 +1,170 @@
+"""Validating record values against a model's fields.
+
+API callers send typed JSON; browser forms send strings, which ``parse_form_values``
+turns into the same typed values first, so both paths share ``validate_values``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import date
+from typing import Any
+
+from monark.records.models import ModelField
+
+TEXT_MAX = 1000
+LONG_TEXT_MAX = 20000
+
+
+class _Invalid(ValueError):
+    pass
+
+
+def _check(field: ModelField, value: Any, member_ids: set[int]) -> Any:
+    kind = field.type
+    if kind in ("text", "long_text"):
+        if not isinstance(value, str):
+            raise _Invalid("must be a string")
+        value = value.strip() if kind == "text" else value
+        limit = TEXT_MAX if kind == "text" else LONG_TEXT_MAX
+        if len(value) > limit:
+            raise _Invalid(f"must be at most {limit} characters")
+        if kind == "text" and "\n" in value:
+            raise _Invalid("must be a single line")
+        return value
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _Invalid("must be a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _Invalid("must be a finite number")
+        return value
+    if kind == "date":
+        if not isinstance(value, str):
+            raise _Invalid("must be a date as YYYY-MM-DD")
+        try:
+            return date.fromisoformat(value).isoformat() if len(value) == 10 else _bad_date()
+        except ValueError:
+            raise _Invalid("must be a date as YYYY-MM-DD") from None
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise _Invalid("must be true or false")
+        return value
+    if kind == "select":
+        if not isinstance(value, str) or value not in (field.options or []):
+            allowed = ", ".join(field.options or [])
+            raise _Invalid(f"must be one of: {allowed}")
+        return value
+    if kind == "user":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Invalid("must be a user id")
+        if value not in member_ids:
+            raise _Invalid("must be a member of this organization")
+        return value
+    raise _Invalid(f"has an unsupported type {kind}")
+
+
+def _bad_date() -> str:
+    raise ValueError
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def validate_values(
+    fields: Iterable[ModelField],
+    values: Mapping[str, Any],
+    *,
+    partial: bool,
+    member_ids: set[int],
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """Check ``values`` against ``fields``; return clean values and per-field problems.
+
+    Empty values clear a field (``None``). With ``partial`` only the given keys are
+    checked, as for a PATCH; otherwise every required field must have a value.
+    Problem fields are named ``values.<key>``.
+    """
+    by_key = {f.key: f for f in fields}
+    clean: dict[str, Any] = {}
+    problems: list[dict[str, str]] = []
+    for key in values:
+        if key not in by_key:
+            known = ", ".join(by_key) or "none"
+            problems.append(
+                {"field": f"values.{key}", "message": f"Unknown field '{key}' (known: {known})."}
+            )
+    for key, field in by_key.items():
+        if key not in values:
+            if not partial and field.required:
+                problems.append(
+                    {"field": f"values.{key}", "message": f"{field.label} is required."}
+                )
+            continue
+        value = values[key]
+        if _is_empty(value):
+            if field.required:
+                problems.append(
+                    {"field": f"values.{key}", "message": f"{field.label} is required."}
+                )
+            else:
+                clean[key] = None
+            continue
+        try:
+            clean[key] = _check(field, value, member_ids)
+        except _Invalid as err:
+            problems.append({"field": f"values.{key}", "message": f"{field.label} {err}."})
+    return clean, problems
+
+
+def parse_form_values(
+    fields: Iterable[ModelField], form: Mapping[str, str]
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """Turn a browser form's strings into typed values (before ``validate_values``)."""
+    out: dict[str, Any] = {}
+    problems: list[dict[str, str]] = []
+    for field in fields:
+        name = f"v_{field.key}"
+        if field.type == "boolean":
+            out[field.key] = form.get(name) in ("on", "true", "1")
+            continue
+        raw = form.get(name, "")
+        if raw.strip() == "":
+            out[field.key] = None
+            continue
+        if field.type == "number":
+            try:
+                number = float(raw)
+                out[field.key] = int(number) if number.is_integer() and "." not in raw else number
+            except ValueError:
+                problems.append(
+                    {"field": f"values.{field.key}", "message": f"{field.label} must be a number."}
+                )
+        elif field.type == "user":
+            try:
+                out[field.key] = int(raw)
+            except ValueError:
+                problems.append(
+                    {"field": f"values.{field.key}", "message": f"{field.label} must be a user."}
+                )
+        else:
+            out[field.key] = raw
+    return out, problems
+
+
+def display_title(fields: Iterable[ModelField], values: Mapping[str, Any]) -> str:
+    """The record's title: the first non-empty text field, cut to 300 characters."""
+    for field in fields:
+        if field.type == "text" and values.get(field.key):
+            return str(values[field.key])[:300]
+    return ""
+
+
+def search_text(fields: Iterable[ModelField], values: Mapping[str, Any]) -> str:
+    """Lower-cased text of the searchable fields, stored for ``q`` search."""
+    parts = [
+        str(values[f.key])
+        for f in fields
+        if f.type in ("text", "long_text", "select") and values.get(f.key)
+    ]
+    return "\n".join(parts).lower()

@@ -1,0 +1,308 @@
+"""Web views of the records workspace (full pages, htmx partials)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+
+from monark.core.auth import guard, require_principal
+from monark.core.errors import ValidationFailed
+from monark.core.htmx import is_partial
+from monark.records import services
+from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, RecordModel
+from monark.records.values import parse_form_values
+
+bp = Blueprint("records", __name__)
+
+PAGE_SIZE = 25
+
+
+def _focus(model: RecordModel, record_id: int | None = None) -> dict:
+    """Template variables for the page-context data attributes."""
+    return {"focus_model": model.key, "focus_record": record_id}
+
+
+@bp.get("/")
+@guard()
+def home():
+    """The signed-in start page: the model list."""
+    return redirect(url_for("records.models"))
+
+
+@bp.get("/models")
+@guard("records.view")
+def models():
+    """All models of the org."""
+    principal = require_principal()
+    return render_template("records/models.html", models=services.list_models(principal))
+
+
+@bp.route("/models/new", methods=["GET", "POST"])
+@guard("models.manage")
+def model_new():
+    """Create a model (admins)."""
+    principal = require_principal()
+    errors: dict[str, str] = {}
+    form = request.form
+    if request.method == "POST":
+        try:
+            model = services.create_model(
+                principal,
+                form.get("key", "").strip(),
+                form.get("name", ""),
+                form.get("description", ""),
+            )
+        except ValidationFailed as err:
+            errors = err.field_errors()
+        else:
+            flash(f"Model {model.name} created. Add its fields below.", "info")
+            return redirect(url_for("records.model_settings", key=model.key), 303)
+    status = 422 if errors else 200
+    return render_template("records/model_new.html", errors=errors, form=form), status
+
+
+@bp.get("/models/<key>/records")
+@guard("records.view")
+def record_list(key: str):
+    """A model's records with search, a field filter and keyset pages."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    q = request.args.get("q", "").strip()[:200]
+    filter_field = request.args.get("field", "").strip()
+    filter_value = request.args.get("value", "").strip()
+    cursor = request.args.get("cursor") or None
+    flt = (filter_field, filter_value) if filter_field and filter_value else None
+    error = None
+    try:
+        page = services.list_records(
+            principal, model, q=q, filter=flt, limit=PAGE_SIZE, cursor=cursor
+        )
+        total = services.count_records(principal, model, q=q, filter=flt)
+    except ValidationFailed as err:
+        error = "; ".join(d["message"] for d in err.details) or err.message
+        page, total = services.RecordPage(items=[], next_cursor=None), 0
+    context = {
+        "model": model,
+        "page": page,
+        "total": total,
+        "q": q,
+        "filter_field": filter_field,
+        "filter_value": filter_value,
+        "cursor": cursor,
+        "error": error,
+        "members": {u.id: u for u in services.members(principal.org_id)}
+        if any(f.type == "user" for f in model.fields)
+        else {},
+        **_focus(model),
+    }
+    if is_partial() and request.headers.get("HX-Target", "").endswith("#records-table"):
+        return render_template("records/_table.html", **context)
+    return render_template("records/list.html", **context)
+
+
+def _record_form(model: RecordModel, record=None):
+    principal = require_principal()
+    errors: dict[str, str] = {}
+    values = dict(record.values) if record else {}
+    visibility = record.visibility if record else "org"
+    if request.method == "POST":
+        parsed, problems = parse_form_values(model.fields, request.form)
+        visibility = request.form.get("visibility", "org")
+        values = {**values, **{k: v for k, v in parsed.items()}}
+        try:
+            if problems:
+                raise ValidationFailed("Invalid values.", problems)
+            if record is None:
+                record = services.create_record(principal, model, parsed, visibility)
+                flash(f"{services.record_label(model, record)} created.", "info")
+            else:
+                services.update_record(principal, model, record.id, parsed, visibility)
+                flash(f"{services.record_label(model, record)} saved.", "info")
+        except ValidationFailed as err:
+            errors = {k.removeprefix("values."): v for k, v in err.field_errors().items()}
+        else:
+            return redirect(
+                url_for("records.record_detail", key=model.key, record_id=record.id), 303
+            )
+    return render_template(
+        "records/form.html",
+        model=model,
+        record=record,
+        values=values,
+        visibility=visibility,
+        errors=errors,
+        members=services.members(principal.org_id),
+        **_focus(model, record.id if record else None),
+    ), (422 if errors else 200)
+
+
+@bp.route("/models/<key>/records/new", methods=["GET", "POST"])
+@guard("records.create")
+def record_new(key: str):
+    """Create a record; field errors are shown inline."""
+    model = services.get_model(require_principal(), key)
+    return _record_form(model)
+
+
+@bp.get("/models/<key>/records/<int:record_id>")
+@guard("records.view")
+def record_detail(key: str, record_id: int):
+    """One record."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    record = services.get_record(principal, model, record_id)
+    return render_template(
+        "records/detail.html",
+        model=model,
+        record=record,
+        members={u.id: u for u in services.members(principal.org_id)},
+        **_focus(model, record.id),
+    )
+
+
+@bp.route("/models/<key>/records/<int:record_id>/edit", methods=["GET", "POST"])
+@guard("records.update")
+def record_edit(key: str, record_id: int):
+    """Edit a record; field errors are shown inline."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    return _record_form(model, services.get_record(principal, model, record_id))
+
+
+@bp.route("/models/<key>/records/<int:record_id>/delete", methods=["GET", "POST"])
+@guard("records.delete")
+def record_delete(key: str, record_id: int):
+    """Ask, then delete a record."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    record = services.get_record(principal, model, record_id)
+    if request.method == "POST":
+        label = services.record_label(model, record)
+        services.delete_record(principal, model, record_id)
+        flash(f"{label} deleted.", "info")
+        return redirect(url_for("records.record_list", key=model.key), 303)
+    return render_template(
+        "records/delete.html", model=model, record=record, **_focus(model, record.id)
+    )
+
+
+# ---- model settings (admins) -----------------------------------------------------------
+
+
+def _settings_page(model: RecordModel, errors: dict[str, str] | None = None, status: int = 200):
+    return render_template(
+        "records/model_settings.html",
+        model=model,
+        field_types=FIELD_TYPES,
+        field_type_labels=FIELD_TYPE_LABELS,
+        errors=errors or {},
+        form=request.form,
+        **_focus(model),
+    ), status
+
+
+def _options(raw: str) -> list[str]:
+    return [line.strip() for line in raw.replace(",", "\n").splitlines() if line.strip()]
+
+
+@bp.route("/models/<key>/settings", methods=["GET", "POST"])
+@guard("models.manage")
+def model_settings(key: str):
+    """Rename a model and manage its fields."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    if request.method == "POST":
+        try:
+            services.update_model(
+                principal, model, request.form.get("name", ""), request.form.get("description", "")
+            )
+        except ValidationFailed as err:
+            return _settings_page(model, err.field_errors(), 422)
+        flash("Model saved.", "info")
+        return redirect(url_for("records.model_settings", key=model.key), 303)
+    return _settings_page(model)
+
+
+@bp.post("/models/<key>/fields")
+@guard("models.manage")
+def field_add(key: str):
+    """Add a field to a model."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    form = request.form
+    try:
+        services.add_field(
+            principal,
+            model,
+            key=form.get("key", "").strip(),
+            label=form.get("label", ""),
+            type=form.get("type", ""),
+            required=form.get("required") == "on",
+            options=_options(form.get("options", "")),
+        )
+    except ValidationFailed as err:
+        return _settings_page(model, {f"new_{k}": v for k, v in err.field_errors().items()}, 422)
+    flash("Field added.", "info")
+    return redirect(url_for("records.model_settings", key=model.key), 303)
+
+
+@bp.post("/models/<key>/fields/<int:field_id>")
+@guard("models.manage")
+def field_update(key: str, field_id: int):
+    """Change a field's label, required flag or options."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    field = services.get_field(model, field_id)
+    form = request.form
+    try:
+        services.update_field(
+            principal,
+            field,
+            label=form.get("label", ""),
+            required=form.get("required") == "on",
+            options=_options(form.get("options", "")),
+        )
+    except ValidationFailed as err:
+        prefixed = {f"f{field_id}_{k}": v for k, v in err.field_errors().items()}
+        return _settings_page(model, prefixed, 422)
+    flash(f"Field {field.label} saved.", "info")
+    return redirect(url_for("records.model_settings", key=model.key), 303)
+
+
+@bp.post("/models/<key>/fields/<int:field_id>/delete")
+@guard("models.manage")
+def field_delete(key: str, field_id: int):
+    """Remove a field and its values."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    field = services.get_field(model, field_id)
+    services.delete_field(principal, field)
+    flash(f"Field {field.label} deleted.", "info")
+    return redirect(url_for("records.model_settings", key=model.key), 303)
+
+
+@bp.post("/models/<key>/delete")
+@guard("models.manage")
+def model_delete(key: str):
+    """Delete a model and its records, after typing its key to confirm."""
+    principal = require_principal()
+    model = services.get_model(principal, key)
+    if request.form.get("confirm_key") != model.key:
+        return _settings_page(model, {"confirm_key": f"Type {model.key} to confirm."}, 422)
+    name = model.name
+    services.delete_model(principal, model)
+    flash(f"Model {name} and its records deleted.", "info")
+    return redirect(url_for("records.models"), 303)
+
+
+@bp.app_template_global()
+def field_value(field, values: dict, members: dict | None = None) -> str:
+    """A record value as text for display."""
+    value = values.get(field.key)
+    if value is None or value == "":
+        return ""
+    if field.type == "boolean":
+        return "Yes" if value else "No"
+    if field.type == "user":
+        user = (members or {}).get(value)
+        return user.name if user else f"User {value}"
+    return str(value)

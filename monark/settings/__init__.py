@@ -1,0 +1,1 @@
+"""Org settings, members, API keys and the user profile."""
