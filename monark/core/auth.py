@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from flask import g, redirect, request, session, url_for
+from flask import redirect, request, session, url_for
 from flask_login import current_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -22,6 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The dispatcher puts a ready Principal here; HTTP clients cannot set WSGI environ keys.
 PRINCIPAL_ENVIRON_KEY = "monark.principal"
+_UNRESOLVED = object()
 
 
 @login_manager.user_loader
@@ -75,8 +76,11 @@ def _session_principal() -> Principal | None:
 
 def current_principal() -> Principal | None:
     """The principal of this request, resolved once: dispatcher, API key, then session."""
-    if "principal" in g:
-        return g.principal
+    # Cached on the request, not on ``g``: an in-process call runs inside another request's
+    # app context, and must resolve its own principal.
+    cached = getattr(request, "_monark_principal", _UNRESOLVED)
+    if cached is not _UNRESOLVED:
+        return cached
     principal = request.environ.get(PRINCIPAL_ENVIRON_KEY)
     if principal is None:
         header = request.headers.get("Authorization", "")
@@ -88,7 +92,7 @@ def current_principal() -> Principal | None:
                 raise Unauthorized("The API key is invalid or has been revoked.")
         else:
             principal = _session_principal()
-    g.principal = principal
+    request._monark_principal = principal
     return principal
 
 

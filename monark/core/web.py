@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from flask import Flask, current_app, g, request
+from flask import Flask, current_app, request
 from sqlalchemy import select
 
 from monark.core.auth import current_principal, memberships_of
@@ -44,25 +44,19 @@ def _page_context() -> dict[str, Any]:
         principal = None
     if principal is None or principal.user_id is None:
         return {"principal": None}
-    if "page_user" not in g:
-        from monark.records.models import RecordModel
+    from monark.records.models import RecordModel
 
-        g.page_user = db.session.get(User, principal.user_id)
-        g.page_memberships = memberships_of(principal.user_id)
-        g.page_models = list(
-            db.session.scalars(
-                select(RecordModel)
-                .where(RecordModel.org_id == principal.org_id)
-                .order_by(RecordModel.name)
-            )
-        )
-    org = next((m.org for m in g.page_memberships if m.org_id == principal.org_id), None)
+    memberships = memberships_of(principal.user_id)
+    org = next((m.org for m in memberships if m.org_id == principal.org_id), None)
+    nav_models = db.session.scalars(
+        select(RecordModel).where(RecordModel.org_id == principal.org_id).order_by(RecordModel.name)
+    ).all()
     return {
         "principal": principal,
-        "me": g.page_user,
+        "me": db.session.get(User, principal.user_id),
         "org": org,
-        "memberships": g.page_memberships,
-        "nav_models": g.page_models,
+        "memberships": memberships,
+        "nav_models": nav_models,
         "assistant_name": assistant_name(org),
     }
 

@@ -1,0 +1,114 @@
+"""Fixtures: one app per session on SQLite (default) or DATABASE_URL, tables emptied per test."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import text
+
+from monark import create_app
+from monark.extensions import db
+from tests import factories
+
+CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def _database_url(tmpdir: str) -> str:
+    return os.environ.get("DATABASE_URL") or f"sqlite:///{tmpdir}/test.db"
+
+
+@pytest.fixture(scope="session")
+def app() -> Iterator[Flask]:
+    with tempfile.TemporaryDirectory() as tmpdir:
+        os.environ["DATABASE_URL"] = _database_url(tmpdir)
+        app = create_app(
+            {
+                "TESTING": True,
+                "SECRET_KEY": "test",
+                "PASSWORD_HASH_METHOD": factories.FAST_HASH,
+            }
+        )
+        with app.app_context():
+            db.drop_all()
+            db.create_all()
+        yield app
+        with app.app_context():
+            db.session.remove()
+            db.drop_all()
+
+
+def _empty_tables() -> None:
+    if db.engine.dialect.name == "postgresql":
+        names = ", ".join(f'"{t.name}"' for t in db.metadata.sorted_tables)
+        db.session.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    else:
+        for table in reversed(db.metadata.sorted_tables):
+            db.session.execute(table.delete())
+    db.session.commit()
+
+
+@pytest.fixture(autouse=True)
+def _clean_db(app: Flask) -> Iterator[None]:
+    with app.app_context():
+        _empty_tables()
+        yield
+        db.session.remove()
+
+
+@pytest.fixture
+def world(app: Flask) -> factories.World:
+    """Two orgs (Acme, Globex), a user per role in each, a tasks model, records and keys."""
+    return factories.make_world()
+
+
+class Browser:
+    """A test client that signs in and sends the CSRF token like a browser form would."""
+
+    def __init__(self, client: FlaskClient):
+        self.client = client
+        self.csrf = ""
+
+    def _refresh_token(self, html: str) -> None:
+        match = CSRF_RE.search(html)
+        if match:
+            self.csrf = match.group(1)
+
+    def login(self, email: str, password: str = factories.PASSWORD) -> Browser:
+        self._refresh_token(self.client.get("/login").get_data(as_text=True))
+        response = self.client.post(
+            "/login", data={"email": email, "password": password, "csrf_token": self.csrf}
+        )
+        assert response.status_code == 302, response.get_data(as_text=True)[:500]
+        self._refresh_token(self.client.get("/profile").get_data(as_text=True))
+        return self
+
+    def get(self, url: str, **kw):
+        return self.client.get(url, **kw)
+
+    def post(self, url: str, data: dict | None = None, **kw):
+        return self.client.post(url, data={**(data or {}), "csrf_token": self.csrf}, **kw)
+
+    def api(self, method: str, url: str, **kw):
+        headers = {"X-CSRFToken": self.csrf, **kw.pop("headers", {})}
+        return self.client.open(url, method=method, headers=headers, **kw)
+
+
+@pytest.fixture
+def browser(app: Flask) -> Browser:
+    return Browser(app.test_client())
+
+
+@pytest.fixture
+def login(app: Flask):
+    """``login(email)`` gives a signed-in Browser."""
+
+    def _login(email: str) -> Browser:
+        return Browser(app.test_client()).login(email)
+
+    return _login
