@@ -1,0 +1,40 @@
+# The two quickstart commands: `make run` (app with demo data on SQLite) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+FLASK := $(BIN)/flask --app app
+HOST ?= 127.0.0.1
+PORT ?= 5000
+
+.PHONY: run test lint install install-dev browser bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[dev]"
+
+## Set up, migrate, load demo data and serve on http://127.0.0.1:5000
+run: install
+	$(FLASK) db upgrade
+	$(FLASK) seed-demo
+	$(FLASK) run --host $(HOST) --port $(PORT)
+
+## Set up and run the whole test suite (SQLite unless DATABASE_URL is set)
+test: install-dev browser
+	$(BIN)/pytest -q
+
+## Debian's Chromium for the browser tests (never a downloaded browser build)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: install-dev
+	$(BIN)/python bench/records_bench.py
