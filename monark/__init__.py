@@ -36,8 +36,11 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
 
     from monark import models  # noqa: F401  (every table, for Alembic and create_all)
+    from monark.api.routes import V1_ROUTES
     from monark.api.views import register_api
+    from monark.assistant.tools import build_chat_toolset
     from monark.audit.views import bp as audit_bp
+    from monark.chat.tools import set_chat_tool_executor
     from monark.cli import register_cli
     from monark.core.errors import register_error_handlers
     from monark.core.views import bp as core_bp
@@ -53,4 +56,5 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     register_api(app)
     register_error_handlers(app)
     register_cli(app)
+    set_chat_tool_executor(build_chat_toolset(V1_ROUTES))
     return app

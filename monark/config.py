@@ -43,7 +43,7 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # The assistant (used from the chat issue on).
         "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY", ""),
         "CHAT_LLM_PROVIDER": os.environ.get("CHAT_LLM_PROVIDER", "anthropic"),
-        "CHAT_LLM_MODEL": os.environ.get("CHAT_LLM_MODEL", "claude-sonnet-4-5"),
+        "CHAT_LLM_MODEL": os.environ.get("CHAT_LLM_MODEL", "claude-sonnet-5-5"),
         "CHAT_LLM_MAX_TOKENS": int(os.environ.get("CHAT_LLM_MAX_TOKENS", "4096")),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),

@@ -112,3 +112,32 @@ def login(app: Flask):
         return Browser(app.test_client()).login(email)
 
     return _login
+
+
+@pytest.fixture
+def scripted(app: Flask):
+    """The scripted in-process provider, installed for one test."""
+    from monark.chat.llm import set_llm_provider
+    from tests.llm_script import ScriptedProvider
+
+    provider = ScriptedProvider()
+    set_llm_provider(provider)
+    yield provider
+    set_llm_provider(None)
+
+
+@pytest.fixture
+def fake_anthropic(app: Flask, monkeypatch):
+    """The real AnthropicProvider, via ANTHROPIC_BASE_URL, talking to a loopback fake."""
+    from monark.chat.llm import get_llm_provider, set_llm_provider
+    from tests.fake_anthropic import FakeAnthropic
+
+    fake = FakeAnthropic().start()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
+    set_llm_provider(None)
+    app.config["ANTHROPIC_API_KEY"] = "sk-test-not-real"
+    get_llm_provider(app.config)  # built now, reading ANTHROPIC_BASE_URL like any deploy
+    yield fake
+    set_llm_provider(None)
+    app.config["ANTHROPIC_API_KEY"] = ""
+    fake.stop()

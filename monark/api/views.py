@@ -4,30 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Flask, current_app, jsonify, request
+from flask import Blueprint, Flask, jsonify, request
 from werkzeug.exceptions import BadRequest
 
 from monark.api.openapi import build_openapi
 from monark.api.registry import RouteDescriptor, parse_part
 from monark.api.routes import V1_ROUTES
-from monark.core.auth import PRINCIPAL_ENVIRON_KEY, guard, require_principal
+from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
-from monark.extensions import csrf
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
-# Key-authenticated calls need no CSRF token; session calls are checked in ``_check_csrf``.
-csrf.exempt(bp)
-
-
-def _check_csrf() -> None:
-    """Browser-session writes need the CSRF token; API keys and in-process calls do not."""
-    if request.method in ("GET", "HEAD", "OPTIONS") or not current_app.config["WTF_CSRF_ENABLED"]:
-        return
-    if request.environ.get(PRINCIPAL_ENVIRON_KEY) is not None:
-        return
-    if request.headers.get("Authorization", "")[:7].lower() == "bearer ":
-        return
-    csrf.protect()
 
 
 def _json_body() -> Any:
@@ -47,17 +33,32 @@ def _json_body() -> Any:
         ) from None
 
 
+def _locate(route: RouteDescriptor, err: ValidationFailed) -> None:
+    """Say where each service-reported field came from (``values.x`` is in the body)."""
+    parts = (("path", route.path_model), ("query", route.query_model), ("body", route.body_model))
+    for detail in err.details:
+        if "in" in detail:
+            continue
+        head = str(detail.get("field", "")).split(".", 1)[0]
+        where = next((w for w, m in parts if m is not None and head in m.model_fields), None)
+        if where:
+            detail["in"] = where
+
+
 def make_view(route: RouteDescriptor):
     """Build the Flask view for one descriptor: auth, permission, parse, handle, answer."""
 
     @guard(route.permission)
     def view(**path_args: str):
-        _check_csrf()
         principal = require_principal()
         path = parse_part(route.path_model, path_args, "path")
         query = parse_part(route.query_model, request.args.to_dict(), "query")
         body = parse_part(route.body_model, _json_body(), "body") if route.body_model else None
-        result = route.handler(principal, path, query, body)
+        try:
+            result = route.handler(principal, path, query, body)
+        except ValidationFailed as err:
+            _locate(route, err)
+            raise
         return jsonify(result.model_dump(mode="json")), route.status
 
     view.__name__ = route.name

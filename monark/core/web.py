@@ -8,9 +8,10 @@ from typing import Any
 from flask import Flask, current_app, request
 from sqlalchemy import select
 
-from monark.core.auth import current_principal, memberships_of
-from monark.core.models import Org, User, as_utc
-from monark.extensions import db
+from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
+from monark.core.gates import assistant_name
+from monark.core.models import User, as_utc
+from monark.extensions import csrf, db
 
 CSP = "; ".join(
     [
@@ -26,13 +27,6 @@ CSP = "; ".join(
         "frame-ancestors 'none'",
     ]
 )
-
-
-def assistant_name(org: Org | None) -> str:
-    """The one resolved assistant name: the org's (with branding on), else the deployment's."""
-    if org is not None and org.branding_enabled and (org.assistant_name or "").strip():
-        return org.assistant_name.strip()
-    return current_app.config.get("MONARK_ASSISTANT_NAME") or "Chrysa"
 
 
 def _page_context() -> dict[str, Any]:
@@ -57,7 +51,7 @@ def _page_context() -> dict[str, Any]:
         "org": org,
         "memberships": memberships,
         "nav_models": nav_models,
-        "assistant_name": assistant_name(org),
+        "assistant_name": assistant_name(org, current_app.config),
     }
 
 
@@ -68,7 +62,29 @@ def _when(value: datetime | None) -> str:
 
 def register_web(app: Flask) -> None:
     """Context processor, filters and headers for HTML pages."""
+    app.config["WTF_CSRF_CHECK_DEFAULT"] = False  # ``csrf_check`` below decides
     app.context_processor(_page_context)
+
+    @app.before_request
+    def csrf_check() -> None:
+        """Every state-changing browser request needs the CSRF token (form field or header).
+
+        API-key calls carry no cookie, so they cannot be forged cross-site; in-process
+        calls from the assistant come with their principal bound by the server.
+        """
+        if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
+            return
+        if not current_app.config.get("WTF_CSRF_ENABLED", True):
+            return
+        if request.environ.get(PRINCIPAL_ENVIRON_KEY) is not None:
+            return
+        if (
+            request.blueprint == "api"
+            and request.headers.get("Authorization", "")[:7].lower() == "bearer "
+        ):
+            return
+        csrf.protect()
+
     app.add_template_filter(_when, "when")
 
     @app.after_request

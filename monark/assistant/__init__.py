@@ -1,0 +1,1 @@
+"""The host wiring of the assistant: its tool set, and (later) the panel and SSE endpoint."""

@@ -1,0 +1,173 @@
+"""``build_chat_toolset``: the assistant's tools, built from the route registry.
+
+Each route exposed to agents becomes a tool whose input schema flattens the route's path
+params, query and body into one object. A call splits the arguments again, validates
+each part with the route's own models, and runs the route's view in-process as the user.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import BaseModel
+
+from monark.api.dispatch import dispatch
+from monark.api.registry import RouteDescriptor, parse_part
+from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.core.errors import ValidationFailed
+from monark.core.rbac import Principal
+
+API_PREFIX = "/api/v1"
+
+
+def describe_error(message: str, details: list[dict[str, Any]]) -> str:
+    """An error as one line the model can act on: the message, then each field's problem."""
+    listing = "; ".join(f"{d.get('field', '?')}: {d.get('message', '')}" for d in details)
+    return f"{message} {listing}".strip() if listing else message
+
+
+def _model_schema(model: type[BaseModel] | None) -> dict[str, Any]:
+    return model.model_json_schema() if model is not None else {}
+
+
+def tool_input_schema(route: RouteDescriptor) -> dict[str, Any]:
+    """One JSON Schema object: the path params, query and body properties together."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    defs: dict[str, Any] = {}
+    for part in (route.path_model, route.query_model, route.body_model):
+        schema = _model_schema(part)
+        for name, prop in schema.get("properties", {}).items():
+            if name in properties:
+                raise ValueError(f"{route.name}: argument '{name}' appears twice")
+            prop = {k: v for k, v in copy.deepcopy(prop).items() if k != "title"}
+            properties[name] = prop
+        required += [n for n in schema.get("required", []) if n not in required]
+        defs.update(schema.get("$defs", {}))
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    if defs:
+        out["$defs"] = defs
+    return out
+
+
+def _names(model: type[BaseModel] | None) -> set[str]:
+    return set(model.model_fields) if model is not None else set()
+
+
+@dataclass(frozen=True)
+class RouteTool:
+    """A tool that calls one /api/v1 route in-process."""
+
+    route: RouteDescriptor
+    spec: ToolSpec
+
+    def split(self, arguments: dict[str, Any]) -> tuple[dict, dict, dict]:
+        """Arguments back into path params, query and body; unknown names are errors."""
+        path_names, query_names = _names(self.route.path_model), _names(self.route.query_model)
+        body_names = _names(self.route.body_model)
+        path, query, body, unknown = {}, {}, {}, []
+        for name, value in arguments.items():
+            if name in path_names:
+                path[name] = value
+            elif name in query_names:
+                query[name] = value
+            elif name in body_names:
+                body[name] = value
+            else:
+                unknown.append(name)
+        if unknown:
+            known = ", ".join(sorted(path_names | query_names | body_names)) or "none"
+            raise ValidationFailed(
+                "Unknown arguments.",
+                [{"field": n, "message": f"Unknown argument (known: {known})."} for n in unknown],
+            )
+        return path, query, body
+
+    def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
+        route = self.route
+        try:
+            path_raw, query_raw, body_raw = self.split(arguments)
+            path = parse_part(route.path_model, path_raw, "path")
+            query = parse_part(route.query_model, query_raw, "query")
+            body = parse_part(route.body_model, body_raw, "body")
+        except ValidationFailed as err:
+            error = describe_error("Invalid arguments.", err.details)
+            return ToolOutcome(ok=False, error=error, details=err.details)
+        params = path.model_dump() if path is not None else {}
+        url = API_PREFIX + route.path.format(
+            **{k: quote(str(v), safe="") for k, v in params.items()}
+        )
+        response = dispatch(
+            principal,
+            route.method,
+            url,
+            query=query.model_dump(mode="json", exclude_none=True) if query else None,
+            json_body=body.model_dump(mode="json", exclude_unset=True) if body else None,
+        )
+        if not response.ok:
+            details = response.error_details()
+            error = describe_error(response.error_message(), details)
+            return ToolOutcome(ok=False, error=error, details=details)
+        return ToolOutcome(ok=True, result=response.body)
+
+
+def route_tool(route: RouteDescriptor) -> RouteTool:
+    """The tool for one exposed route."""
+    assert route.mcp_tool_name, route.name
+    return RouteTool(
+        route=route,
+        spec=ToolSpec(
+            name=route.mcp_tool_name,
+            description=route.summary + (f"\n\n{route.description}" if route.description else ""),
+            input_schema=tool_input_schema(route),
+            mutates=route.mutates,
+            permission=route.permission,
+        ),
+    )
+
+
+class Tool:
+    """What the executor needs of a tool: its spec and a way to run it."""
+
+    spec: ToolSpec
+
+    def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
+        raise NotImplementedError
+
+
+class ChatToolset:
+    """The merged tool set, implementing ``monark.chat.tools.ChatToolExecutor``."""
+
+    def __init__(self, tools: Iterable[RouteTool | Tool]):
+        self._tools: dict[str, RouteTool | Tool] = {}
+        for tool in tools:
+            if tool.spec.name in self._tools:
+                raise ValueError(f"two tools are named {tool.spec.name}")
+            self._tools[tool.spec.name] = tool
+        self._specs = sorted((t.spec for t in self._tools.values()), key=lambda s: s.name)
+
+    def specs(self) -> list[ToolSpec]:
+        return list(self._specs)
+
+    def execute(self, principal: Principal, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolOutcome(ok=False, error=f"Unknown tool '{name}'.")
+        return tool.run(principal, arguments)
+
+
+def build_chat_toolset(
+    routes: Iterable[RouteDescriptor], in_app_tools: Iterable[Tool] = ()
+) -> ChatToolset:
+    """Every route exposed to agents as a tool, merged with the in-app-only tools."""
+    exposed = [route_tool(r) for r in routes if r.mcp_tool_name]
+    return ChatToolset([*exposed, *in_app_tools])

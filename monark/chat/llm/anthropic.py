@@ -1,0 +1,177 @@
+"""The Anthropic Messages API adapter: the only module that imports the ``anthropic`` SDK.
+
+It marks three prompt-cache breakpoints on every request: the system prompt, the tool
+set (its last tool) and the conversation so far (the last block of the newest message).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from monark.chat.llm.types import (
+    LlmEvent,
+    LlmMessage,
+    LlmRequest,
+    ProviderError,
+    StopReason,
+    TextBlock,
+    TextDelta,
+    ToolCallRequested,
+    ToolResultBlock,
+    ToolUseBlock,
+    UsageReport,
+)
+
+EPHEMERAL = {"type": "ephemeral"}
+NO_KEY = (
+    "The assistant is not configured: set ANTHROPIC_API_KEY (and optionally "
+    "ANTHROPIC_BASE_URL) on the server, then retry."
+)
+
+
+def _block(block: Any) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ToolUseBlock):
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if isinstance(block, ToolResultBlock):
+        out: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": block.tool_use_id,
+            "content": block.content,
+        }
+        if block.is_error:
+            out["is_error"] = True
+        return out
+    raise TypeError(f"unknown block {block!r}")
+
+
+def _messages(messages: list[LlmMessage]) -> list[dict[str, Any]]:
+    out = [{"role": m.role, "content": [_block(b) for b in m.content]} for m in messages]
+    if out and out[-1]["content"]:
+        out[-1]["content"][-1]["cache_control"] = EPHEMERAL
+    return out
+
+
+def build_params(request: LlmRequest) -> dict[str, Any]:
+    """The Messages API parameters for a request, with the three cache breakpoints."""
+    tools = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in request.tools
+    ]
+    if tools:
+        tools[-1]["cache_control"] = EPHEMERAL
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "system": [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}],
+        "messages": _messages(request.messages),
+    }
+    if tools:
+        params["tools"] = tools
+    return params
+
+
+def _error_text(err: Exception) -> str:
+    body = getattr(err, "body", None)
+    if isinstance(body, dict):
+        detail = body.get("error", body)
+        if isinstance(detail, dict) and detail.get("message"):
+            kind = detail.get("type")
+            return f"{detail['message']}" + (f" ({kind})" if kind else "")
+    status = getattr(err, "status_code", None)
+    message = getattr(err, "message", None) or str(err)
+    return f"{message}" + (f" (HTTP {status})" if status else "")
+
+
+class AnthropicProvider:
+    """Streams a step through the official SDK; the client is built on first use."""
+
+    name = "anthropic"
+
+    def __init__(self, api_key: str, **client_options: Any):
+        self.api_key = api_key
+        self.client_options = client_options
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    import anthropic  # slow to import: only when the assistant is first used
+
+                    # ANTHROPIC_BASE_URL is read by the SDK itself.
+                    self._client = anthropic.Anthropic(api_key=self.api_key, **self.client_options)
+        return self._client
+
+    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
+        if not self.api_key:
+            yield ProviderError(NO_KEY, kind="configuration")
+            return
+        try:
+            client = self._get_client()
+            stream = client.messages.create(**build_params(request), stream=True)
+        except Exception as err:  # the SDK's own errors, after its retries
+            yield ProviderError(_error_text(err))
+            return
+        yield from self._read(stream, request)
+
+    def _read(self, stream: Any, request: LlmRequest) -> Iterator[LlmEvent]:
+        tools: dict[int, dict[str, Any]] = {}
+        usage = {"input": 0, "output": 0, "cache_read": 0, "cache_creation": 0}
+        stop_reason = "end_turn"
+        try:
+            for event in stream:
+                if request.stop.is_set():
+                    yield StopReason("stopped")
+                    return
+                kind = event.type
+                if kind == "message_start":
+                    u = event.message.usage
+                    usage["input"] = u.input_tokens or 0
+                    usage["output"] = u.output_tokens or 0
+                    usage["cache_read"] = getattr(u, "cache_read_input_tokens", 0) or 0
+                    usage["cache_creation"] = getattr(u, "cache_creation_input_tokens", 0) or 0
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    if block.type == "tool_use":
+                        tools[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                    elif block.type == "text" and block.text:
+                        yield TextDelta(block.text)
+                elif kind == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        yield TextDelta(delta.text)
+                    elif delta.type == "input_json_delta" and event.index in tools:
+                        tools[event.index]["json"] += delta.partial_json
+                elif kind == "content_block_stop" and event.index in tools:
+                    call = tools.pop(event.index)
+                    try:
+                        arguments = json.loads(call["json"]) if call["json"].strip() else {}
+                    except json.JSONDecodeError:
+                        arguments = {"_unparsed_arguments": call["json"]}
+                    if not isinstance(arguments, dict):
+                        arguments = {"_unparsed_arguments": call["json"]}
+                    yield ToolCallRequested(call["id"], call["name"], arguments)
+                elif kind == "message_delta":
+                    stop_reason = event.delta.stop_reason or stop_reason
+                    if event.usage is not None and event.usage.output_tokens is not None:
+                        usage["output"] = event.usage.output_tokens
+                elif kind == "message_stop":
+                    break
+        except Exception as err:  # a mid-stream error event or a dropped connection
+            yield UsageReport(
+                usage["input"], usage["output"], usage["cache_read"], usage["cache_creation"]
+            )
+            yield ProviderError(_error_text(err))
+            return
+        finally:
+            stream.close()
+        yield UsageReport(
+            usage["input"], usage["output"], usage["cache_read"], usage["cache_creation"]
+        )
+        yield StopReason(stop_reason)

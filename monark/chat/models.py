@@ -1,0 +1,112 @@
+"""Conversations, participants, messages and tool calls; everything scoped to an org."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from monark.core.models import utcnow
+from monark.extensions import db
+
+ConversationKind = Literal["ai", "direct"]
+MessageRole = Literal["user", "assistant", "note"]
+MessageStatus = Literal["complete", "incomplete", "error"]
+ToolCallStatus = Literal["PROPOSED", "EXECUTING", "SUCCEEDED", "FAILED", "REJECTED"]
+PENDING_STATUSES = ("PROPOSED", "EXECUTING")
+
+
+class Conversation(db.Model):
+    __tablename__ = "chat_conversations"
+    __table_args__ = (Index("ix_chat_conversations_org_id_creator_id", "org_id", "creator_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(10), default="ai")
+    title: Mapped[str] = mapped_column(String(200), default="")
+    creator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    archived: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_activity_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    participants: Mapped[list[Participant]] = relationship(
+        back_populates="conversation", cascade="all, delete-orphan"
+    )
+
+
+class Participant(db.Model):
+    """A user or the agent taking part in a conversation."""
+
+    __tablename__ = "chat_participants"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("chat_conversations.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(10))  # "user" | "agent"
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    joined_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    conversation: Mapped[Conversation] = relationship(back_populates="participants")
+
+
+class Message(db.Model):
+    __tablename__ = "chat_messages"
+    __table_args__ = (UniqueConstraint("conversation_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("chat_conversations.id", ondelete="CASCADE")
+    )
+    seq: Mapped[int] = mapped_column()
+    author_kind: Mapped[str] = mapped_column(String(10))  # "user" | "agent" | "system"
+    author_user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    role: Mapped[str] = mapped_column(String(12))
+    text: Mapped[str] = mapped_column(Text, default="")
+    # What the model saw besides the text: for user messages the page-context sentence.
+    content: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    status: Mapped[str] = mapped_column(String(12), default="complete")
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    model: Mapped[str | None] = mapped_column(String(80), default=None)
+    stop_reason: Mapped[str | None] = mapped_column(String(40), default=None)
+    input_tokens: Mapped[int] = mapped_column(default=0)
+    output_tokens: Mapped[int] = mapped_column(default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(default=0)
+    cache_creation_tokens: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    tool_calls: Mapped[list[ToolCall]] = relationship(
+        back_populates="message", order_by="ToolCall.position", cascade="all, delete-orphan"
+    )
+
+
+class ToolCall(db.Model):
+    __tablename__ = "chat_tool_calls"
+    __table_args__ = (
+        Index("ix_chat_tool_calls_conversation_id_status", "conversation_id", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("chat_conversations.id", ondelete="CASCADE")
+    )
+    message_id: Mapped[int] = mapped_column(ForeignKey("chat_messages.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(default=0)
+    provider_call_id: Mapped[str] = mapped_column(String(120))
+    name: Mapped[str] = mapped_column(String(120))
+    input: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    mutates: Mapped[bool] = mapped_column()
+    status: Mapped[str] = mapped_column(String(12))
+    result: Mapped[Any | None] = mapped_column(JSON, default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    decided_at: Mapped[datetime | None] = mapped_column(default=None)
+    reject_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    duration_ms: Mapped[int | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    message: Mapped[Message] = relationship(back_populates="tool_calls")

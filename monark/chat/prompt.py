@@ -1,0 +1,80 @@
+"""The static system prompt and the per-message page-context sentence.
+
+The system prompt depends only on the assistant's name, so it is byte-identical across
+every step and turn of a conversation; what changes per message (where the user is,
+today's date) goes into the user message instead, keeping the cached prefix stable.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+SYSTEM_PROMPT = """\
+You are {name}, the AI assistant built into Monark, a business app where organizations keep \
+models (kinds of records, such as tasks or contacts) and their records.
+
+You act for the signed-in user, through the tools you are given. The tools run as that user: \
+you can see and change only what they can, and a permission error means they may not do it.
+
+How to work:
+- Look things up with the read tools before answering; never invent ids, fields or values.
+- To change data, call the write tool directly with the exact values. Every write waits for \
+the user to press Confirm or Reject on a card in the app, so do not ask "shall I?" first.
+- If a tool returns an error, read it, fix the input if you can, or explain the problem.
+- If the user rejects an action, accept it and ask what they would like instead.
+- Each user message may start with a "Page context" line saying which page the user is on; \
+use it to resolve "this record" or "this model".
+- Answer briefly, in Markdown. Refer to records by their title.
+"""
+
+
+def system_prompt(name: str) -> str:
+    """The system prompt for an assistant called ``name``."""
+    return SYSTEM_PROMPT.format(name=name)
+
+
+class PageContext(BaseModel):
+    """Where the user is: the route, and the model and record in focus, if any."""
+
+    route: str = Field("", max_length=300)
+    model: str | None = Field(None, max_length=40)
+    record_id: int | None = Field(None, ge=1)
+
+    @field_validator("route")
+    @classmethod
+    def _route(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith("/"):
+            raise ValueError("must be a path starting with /")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,39}", value):
+            raise ValueError("must be a model key")
+        return value
+
+
+def context_sentence(context: PageContext | None, today: date) -> str:
+    """One sentence the model reads before the user's text."""
+    parts = [f"Page context: today is {today.isoformat()}."]
+    if context is not None and context.route:
+        where = f" The user is on the page {context.route}"
+        if context.model and context.record_id:
+            where += f', looking at record {context.record_id} of the "{context.model}" model'
+        elif context.model:
+            where += f', looking at the "{context.model}" model'
+        parts.append(where + ".")
+    return "".join(parts)
+
+
+def context_dict(context: Any) -> dict[str, Any] | None:
+    """The stored form of a page context."""
+    return context.model_dump() if isinstance(context, PageContext) else None

@@ -1,0 +1,206 @@
+"""Loading and storing conversations, messages and tool calls, always within one org."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import selectinload
+
+from monark.chat.models import PENDING_STATUSES, Conversation, Message, Participant, ToolCall
+from monark.core.errors import NotFound, ValidationFailed
+from monark.core.events import record_event
+from monark.core.models import utcnow
+from monark.core.rbac import Principal
+from monark.extensions import db
+
+# A call left EXECUTING this long was interrupted (its process died); it is failed so the
+# conversation can go on.
+STALE_EXECUTING = timedelta(minutes=5)
+TITLE_LENGTH = 60
+
+
+def default_title(text: str) -> str:
+    """The start of the first message, on one line."""
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def get_conversation(principal: Principal, conversation_id: int) -> Conversation:
+    """A conversation of the principal's own, in their org; ``NotFound`` otherwise."""
+    conversation = db.session.scalar(
+        select(Conversation).where(
+            Conversation.id == conversation_id,
+            Conversation.org_id == principal.org_id,
+            Conversation.creator_id == principal.user_id,
+            Conversation.archived.is_(False),
+        )
+    )
+    if conversation is None:
+        raise NotFound("No such conversation.")
+    return conversation
+
+
+def list_conversations(principal: Principal, limit: int = 50) -> list[Conversation]:
+    """The principal's conversations, most recent activity first."""
+    stmt = (
+        select(Conversation)
+        .where(
+            Conversation.org_id == principal.org_id,
+            Conversation.creator_id == principal.user_id,
+            Conversation.archived.is_(False),
+        )
+        .order_by(Conversation.last_activity_at.desc(), Conversation.id.desc())
+        .limit(limit)
+    )
+    return list(db.session.scalars(stmt))
+
+
+def create_conversation(principal: Principal, title: str) -> Conversation:
+    """A new AI conversation with the user and the agent as participants."""
+    conversation = Conversation(
+        org_id=principal.org_id, kind="ai", title=title, creator_id=principal.user_id
+    )
+    conversation.participants = [
+        Participant(kind="user", user_id=principal.user_id),
+        Participant(kind="agent"),
+    ]
+    db.session.add(conversation)
+    db.session.flush()
+    record_event(
+        principal,
+        "chat.conversation.created",
+        "conversation",
+        conversation.id,
+        {"conversation_id": conversation.id},
+    )
+    return conversation
+
+
+def rename_conversation(principal: Principal, conversation_id: int, title: str) -> Conversation:
+    """Give a conversation another title."""
+    conversation = get_conversation(principal, conversation_id)
+    title = " ".join((title or "").split())
+    if not title or len(title) > 200:
+        raise ValidationFailed(
+            "Invalid title.", [{"field": "title", "message": "Give 1-200 characters."}]
+        )
+    conversation.title = title
+    record_event(
+        principal,
+        "chat.conversation.renamed",
+        "conversation",
+        conversation.id,
+        {"conversation_id": conversation.id},
+    )
+    db.session.commit()
+    return conversation
+
+
+def archive_conversation(principal: Principal, conversation_id: int) -> None:
+    """Remove a conversation from the user's list; its rows stay for the audit trail."""
+    conversation = get_conversation(principal, conversation_id)
+    conversation.archived = True
+    record_event(
+        principal,
+        "chat.conversation.archived",
+        "conversation",
+        conversation.id,
+        {"conversation_id": conversation.id},
+    )
+    db.session.commit()
+
+
+def load_messages(conversation_id: int) -> list[Message]:
+    """All messages of a conversation in order, with their tool calls (two queries)."""
+    stmt = (
+        select(Message)
+        .where(Message.conversation_id == conversation_id)
+        .options(selectinload(Message.tool_calls))
+        .order_by(Message.seq)
+    )
+    return list(db.session.scalars(stmt))
+
+
+def next_seq(conversation_id: int) -> int:
+    """The next message number of a conversation."""
+    current = db.session.scalar(
+        select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
+    )
+    return (current or 0) + 1
+
+
+def add_message(conversation: Conversation, actor: Principal, **fields: Any) -> Message:
+    """Store a message with the next sequence number, and its event (ids only)."""
+    message = Message(
+        org_id=conversation.org_id,
+        conversation_id=conversation.id,
+        seq=next_seq(conversation.id),
+        **fields,
+    )
+    db.session.add(message)
+    conversation.last_activity_at = utcnow()
+    db.session.flush()
+    record_event(
+        actor,
+        "chat.message.created",
+        "message",
+        message.id,
+        {"conversation_id": conversation.id, "message_id": message.id, "role": message.role},
+    )
+    return message
+
+
+def tool_call_event(actor: Principal, call: ToolCall, what: str) -> None:
+    """``chat.tool_call.<what>`` with ids and the tool's name, never its input."""
+    record_event(
+        actor,
+        f"chat.tool_call.{what}",
+        "tool_call",
+        call.id,
+        {
+            "conversation_id": call.conversation_id,
+            "message_id": call.message_id,
+            "tool_call_id": call.id,
+            "tool": call.name,
+        },
+    )
+
+
+def pending_calls(conversation_id: int) -> list[ToolCall]:
+    """Calls still PROPOSED or EXECUTING; EXECUTING ones past ``STALE_EXECUTING`` fail first."""
+    cutoff = utcnow() - STALE_EXECUTING
+    stale = db.session.execute(
+        update(ToolCall)
+        .where(
+            ToolCall.conversation_id == conversation_id,
+            ToolCall.status == "EXECUTING",
+            ToolCall.decided_at < cutoff,
+        )
+        .values(status="FAILED", error="Interrupted: the server stopped while this ran.")
+    )
+    if stale.rowcount:
+        db.session.commit()
+    stmt = (
+        select(ToolCall)
+        .where(ToolCall.conversation_id == conversation_id, ToolCall.status.in_(PENDING_STATUSES))
+        .order_by(ToolCall.id)
+    )
+    return list(db.session.scalars(stmt))
+
+
+def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
+    """A tool call in one of the principal's own conversations; ``NotFound`` otherwise."""
+    call = db.session.scalar(
+        select(ToolCall)
+        .join(Conversation, Conversation.id == ToolCall.conversation_id)
+        .where(
+            ToolCall.id == tool_call_id,
+            ToolCall.org_id == principal.org_id,
+            Conversation.creator_id == principal.user_id,
+        )
+    )
+    if call is None:
+        raise NotFound("No such tool call.")
+    return call

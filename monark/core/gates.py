@@ -1,0 +1,49 @@
+"""The three gates before the assistant, and its one resolved name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from monark.core.models import Org, User
+from monark.core.rbac import Principal
+from monark.extensions import db
+
+DEFAULT_NAME = "Chrysa"
+
+
+def assistant_name(org: Org | None, config: Mapping[str, Any]) -> str:
+    """The org's name for it (with branding on), else the deployment's, else Chrysa."""
+    if org is not None and org.branding_enabled and (org.assistant_name or "").strip():
+        return org.assistant_name.strip()
+    return (config.get("MONARK_ASSISTANT_NAME") or "").strip() or DEFAULT_NAME
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Whether the assistant is open to a principal; ``reason`` says why not."""
+
+    open: bool
+    code: str = "ok"
+    reason: str = ""
+    chat_open: bool = True  # the chat module itself (conversation list) is reachable
+
+
+def check_gates(principal: Principal, config: Mapping[str, Any]) -> Gate:
+    """Check chat.use, the org's chat module, then the AI switches (deployment, org, user)."""
+    if not principal.can("chat.use"):
+        return Gate(False, "permission", "Your role does not include the assistant.", False)
+    org = db.session.get(Org, principal.org_id)
+    if org is None or not org.chat_enabled:
+        return Gate(False, "chat_off", "Chat is turned off for this organization.", False)
+    if not config.get("CHAT_AI_AGENT_ENABLED", True):
+        return Gate(False, "ai_off_deployment", "The AI assistant is turned off on this server.")
+    if not org.ai_agent_enabled:
+        return Gate(
+            False, "ai_off_org", "An admin turned the AI assistant off for this organization."
+        )
+    user = db.session.get(User, principal.user_id) if principal.user_id else None
+    if user is not None and not user.ai_agent_enabled:
+        return Gate(False, "ai_off_user", "You turned the AI assistant off on your profile page.")
+    return Gate(True)

@@ -1,0 +1,195 @@
+"""A fake Anthropic Messages API on loopback, speaking the real streaming event sequence.
+
+Point the real SDK at it with ``base_url`` (or ``ANTHROPIC_BASE_URL``). It plays a
+``Script`` (see ``llm_script``), records every request body and header, and can pause
+between chunks so tests can watch tokens arrive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.llm_script import Call, Fail, HttpFail, Say, Script
+
+
+class FakeAnthropic:
+    def __init__(self, script: Script | None = None, chunk_delay: float = 0.0):
+        self.script = script or Script()
+        self.chunk_delay = chunk_delay
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.usage = {
+            "input_tokens": 120,
+            "cache_read_input_tokens": 90,
+            "cache_creation_input_tokens": 30,
+            "output_tokens": 0,
+        }
+        self.gate: threading.Event | None = None  # when set, each chunk waits for it
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeAnthropic:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ---- the HTTP side ------------------------------------------------------------------
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.rstrip("/") != "/v1/messages":
+                    self._json(
+                        404,
+                        {
+                            "type": "error",
+                            "error": {"type": "not_found_error", "message": self.path},
+                        },
+                    )
+                    return
+                fake.requests.append(body)
+                fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+                step = fake.script.next()
+                failure = next((i for i in step if isinstance(i, HttpFail)), None)
+                if failure is not None:
+                    self._json(
+                        failure.status,
+                        {
+                            "type": "error",
+                            "error": {"type": failure.type, "message": failure.message},
+                        },
+                    )
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    fake._stream(self, body, step)
+                self.close_connection = True
+
+            def _json(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+    def _send(self, handler: BaseHTTPRequestHandler, event: str, data: dict) -> None:
+        frame = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+        handler.wfile.write(frame)
+        handler.wfile.flush()
+
+    def _pause(self) -> None:
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.chunk_delay:
+            time.sleep(self.chunk_delay)
+
+    def _stream(self, handler: BaseHTTPRequestHandler, body: dict, step: list) -> None:
+        send = lambda event, data: self._send(handler, event, {"type": event, **data})  # noqa: E731
+        usage = dict(self.usage)
+        send(
+            "message_start",
+            {
+                "message": {
+                    "id": f"msg_{len(self.requests)}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", "fake"),
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                }
+            },
+        )
+        send("ping", {})
+        output = 0
+        index = 0
+        for item in step:
+            if isinstance(item, Say):
+                send(
+                    "content_block_start",
+                    {"index": index, "content_block": {"type": "text", "text": ""}},
+                )
+                for piece in item.pieces():
+                    self._pause()
+                    send(
+                        "content_block_delta",
+                        {"index": index, "delta": {"type": "text_delta", "text": piece}},
+                    )
+                    output += 1
+                send("content_block_stop", {"index": index})
+                index += 1
+            elif isinstance(item, Call):
+                send(
+                    "content_block_start",
+                    {
+                        "index": index,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": item.id,
+                            "name": item.name,
+                            "input": {},
+                        },
+                    },
+                )
+                raw = json.dumps(item.input)
+                for start in range(0, len(raw), 7):  # arguments arrive in pieces, as for real
+                    send(
+                        "content_block_delta",
+                        {
+                            "index": index,
+                            "delta": {
+                                "type": "input_json_delta",
+                                "partial_json": raw[start : start + 7],
+                            },
+                        },
+                    )
+                send("content_block_stop", {"index": index})
+                index += 1
+                output += 5
+            elif isinstance(item, Fail):
+                self._pause()
+                send("error", {"error": {"type": item.type, "message": item.message}})
+                return
+        has_call = any(isinstance(i, Call) for i in step)
+        send(
+            "message_delta",
+            {
+                "delta": {
+                    "stop_reason": "tool_use" if has_call else "end_turn",
+                    "stop_sequence": None,
+                },
+                "usage": {"output_tokens": output},
+            },
+        )
+        send("message_stop", {})
