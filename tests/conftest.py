@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
-from flask import Flask
+from flask import Flask, g
 from flask.testing import FlaskClient
 from sqlalchemy import text
 
@@ -80,6 +80,7 @@ class Browser:
             self.csrf = match.group(1)
 
     def login(self, email: str, password: str = factories.PASSWORD) -> Browser:
+        self._fresh_user()
         self._refresh_token(self.client.get("/login").get_data(as_text=True))
         response = self.client.post(
             "/login", data={"email": email, "password": password, "csrf_token": self.csrf}
@@ -88,13 +89,22 @@ class Browser:
         self._refresh_token(self.client.get("/profile").get_data(as_text=True))
         return self
 
+    @staticmethod
+    def _fresh_user() -> None:
+        # The test keeps one app context open, which requests reuse; Flask-Login caches
+        # the signed-in user on ``g``, so forget it or one browser would see another's user.
+        g.pop("_login_user", None)
+
     def get(self, url: str, **kw):
+        self._fresh_user()
         return self.client.get(url, **kw)
 
     def post(self, url: str, data: dict | None = None, **kw):
+        self._fresh_user()
         return self.client.post(url, data={**(data or {}), "csrf_token": self.csrf}, **kw)
 
     def api(self, method: str, url: str, **kw):
+        self._fresh_user()
         headers = {"X-CSRFToken": self.csrf, **kw.pop("headers", {})}
         return self.client.open(url, method=method, headers=headers, **kw)
 

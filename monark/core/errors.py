@@ -99,7 +99,9 @@ def register_error_handlers(app: Flask) -> None:
         else:
             message = err.description or err.name
         if wants_json():
-            return error_json(_HTTP_CODES.get(status, "error"), message, status)
+            # A too-large body is a problem of one part of the request: name it, like 400s do.
+            details = [{"field": "body", "in": "body", "message": message}] if status == 413 else []
+            return error_json(_HTTP_CODES.get(status, "error"), message, status, details)
         return render_template("error.html", status=status, message=message), status
 
     @app.errorhandler(500)

@@ -195,9 +195,13 @@ def delete_field(principal: Principal, field: ModelField) -> None:
     """Remove a field and its values from every record of the model."""
     principal.require("models.manage")
     model_id, key = field.model_id, field.key
+    remaining = [f for f in field.model.fields if f.key != key]
     for record in db.session.scalars(select(Record).where(Record.model_id == model_id)):
         if key in record.values:
             record.values = {k: v for k, v in record.values.items() if k != key}
+            # The title and search text must not keep the removed values either.
+            record.title = display_title(remaining, record.values)
+            record.search_text = search_text(remaining, record.values)
     db.session.delete(field)
     record_event(
         principal, "field.deleted", "model", model_id, {"model_id": model_id, "field": key}

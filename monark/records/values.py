@@ -117,12 +117,13 @@ def validate_values(
     return clean, problems
 
 
-def parse_form_values(
-    fields: Iterable[ModelField], form: Mapping[str, str]
-) -> tuple[dict[str, Any], list[dict[str, str]]]:
-    """Turn a browser form's strings into typed values (before ``validate_values``)."""
+def parse_form_values(fields: Iterable[ModelField], form: Mapping[str, str]) -> dict[str, Any]:
+    """Turn a browser form's strings into typed values (before ``validate_values``).
+
+    A number or user id that does not parse is passed on as the typed string, so
+    ``validate_values`` reports it together with every other problem of the form.
+    """
     out: dict[str, Any] = {}
-    problems: list[dict[str, str]] = []
     for field in fields:
         name = f"v_{field.key}"
         if field.type == "boolean":
@@ -133,23 +134,27 @@ def parse_form_values(
             out[field.key] = None
             continue
         if field.type == "number":
-            try:
-                number = float(raw)
-                out[field.key] = int(number) if number.is_integer() and "." not in raw else number
-            except ValueError:
-                problems.append(
-                    {"field": f"values.{field.key}", "message": f"{field.label} must be a number."}
-                )
+            out[field.key] = _form_number(raw)
         elif field.type == "user":
-            try:
-                out[field.key] = int(raw)
-            except ValueError:
-                problems.append(
-                    {"field": f"values.{field.key}", "message": f"{field.label} must be a user."}
-                )
+            out[field.key] = _form_int(raw)
         else:
             out[field.key] = raw
-    return out, problems
+    return out
+
+
+def _form_int(raw: str) -> int | str:
+    try:
+        return int(raw)
+    except ValueError:
+        return raw
+
+
+def _form_number(raw: str) -> int | float | str:
+    try:
+        number = float(raw)
+    except ValueError:
+        return raw
+    return int(number) if number.is_integer() and "." not in raw else number
 
 
 def display_title(fields: Iterable[ModelField], values: Mapping[str, Any]) -> str:

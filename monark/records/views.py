@@ -105,12 +105,10 @@ def _record_form(model: RecordModel, record=None):
     values = dict(record.values) if record else {}
     visibility = record.visibility if record else "org"
     if request.method == "POST":
-        parsed, problems = parse_form_values(model.fields, request.form)
+        parsed = parse_form_values(model.fields, request.form)
         visibility = request.form.get("visibility", "org")
-        values = {**values, **{k: v for k, v in parsed.items()}}
+        values = {**values, **parsed}
         try:
-            if problems:
-                raise ValidationFailed("Invalid values.", problems)
             if record is None:
                 record = services.create_record(principal, model, parsed, visibility)
                 flash(f"{services.record_label(model, record)} created.", "info")

@@ -1,0 +1,146 @@
+"""Alembic migrations build the schema the models describe; seed-demo is idempotent."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from flask import Flask, current_app
+from flask_migrate import downgrade, upgrade
+from sqlalchemy import create_engine, func, inspect, select, text
+from sqlalchemy.engine import make_url
+
+from monark import create_app
+from monark.cli import DEMO_PASSWORD
+from monark.core.models import Event, Membership, Org, User
+from monark.extensions import db
+from monark.records.models import ModelField, Record, RecordModel
+from tests import factories
+
+
+@pytest.fixture
+def empty_database_url(tmp_path) -> Iterator[str]:
+    """A fresh, empty database: a temp SQLite file, or a new PostgreSQL database."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql")):
+        yield f"sqlite:///{tmp_path}/migrations.db"
+        return
+    server = make_url(url.replace("postgres://", "postgresql+psycopg://", 1))
+    if server.drivername == "postgresql":
+        server = server.set(drivername="postgresql+psycopg")
+    name = f"monark_migr_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def migrated_app(empty_database_url) -> Iterator[Flask]:
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": "test",
+            "SQLALCHEMY_DATABASE_URI": empty_database_url,
+            "PASSWORD_HASH_METHOD": factories.FAST_HASH,
+        }
+    )
+    with app.app_context():
+        try:
+            yield app
+        finally:
+            db.session.remove()
+            db.engine.dispose()
+
+
+def _head() -> str:
+    config = current_app.extensions["migrate"].migrate.get_config()
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
+def _tables() -> set[str]:
+    return set(inspect(db.engine).get_table_names())
+
+
+def test_upgrade_builds_exactly_the_models_schema(migrated_app):
+    assert _tables() == set()
+    upgrade()
+    assert _tables() == {t.name for t in db.metadata.sorted_tables} | {"alembic_version"}
+    with db.engine.connect() as conn:
+        assert MigrationContext.configure(conn).get_current_revision() == _head()
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        differences = compare_metadata(context, db.metadata)
+    assert differences == []
+
+
+def test_downgrade_to_base_and_upgrade_again(migrated_app):
+    upgrade()
+    downgrade(revision="base")
+    assert _tables() == {"alembic_version"}
+    upgrade()
+    with db.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, db.metadata) == []
+        assert context.get_current_revision() == _head()
+
+
+# ---- seed-demo -----------------------------------------------------------------------------
+
+
+def _counts() -> dict[str, int]:
+    return {
+        model.__tablename__: db.session.scalar(select(func.count()).select_from(model))
+        for model in (User, Org, Membership, RecordModel, ModelField, Record, Event)
+    }
+
+
+def _org(slug: str) -> Org:
+    return db.session.scalar(select(Org).where(Org.slug == slug))
+
+
+def test_seed_demo_is_idempotent(app, browser):
+    runner = app.test_cli_runner()
+    first = runner.invoke(args=["seed-demo"])
+    assert first.exit_code == 0, first.output
+    assert "ada@acme.test" in first.output
+    counts = _counts()
+    assert counts["records"] > 0
+    second = runner.invoke(args=["seed-demo"])
+    assert second.exit_code == 0, second.output
+    assert _counts() == counts
+
+    acme, globex = _org("acme"), _org("globex")
+    roles = dict(
+        db.session.execute(
+            select(User.email, Membership.role).join(Membership).where(Membership.org_id == acme.id)
+        ).all()
+    )
+    assert roles == {"ada@acme.test": "owner", "ben@acme.test": "member", "cy@acme.test": "viewer"}
+    models = db.session.scalars(select(RecordModel.key).where(RecordModel.org_id == acme.id))
+    assert set(models) == {"tasks", "contacts"}
+    acme_records = db.session.scalars(select(Record).where(Record.org_id == acme.id)).all()
+    assert len(acme_records) == 60
+    private = {r.id for r in acme_records if r.visibility == "private"}
+    assert 0 < len(private) < 60
+    globex_members = db.session.scalars(
+        select(User.email).join(Membership).where(Membership.org_id == globex.id)
+    ).all()
+    assert "gil@globex.test" in globex_members
+    assert db.session.scalar(select(func.count()).where(Record.org_id == globex.id)) > 0
+
+    # The demo password signs in; the viewer sees the public tasks but no private one.
+    browser.login("cy@acme.test", DEMO_PASSWORD)
+    listing = browser.get("/api/v1/models/tasks/records?limit=100").get_json()
+    visible = {r["id"] for r in listing["items"]}
+    assert visible
+    assert not visible & private
