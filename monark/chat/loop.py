@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,7 +60,7 @@ class TurnResult:
 # ---- what the model sees -----------------------------------------------------------------
 
 
-def _result_text(call: ToolCall) -> tuple[str, bool]:
+def _result_text(call: ToolCall | store.TranscriptCall) -> tuple[str, bool]:
     if call.status == "SUCCEEDED":
         text = json.dumps(call.result, ensure_ascii=False, sort_keys=True, default=str)
         if len(text) > RESULT_LIMIT:
@@ -72,7 +72,7 @@ def _result_text(call: ToolCall) -> tuple[str, bool]:
     return f"Error: {call.error or 'the tool failed.'}", True
 
 
-def build_llm_messages(rows: list[Message]) -> list[LlmMessage]:
+def build_llm_messages(rows: Sequence[Message | store.TranscriptMessage]) -> list[LlmMessage]:
     """Map stored rows to the model's message list.
 
     An assistant message with tool calls is followed by a user message carrying exactly
@@ -143,6 +143,14 @@ def run_tool_call(
     hooks.on_tool_call(call)
 
 
+def _describe(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> dict | None:
+    try:
+        return executor.describe(actor, call.name, dict(call.input))
+    except Exception:  # a preview is a courtesy; the call itself must still be stored
+        current_app.logger.exception("describing %s failed", call.name)
+        return None
+
+
 # ---- the loop ----------------------------------------------------------------------------
 
 
@@ -178,7 +186,7 @@ def _stream_step(request: LlmRequest, hooks: TurnHooks, config: Mapping[str, Any
     return step
 
 
-def _steps_this_turn(rows: list[Message]) -> int:
+def _steps_this_turn(rows: Sequence[Message | store.TranscriptMessage]) -> int:
     steps = 0
     for row in reversed(rows):
         if row.role == "user":
@@ -209,7 +217,7 @@ def advance_conversation(
         if store.pending_calls(conversation.id):
             result.status = "awaiting_confirmation"
             return result
-        rows = store.load_messages(conversation.id)
+        rows = store.load_transcript(conversation.id)
         if _steps_this_turn(rows) >= MAX_STEPS:
             note = store.add_message(
                 conversation, principal, author_kind="system", role="note", text=STEP_LIMIT_NOTE
@@ -274,6 +282,8 @@ def advance_conversation(
             )
             db.session.add(call)
             stored.append(call)
+        for call in stored:
+            call.preview = _describe(executor, actor, call)
         db.session.flush()
         for call in stored:
             if call.mutates:

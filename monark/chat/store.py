@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -121,6 +123,66 @@ def load_messages(conversation_id: int) -> list[Message]:
         .order_by(Message.seq)
     )
     return list(db.session.scalars(stmt))
+
+
+@dataclass(frozen=True)
+class TranscriptCall:
+    """What the model sees of a stored tool call."""
+
+    provider_call_id: str
+    name: str
+    input: dict[str, Any]
+    status: str
+    result: Any
+    error: str | None
+    reject_reason: str | None
+
+
+@dataclass(frozen=True)
+class TranscriptMessage:
+    """What the model sees of a stored message, with its tool calls in order."""
+
+    id: int
+    role: str
+    text: str
+    content: list[dict[str, Any]]
+    status: str
+    tool_calls: list[TranscriptCall] = field(default_factory=list)
+
+
+def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
+    """A conversation as the loop feeds it to the model, in order (two queries).
+
+    Plain rows with only the columns the model sees, not ORM objects: the loop reloads the
+    whole conversation every step, and ORM objects would cost hydration and then expiry at
+    each of the step's commits, per message (about half of a step at 500 messages).
+    """
+    calls: dict[int, list[TranscriptCall]] = defaultdict(list)
+    call_rows = db.session.execute(
+        select(
+            ToolCall.message_id,
+            ToolCall.provider_call_id,
+            ToolCall.name,
+            ToolCall.input,
+            ToolCall.status,
+            ToolCall.result,
+            ToolCall.error,
+            ToolCall.reject_reason,
+        )
+        .where(ToolCall.conversation_id == conversation_id)
+        .order_by(ToolCall.message_id, ToolCall.position, ToolCall.id)
+    )
+    for message_id, *rest in call_rows:
+        calls[message_id].append(TranscriptCall(*rest))
+    message_rows = db.session.execute(
+        select(Message.id, Message.role, Message.text, Message.content, Message.status)
+        .where(Message.conversation_id == conversation_id)
+        .order_by(Message.seq)
+    )
+    return [
+        TranscriptMessage(id, role, text, content, status, calls.get(id, []))
+        for id, role, text, content, status in message_rows
+    ]
 
 
 def next_seq(conversation_id: int) -> int:

@@ -1,0 +1,590 @@
+"""Benchmark of the assistant's plumbing: in-process tool calls and the loop's own overhead.
+
+Two measurements, each printed as a row per case with the median and p95 latency and the
+SQL queries per call (counted with a ``before_cursor_execute`` listener):
+
+1. One read tool call, ``records_list`` for model ``tasks`` with ``limit`` 25 on an org with
+   ~1,000 records, made two ways with the same view work behind it:
+
+   * in-process: ``build_chat_toolset(V1_ROUTES).execute(principal.via_assistant(id),
+     "records_list", {...})`` inside an app context (the dispatcher runs the view in its own
+     app context, with its own session, through the full request pipeline);
+   * over loopback HTTP: ``GET /api/v1/models/tasks/records?limit=25`` with an API key
+     (``Authorization: Bearer mrk_…``, same role) to the app served by werkzeug's threaded
+     server on 127.0.0.1, through one kept-alive ``http.client.HTTPConnection``; the body is
+     parsed with ``json.loads``, as the dispatcher parses its answer.
+
+   A third row times the view work both share (parse, handler, JSON out and back in)
+   without routing, hooks or auth, to show what each path adds on top of it. The three
+   are interleaved call by call. Target: in-process at least 10x cheaper (end to end).
+
+2. The loop's own overhead per step: ``advance_conversation(principal, conversation_id)`` with
+   a provider that answers "ok" at once, on conversations pre-seeded with 10, 100 and 500
+   messages (user and assistant turns alternating, a quarter of the assistant turns with a
+   SUCCEEDED ``records_list`` call and its stored result of five records).
+   Each run happens in a fresh app context (as a request would) and the assistant message
+   it adds is deleted afterwards, so every run starts from the same N messages.
+   Targets: the same query count at 10, 100 and 500 messages, and the overhead at 500 no
+   more than 5x that at 10.
+
+It exits 1 when a target is missed.
+
+Run from the repo root::
+
+    .venv/bin/python bench/chat_bench.py              # fresh temporary SQLite file
+    .venv/bin/python bench/chat_bench.py --calls 3000 --steps 50
+
+PostgreSQL runs only when asked for explicitly, because the benchmark DROPS AND RECREATES
+every table at that URL (``db.drop_all()`` / ``db.create_all()``); use a throwaway database::
+
+    .venv/bin/python bench/chat_bench.py --database-url postgresql+psycopg://u:p@host/bench
+    BENCH_DATABASE_URL=postgresql+psycopg://u:p@host/bench .venv/bin/python bench/chat_bench.py
+
+``DATABASE_URL`` on its own is ignored on purpose: it usually points at data you care about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import logging
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from flask import Flask, jsonify  # noqa: E402
+from sqlalchemy import delete, event, insert, select  # noqa: E402
+from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
+
+from monark import create_app  # noqa: E402
+from monark.api.keys import create_key  # noqa: E402
+from monark.api.registry import parse_part  # noqa: E402
+from monark.api.routes import V1_ROUTES  # noqa: E402
+from monark.assistant.tools import build_chat_toolset  # noqa: E402
+from monark.chat import store  # noqa: E402
+from monark.chat.llm import set_llm_provider  # noqa: E402
+from monark.chat.llm.types import (  # noqa: E402
+    LlmEvent,
+    LlmRequest,
+    StopReason,
+    TextDelta,
+    UsageReport,
+)
+from monark.chat.loop import advance_conversation  # noqa: E402
+from monark.chat.models import Message, ToolCall  # noqa: E402
+from monark.core.auth import hash_password  # noqa: E402
+from monark.core.models import Membership, Org, User  # noqa: E402
+from monark.core.rbac import Principal  # noqa: E402
+from monark.extensions import db  # noqa: E402
+from monark.records import services  # noqa: E402
+from monark.records.models import Record, RecordModel  # noqa: E402
+from monark.records.values import display_title, search_text  # noqa: E402
+
+FAST_HASH = "pbkdf2:sha256:1000"
+STATUSES = ["todo", "doing", "done", "blocked"]
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india")
+LIMIT = 25
+MODEL = "tasks"
+API_PATH = f"/api/v1/models/{MODEL}/records?limit={LIMIT}"
+CONVERSATION_SIZES = (10, 100, 500)
+TARGET_RATIO = 10.0
+TARGET_GROWTH = 5.0
+
+
+# ---- query counting --------------------------------------------------------------------
+
+
+@dataclass
+class QueryLog:
+    """How many SQL statements the engine ran while ``active``."""
+
+    active: bool = False
+    count: int = 0
+
+    def listener(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        if self.active:
+            self.count += 1
+
+    @contextmanager
+    def capture(self) -> Iterator[QueryLog]:
+        self.count = 0
+        self.active = True
+        try:
+            yield self
+        finally:
+            self.active = False
+
+
+# ---- results ---------------------------------------------------------------------------
+
+
+@dataclass
+class CaseResult:
+    name: str
+    times_ms: list[float] = field(default_factory=list)
+    query_counts: list[int] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def p95(self) -> float:
+        ordered = sorted(self.times_ms)
+        return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+    @property
+    def queries(self) -> int:
+        """The usual count (an occasional extra write, e.g. key last_used_at, is not typical)."""
+        return Counter(self.query_counts).most_common(1)[0][0]
+
+    @property
+    def queries_label(self) -> str:
+        low, high = min(self.query_counts), max(self.query_counts)
+        return str(self.queries) if low == high else f"{self.queries} ({low}-{high})"
+
+
+# ---- seeding ---------------------------------------------------------------------------
+
+
+@dataclass
+class Seeded:
+    owner: Principal
+    api_token: str
+    tool_conversation_id: int
+    conversations: dict[int, int]  # message count -> conversation id
+
+
+def _org(name: str, slug: str, n_users: int) -> tuple[Org, list[User], RecordModel]:
+    org = Org(name=name, slug=slug)
+    db.session.add(org)
+    users = [
+        User(
+            email=f"user{i}@{slug}.bench",
+            name=f"{name} User {i}",
+            password_hash=hash_password("bench password 123", FAST_HASH),
+        )
+        for i in range(n_users)
+    ]
+    db.session.add_all(users)
+    db.session.flush()
+    for i, user in enumerate(users):
+        db.session.add(
+            Membership(user_id=user.id, org_id=org.id, role="owner" if i == 0 else "member")
+        )
+    db.session.commit()
+    owner = Principal.for_user(users[0].id, org.id, "owner")
+    model = services.create_model(owner, MODEL, "Tasks", "Benchmark tasks")
+    services.add_field(owner, model, key="title", label="Title", type="text", required=True)
+    services.add_field(owner, model, key="status", label="Status", type="select", options=STATUSES)
+    services.add_field(owner, model, key="points", label="Points", type="number")
+    services.add_field(owner, model, key="assignee", label="Assignee", type="user")
+    services.add_field(owner, model, key="notes", label="Notes", type="long_text")
+    return org, users, model
+
+
+def _records(org: Org, users: list[User], model: RecordModel, count: int, rng: random.Random):
+    fields = list(model.fields)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    rows = []
+    for i in range(count):
+        values: dict[str, Any] = {
+            "title": f"{org.name} task {i} {rng.choice(WORDS)}",
+            "status": rng.choice(STATUSES),
+            "points": rng.randint(1, 13),
+            "assignee": rng.choice(users).id,
+        }
+        if i % 3 == 0:
+            values["notes"] = " ".join(rng.choices(WORDS, k=12))
+        stamp = start + timedelta(minutes=i)
+        rows.append(
+            {
+                "org_id": org.id,
+                "model_id": model.id,
+                "values": values,
+                "title": display_title(fields, values),
+                "search_text": search_text(fields, values),
+                "visibility": "private" if i % 20 == 0 else "org",
+                "creator_id": rng.choice(users).id,
+                "created_at": stamp,
+                "updated_at": stamp,
+            }
+        )
+    return rows
+
+
+def _tool_result(rng: random.Random, record_ids: list[int]) -> dict[str, Any]:
+    """What a stored records_list call holds: a small page of records (~1-2 KB of JSON)."""
+    items = []
+    for record_id in rng.sample(record_ids, 5):
+        items.append(
+            {
+                "id": record_id,
+                "model": MODEL,
+                "title": f"Acme task {record_id} {rng.choice(WORDS)}",
+                "values": {
+                    "title": f"Acme task {record_id}",
+                    "status": rng.choice(STATUSES),
+                    "points": rng.randint(1, 13),
+                },
+                "visibility": "org",
+                "creator_id": 1,
+                "created_at": "2024-01-01T00:00:00Z",
+                "updated_at": "2024-01-01T00:00:00Z",
+            }
+        )
+    return {"items": items, "next_cursor": str(min(record_ids))}
+
+
+def _seed_conversation(
+    owner: Principal, n_messages: int, rng: random.Random, record_ids: list[int]
+) -> int:
+    """A conversation of ``n_messages`` rows, ending with a user message (a turn to answer).
+
+    User and assistant messages alternate; every fourth assistant message called
+    ``records_list`` (a SUCCEEDED call with its stored result).
+    """
+    conversation = store.create_conversation(owner, f"bench {n_messages}")
+    db.session.commit()
+    base = {"org_id": owner.org_id, "conversation_id": conversation.id}
+    start = datetime(2024, 6, 1, tzinfo=UTC)
+    roles: list[str] = []
+    while len(roles) < n_messages:
+        roles.append("assistant" if roles and roles[-1] == "user" else "user")
+    roles = roles[:n_messages]
+    if roles[-1] != "user":  # the conversation waits for an answer
+        roles[-1] = "user"
+    messages, call_specs = [], []
+    for i, role in enumerate(roles):
+        seq = i + 1
+        row: dict[str, Any] = {
+            **base,
+            "seq": seq,
+            "role": role,
+            "status": "complete",
+            "created_at": start + timedelta(seconds=seq),
+        }
+        if role == "user":
+            row.update(
+                author_kind="user",
+                author_user_id=owner.user_id,
+                text=f"Question {seq}: what about the {rng.choice(WORDS)} tasks?",
+                content=[{"type": "text", "text": "Page context: today is 2024-06-01."}],
+            )
+        else:
+            with_call = i % 8 == 1
+            row.update(
+                author_kind="agent",
+                text="Let me look." if with_call else "Here is what I found. " * 6,
+                content=[],
+                model="bench-model",
+                stop_reason="tool_use" if with_call else "end_turn",
+                input_tokens=1200,
+                output_tokens=80,
+                cache_read_tokens=1000,
+            )
+            if with_call:
+                call_specs.append(seq)
+        messages.append(row)
+    db.session.execute(insert(Message), messages)
+    ids = dict(
+        db.session.execute(
+            select(Message.seq, Message.id).where(Message.conversation_id == conversation.id)
+        ).all()
+    )
+    calls = [
+        {
+            **base,
+            "message_id": ids[seq],
+            "position": 0,
+            "provider_call_id": f"toolu_bench_{conversation.id}_{seq}",
+            "name": "records_list",
+            "input": {"model": MODEL, "limit": 5},
+            "mutates": False,
+            "status": "SUCCEEDED",
+            "result": _tool_result(rng, record_ids),
+            "duration_ms": 4,
+            "created_at": start + timedelta(seconds=seq),
+        }
+        for seq in call_specs
+    ]
+    if calls:
+        db.session.execute(insert(ToolCall), calls)
+    db.session.commit()
+    return conversation.id
+
+
+def seed(n_records: int, n_other: int) -> Seeded:
+    rng = random.Random(42)
+    org_a, users_a, model_a = _org("Acme", "acme", 20)
+    org_b, users_b, model_b = _org("Globex", "globex", 5)
+    rows = _records(org_a, users_a, model_a, n_records, rng)
+    rows += _records(org_b, users_b, model_b, n_other, rng)
+    rng.shuffle(rows)  # the two orgs' ids interleave, as in a shared table
+    db.session.execute(insert(Record), rows)
+    db.session.commit()
+    owner = Principal.for_user(users_a[0].id, org_a.id, "owner")
+    # The key has the same role as the user, so both sides run the same list query.
+    _, token = create_key(owner, "bench key", "owner")
+    record_ids = list(db.session.scalars(select(Record.id).where(Record.org_id == org_a.id)))
+    tool_conversation = store.create_conversation(owner, "bench tool calls")
+    db.session.commit()
+    conversations = {n: _seed_conversation(owner, n, rng, record_ids) for n in CONVERSATION_SIZES}
+    return Seeded(owner, token, tool_conversation.id, conversations)
+
+
+# ---- 1. one read tool call: in-process vs loopback HTTP ---------------------------------
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve(app: Flask) -> Iterator[int]:
+    """The app on werkzeug's threaded server at 127.0.0.1:<free port>, in a daemon thread."""
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="bench-http", daemon=True)
+    thread.start()
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+        server.server_close()
+
+
+def measure_tool_call(app: Flask, log: QueryLog, seeded: Seeded, n: int) -> list[CaseResult]:
+    """The in-process call, the HTTP call and the view work they share, interleaved."""
+    toolset = build_chat_toolset(V1_ROUTES)
+    route = next(r for r in V1_ROUTES if r.mcp_tool_name == "records_list")
+    actor = seeded.owner.via_assistant(seeded.tool_conversation_id)
+    arguments = {"model": MODEL, "limit": LIMIT}
+    headers = {"Authorization": f"Bearer {seeded.api_token}", "Accept": "application/json"}
+    local = CaseResult(f"records_list limit={LIMIT}: in-process tool call")
+    remote = CaseResult(f"records_list limit={LIMIT}: loopback HTTP + API key")
+    shared = CaseResult("  of which view work both share (no pipeline)")
+
+    with serve(app) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+
+        def over_http() -> dict[str, Any]:
+            conn.request("GET", API_PATH, headers=headers)
+            response = conn.getresponse()
+            body = response.read()
+            if response.status != 200:
+                raise SystemExit(f"HTTP GET {API_PATH} answered {response.status}: {body[:200]!r}")
+            return json.loads(body)
+
+        def view_work() -> dict[str, Any]:
+            """The view's body without routing, hooks or auth: parse, handle, JSON out and in."""
+            with app.app_context():
+                path = parse_part(route.path_model, {"model": MODEL}, "path")
+                query = parse_part(route.query_model, {"limit": str(LIMIT)}, "query")
+                result = route.handler(actor, path, query, None)
+                return json.loads(jsonify(result.model_dump(mode="json")).get_data())
+
+        with app.app_context():  # the loop's context: the call runs in its own one inside
+
+            def in_process() -> dict[str, Any]:
+                outcome = toolset.execute(actor, "records_list", dict(arguments))
+                if not outcome.ok:
+                    raise SystemExit(f"in-process records_list failed: {outcome.error}")
+                return outcome.result
+
+            # The same answer all three ways (the same view work), and warm-up.
+            a, b, c = in_process(), over_http(), view_work()
+            if not a == b == c or len(a["items"]) != LIMIT:
+                raise SystemExit("in-process, HTTP and bare view answers differ")
+            for _ in range(20):
+                in_process()
+                over_http()
+                view_work()
+
+            for _ in range(n):
+                for case, call in ((local, in_process), (remote, over_http), (shared, view_work)):
+                    with log.capture():
+                        t0 = time.perf_counter()
+                        call()
+                        elapsed = (time.perf_counter() - t0) * 1000
+                    case.times_ms.append(elapsed)
+                    case.query_counts.append(log.count)
+            db.session.rollback()
+        conn.close()
+    return [local, remote, shared]
+
+
+# ---- 2. the loop's own overhead per step ------------------------------------------------
+
+
+class InstantProvider:
+    """Answers every request with one short text at once (no network, no model)."""
+
+    name = "instant"
+
+    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
+        yield TextDelta("ok")
+        yield UsageReport(100, 1, 0, 0)
+        yield StopReason("end_turn")
+
+
+def measure_loop(app: Flask, log: QueryLog, seeded: Seeded, runs: int) -> list[CaseResult]:
+    """One step per run, the sizes interleaved (so drift hits them alike), after warm-up."""
+    warmup = 5
+    cases = {
+        size: CaseResult(f"advance_conversation, {size} messages") for size in seeded.conversations
+    }
+    set_llm_provider(InstantProvider())
+    try:
+        for i in range(warmup + runs):
+            for size, conversation_id in seeded.conversations.items():
+                with app.app_context():  # a fresh context and session, as for a request
+                    with log.capture():
+                        t0 = time.perf_counter()
+                        result = advance_conversation(seeded.owner, conversation_id)
+                        elapsed = (time.perf_counter() - t0) * 1000
+                    queries = log.count
+                    if result.status != "done" or len(result.message_ids) != 1:
+                        raise SystemExit(f"unexpected turn result: {result}")
+                    # Back to the same N messages for the next run.
+                    db.session.execute(delete(Message).where(Message.id.in_(result.message_ids)))
+                    db.session.commit()
+                if i >= warmup:
+                    cases[size].times_ms.append(elapsed)
+                    cases[size].query_counts.append(queries)
+    finally:
+        set_llm_provider(None)
+    return list(cases.values())
+
+
+# ---- main ------------------------------------------------------------------------------
+
+
+def build_app(url: str) -> Flask:
+    return create_app({"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "bench"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1000, help="tool calls per case (1000)")
+    parser.add_argument("--steps", type=int, default=30, help="loop steps per size (30)")
+    parser.add_argument("--records", type=int, default=1_000, help="records in the main org")
+    parser.add_argument("--other", type=int, default=200, help="records in the second org")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL", ""),
+        help="a THROWAWAY database (all its tables are dropped); default: temporary SQLite",
+    )
+    args = parser.parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+    with tempfile.TemporaryDirectory(prefix="monark-bench-") as tmpdir:
+        url = args.database_url or f"sqlite:///{tmpdir}/bench.db"
+        if url.startswith(("postgres://", "postgresql://")):
+            url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        app = build_app(url)
+        with app.app_context():
+            engine = db.engine
+            print(f"database: {engine.url.render_as_string(hide_password=True)}")
+            if engine.dialect.name != "sqlite":
+                print("  dropping and recreating all tables there (db.drop_all / db.create_all)")
+            db.drop_all()
+            db.create_all()
+            t0 = time.perf_counter()
+            seeded = seed(args.records, args.other)
+            print(
+                f"seeded {args.records} + {args.other} records and conversations of "
+                f"{', '.join(map(str, CONVERSATION_SIZES))} messages in "
+                f"{time.perf_counter() - t0:.1f} s; {args.calls} tool calls per side, "
+                f"{args.steps} loop steps per size"
+            )
+        log = QueryLog()
+        event.listen(engine, "before_cursor_execute", log.listener)
+        try:
+            tool_cases = measure_tool_call(app, log, seeded, args.calls)
+            loop_cases = measure_loop(app, log, seeded, args.steps)
+        finally:
+            event.remove(engine, "before_cursor_execute", log.listener)
+            if engine.dialect.name != "sqlite":
+                with app.app_context():
+                    db.drop_all()
+            engine.dispose()
+    return report(tool_cases, loop_cases)
+
+
+def report(tool_cases: list[CaseResult], loop_cases: list[CaseResult]) -> int:
+    local, remote, shared = tool_cases
+    cases = [*tool_cases, *loop_cases]
+    width = max(len(c.name) for c in cases)
+    print()
+    print(f"{'case':<{width}}  {'median ms':>9}  {'p95 ms':>7}  queries")
+    print(f"{'-' * width}  {'-' * 9}  {'-' * 7}  {'-' * 7}")
+    for case in cases:
+        print(f"{case.name:<{width}}  {case.median:9.3f}  {case.p95:7.3f}  {case.queries_label}")
+
+    ratio = remote.median / local.median
+    print()
+    print(
+        f"ratio: loopback HTTP / in-process = {ratio:.1f}x "
+        f"(median {remote.median:.3f} ms / {local.median:.3f} ms)"
+    )
+    own_local, own_remote = local.median - shared.median, remote.median - shared.median
+    share = min(100.0, 100 * shared.median / local.median)
+    print(
+        f"  both include the view work they share ({shared.median:.3f} ms, {share:.0f}% of "
+        f"the in-process call);\n  beyond it HTTP adds ~{own_remote:.3f} ms and the in-process "
+        + (
+            f"path ~{own_local:.3f} ms (~{own_remote / own_local:.0f}x less, approximate)"
+            if own_local >= 0.02
+            else "path nothing measurable (within noise)"
+        )
+    )
+
+    small, large = loop_cases[0], loop_cases[-1]
+    growth = large.median / small.median
+    counts = {c.queries for c in loop_cases}
+    checks = [
+        (
+            f"in-process tool call at least {TARGET_RATIO:.0f}x cheaper than HTTP "
+            f"(got {ratio:.1f}x)",
+            ratio >= TARGET_RATIO,
+        ),
+        (
+            "loop queries per step the same at "
+            + ", ".join(f"{c.name.split(', ')[1]}: {c.queries}" for c in loop_cases),
+            len(counts) == 1,
+        ),
+        (
+            f"loop overhead at {large.name.split(', ')[1]} at most {TARGET_GROWTH:.0f}x "
+            f"that at {small.name.split(', ')[1]} (got {growth:.1f}x)",
+            growth <= TARGET_GROWTH,
+        ),
+    ]
+    print()
+    print("targets:")
+    for label, ok in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {label}")
+    ok = all(ok for _, ok in checks)
+    print()
+    print("OK" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
