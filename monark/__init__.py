@@ -38,7 +38,9 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     from monark import models  # noqa: F401  (every table, for Alembic and create_all)
     from monark.api.routes import V1_ROUTES
     from monark.api.views import register_api
+    from monark.assistant.navigate import NavigateTool
     from monark.assistant.tools import build_chat_toolset
+    from monark.assistant.views import bp as assistant_bp
     from monark.audit.views import bp as audit_bp
     from monark.chat.tools import set_chat_tool_executor
     from monark.cli import register_cli
@@ -53,8 +55,9 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(records_bp)
     app.register_blueprint(settings_bp)
     app.register_blueprint(audit_bp)
+    app.register_blueprint(assistant_bp)
     register_api(app)
     register_error_handlers(app)
     register_cli(app)
-    set_chat_tool_executor(build_chat_toolset(V1_ROUTES))
+    set_chat_tool_executor(build_chat_toolset(V1_ROUTES, [NavigateTool()]))
     return app

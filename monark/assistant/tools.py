@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from monark.api.dispatch import dispatch
 from monark.api.registry import RouteDescriptor, parse_part
+from monark.assistant.describe import DESCRIBERS
 from monark.chat.tools import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
@@ -163,6 +164,17 @@ class ChatToolset:
         if tool is None:
             return ToolOutcome(ok=False, error=f"Unknown tool '{name}'.")
         return tool.run(principal, arguments)
+
+    def describe(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        tool = self._tools.get(name)
+        if tool is None:
+            return {"headline": f"run a tool nobody registered (“{name}”)"}
+        describer = DESCRIBERS.get(name) or getattr(tool, "describe", None)
+        if describer is not None:
+            return describer(principal, arguments)
+        return {"headline": tool.spec.action_label or f"run {name}"}
 
 
 def build_chat_toolset(

@@ -94,7 +94,9 @@ class ToolCall(db.Model):
     conversation_id: Mapped[int] = mapped_column(
         ForeignKey("chat_conversations.id", ondelete="CASCADE")
     )
-    message_id: Mapped[int] = mapped_column(ForeignKey("chat_messages.id", ondelete="CASCADE"))
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("chat_messages.id", ondelete="CASCADE"), index=True
+    )
     position: Mapped[int] = mapped_column(default=0)
     provider_call_id: Mapped[str] = mapped_column(String(120))
     name: Mapped[str] = mapped_column(String(120))
@@ -106,6 +108,8 @@ class ToolCall(db.Model):
     decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     decided_at: Mapped[datetime | None] = mapped_column(default=None)
     reject_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    # What the host showed the user at proposal: a headline and, for updates, before → after.
+    preview: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     duration_ms: Mapped[int | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

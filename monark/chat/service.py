@@ -88,6 +88,19 @@ def send_message(
     return advance_conversation(principal, conversation.id, hooks, config)
 
 
+def retry_turn(
+    principal: Principal,
+    conversation_id: int,
+    hooks: TurnHooks | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> TurnResult:
+    """Advance a conversation again (after an error, a stop or the step limit)."""
+    config = config if config is not None else current_app.config
+    require_assistant(principal, config)
+    store.get_conversation(principal, conversation_id)
+    return advance_conversation(principal, conversation_id, hooks, config)
+
+
 def _decide(principal: Principal, call: ToolCall, status: str, reason: str | None) -> None:
     """PROPOSED → ``status`` as one conditional update: exactly one decision wins."""
     changed = db.session.execute(

@@ -40,6 +40,12 @@ class ChatToolExecutor(Protocol):
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome: ...
 
+    def describe(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """What the call would do, for its card: ``{"headline", "changes"?, ...}``."""
+        ...
+
 
 class NoTools:
     """The executor before the host injects one: no tools, every call fails closed."""
@@ -49,6 +55,11 @@ class NoTools:
 
     def execute(self, principal: Principal, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         return ToolOutcome(ok=False, error=f"Unknown tool '{name}'.")
+
+    def describe(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        return None
 
 
 _executor: ChatToolExecutor = NoTools()

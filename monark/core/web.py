@@ -9,7 +9,7 @@ from flask import Flask, current_app, request
 from sqlalchemy import select
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
-from monark.core.gates import assistant_name
+from monark.core.gates import assistant_name, check_gates
 from monark.core.models import User, as_utc
 from monark.extensions import csrf, db
 
@@ -52,6 +52,7 @@ def _page_context() -> dict[str, Any]:
         "memberships": memberships,
         "nav_models": nav_models,
         "assistant_name": assistant_name(org, current_app.config),
+        "assistant_gate": check_gates(principal, current_app.config),
     }
 
 
@@ -86,6 +87,7 @@ def register_web(app: Flask) -> None:
         csrf.protect()
 
     app.add_template_filter(_when, "when")
+    app.add_template_filter(lambda s: s[:1].upper() + s[1:] if s else s, "capitalize_first")
 
     @app.after_request
     def security_headers(response):

@@ -1,0 +1,120 @@
+"""Plain-language previews of tool calls for the panel's cards.
+
+A preview is computed once, when the call is stored, and kept on the call, so a card
+shows what the user was asked to approve (for an update: each field before → after).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from monark.core.errors import AppError
+from monark.core.rbac import Principal
+from monark.records import services as records
+from monark.records.models import RecordModel
+
+Describer = Callable[[Principal, dict[str, Any]], dict[str, Any]]
+
+
+def _model(principal: Principal, key: Any) -> RecordModel | None:
+    try:
+        return records.get_model(principal, str(key))
+    except AppError:
+        return None
+
+
+def _model_name(model: RecordModel | None, key: Any) -> str:
+    return model.name if model is not None else f"“{key}”"
+
+
+def _label(model: RecordModel | None, key: str) -> str:
+    if model is not None:
+        for field in model.fields:
+            if field.key == key:
+                return field.label
+    return key
+
+
+def _record_title(principal: Principal, model: RecordModel | None, record_id: Any):
+    if model is None:
+        return None, f"record #{record_id}"
+    try:
+        record = records.get_record(principal, model, int(record_id))
+    except (AppError, TypeError, ValueError):
+        return None, f"record #{record_id}"
+    return record, f"“{records.record_label(model, record)}”"
+
+
+def _values(model: RecordModel | None, values: Any) -> list[dict[str, Any]]:
+    if not isinstance(values, dict):
+        return []
+    return [{"field": _label(model, k), "after": v} for k, v in values.items()]
+
+
+def _create(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    model = _model(principal, args.get("model"))
+    private = " (private)" if args.get("visibility") == "private" else ""
+    return {
+        "headline": f"create a record in {_model_name(model, args.get('model'))}{private}",
+        "changes": _values(model, args.get("values")),
+    }
+
+
+def _update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    model = _model(principal, args.get("model"))
+    record, title = _record_title(principal, model, args.get("record_id"))
+    before = record.values if record is not None else {}
+    values = args.get("values") if isinstance(args.get("values"), dict) else {}
+    changes = [
+        {"field": _label(model, k), "before": before.get(k), "after": v} for k, v in values.items()
+    ]
+    if args.get("visibility"):
+        changes.append(
+            {
+                "field": "Visibility",
+                "before": record.visibility if record is not None else None,
+                "after": args["visibility"],
+            }
+        )
+    return {
+        "headline": f"update {title} in {_model_name(model, args.get('model'))}",
+        "changes": changes,
+    }
+
+
+def _delete(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    model = _model(principal, args.get("model"))
+    _, title = _record_title(principal, model, args.get("record_id"))
+    return {"headline": f"delete {title} from {_model_name(model, args.get('model'))}"}
+
+
+def _list(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    model = _model(principal, args.get("model"))
+    extra = f" matching “{args['q']}”" if args.get("q") else ""
+    return {"headline": f"list records in {_model_name(model, args.get('model'))}{extra}"}
+
+
+def _get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    model = _model(principal, args.get("model"))
+    return {
+        "headline": f"read record #{args.get('record_id')} in "
+        f"{_model_name(model, args.get('model'))}"
+    }
+
+
+def _model_get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    model = _model(principal, args.get("model"))
+    return {"headline": f"read the fields of {_model_name(model, args.get('model'))}"}
+
+
+DESCRIBERS: dict[str, Describer] = {
+    "records_create": _create,
+    "records_update": _update,
+    "records_delete": _delete,
+    "records_list": _list,
+    "records_get": _get,
+    "models_get": _model_get,
+    "models_list": lambda p, a: {"headline": "list the models"},
+    "me_get": lambda p, a: {"headline": "check who you are"},
+}

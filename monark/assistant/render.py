@@ -1,0 +1,54 @@
+"""Model output is untrusted: Markdown to HTML with markdown-it-py, then nh3's allow-list."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import nh3
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+# Raw HTML in the model's Markdown is shown as text, never parsed.
+_md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
+    ["table", "strikethrough"]
+)
+
+ALLOWED_TAGS = {
+    "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
+    "img", "li", "ol", "p", "pre", "s", "strong", "table", "tbody", "td", "th", "thead", "tr",
+    "ul",
+}  # fmt: skip
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}, "ol": {"start"}}
+
+
+def _same_origin_path(value: str) -> bool:
+    value = value.strip()
+    return value.startswith("/") and not value.startswith(("//", "/\\"))
+
+
+def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
+    # Images only from this origin: a remote image is a request the model could aim anywhere.
+    if tag == "img" and attribute == "src" and not _same_origin_path(value):
+        return None
+    return value
+
+
+def render_markdown(text: str) -> Markup:
+    """Safe HTML for a reply: no scripts, handlers, javascript:/data: links or remote images."""
+    html = _md.render(text or "")
+    clean = nh3.clean(
+        html,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer",
+        attribute_filter=_filter_attribute,
+        strip_comments=True,
+    )
+    return Markup(clean)
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON for showing tool input and results (escaped by the template)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)

@@ -1,0 +1,147 @@
+"""Plain view data for the panel: messages and tool-call cards, safe to hand across threads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from markupsafe import Markup
+from sqlalchemy import select
+
+from monark.assistant.render import pretty_json, render_markdown
+from monark.chat import store
+from monark.chat.models import Message, ToolCall
+from monark.core.models import User, as_utc
+from monark.core.rbac import Principal
+from monark.extensions import db
+
+STATUS_TEXT = {
+    "PROPOSED": "waiting for you",
+    "EXECUTING": "running",
+    "SUCCEEDED": "done",
+    "FAILED": "failed",
+    "REJECTED": "rejected",
+}
+
+
+@dataclass
+class CallView:
+    id: int
+    name: str
+    status: str
+    mutates: bool
+    headline: str
+    changes: list[dict[str, Any]]
+    input_json: str
+    result_json: str | None
+    error: str | None
+    decided_by: str | None
+    decided_at: datetime | None
+    reject_reason: str | None
+    nav_path: str | None = None
+    nav_label: str | None = None
+
+    @property
+    def status_text(self) -> str:
+        return STATUS_TEXT.get(self.status, self.status.lower())
+
+    @property
+    def kind(self) -> str:
+        if self.name == "navigate":
+            return "navigate"
+        return "write" if self.mutates else "read"
+
+
+@dataclass
+class MessageView:
+    id: int
+    conversation_id: int
+    role: str
+    text: str
+    html: Markup
+    status: str
+    error: str | None
+    created_at: datetime | None
+    calls: list[CallView] = field(default_factory=list)
+
+
+def _user_names(ids: set[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    rows = db.session.execute(select(User.id, User.name).where(User.id.in_(ids)))
+    return {row.id: row.name for row in rows}
+
+
+def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
+    """A card's data for one tool call."""
+    if names is None:
+        names = _user_names({call.decided_by_id} if call.decided_by_id else set())
+    preview = call.preview or {}
+    headline = preview.get("headline") or f"run {call.name}"
+    result = call.result
+    nav_path = nav_label = None
+    if call.name == "navigate" and call.status == "SUCCEEDED" and isinstance(result, dict):
+        nav_path, nav_label = result.get("path"), result.get("label")
+    return CallView(
+        id=call.id,
+        name=call.name,
+        status=call.status,
+        mutates=call.mutates,
+        headline=headline,
+        changes=list(preview.get("changes") or []),
+        input_json=pretty_json(call.input),
+        result_json=pretty_json(result) if result is not None else None,
+        error=call.error,
+        decided_by=names.get(call.decided_by_id) if call.decided_by_id else None,
+        decided_at=as_utc(call.decided_at),
+        reject_reason=call.reject_reason,
+        nav_path=nav_path,
+        nav_label=nav_label,
+    )
+
+
+def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
+    """A bubble's data; assistant text is rendered from Markdown and sanitized."""
+    calls = list(message.tool_calls) if message.role == "assistant" else []
+    if names is None:
+        names = _user_names({c.decided_by_id for c in calls if c.decided_by_id})
+    html = render_markdown(message.text) if message.role == "assistant" else Markup("")
+    return MessageView(
+        id=message.id,
+        conversation_id=message.conversation_id,
+        role=message.role,
+        text=message.text,
+        html=html,
+        status=message.status,
+        error=message.error,
+        created_at=as_utc(message.created_at),
+        calls=[call_view(c, names) for c in calls],
+    )
+
+
+@dataclass
+class ThreadView:
+    conversation_id: int | None
+    title: str
+    messages: list[MessageView]
+
+    @property
+    def last_status(self) -> str | None:
+        """The last assistant message's status (drives Retry)."""
+        for message in reversed(self.messages):
+            if message.role in ("assistant", "user"):
+                return message.status if message.role == "assistant" else "unanswered"
+        return None
+
+
+def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
+    """Everything the thread screen shows, from the database."""
+    conversation = store.get_conversation(principal, conversation_id)
+    messages = store.load_messages(conversation.id)
+    names = _user_names(
+        {c.decided_by_id for m in messages for c in m.tool_calls if c.decided_by_id}
+    )
+    return ThreadView(
+        conversation.id, conversation.title, [message_view(m, names) for m in messages]
+    )

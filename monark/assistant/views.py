@@ -1,0 +1,210 @@
+"""The assistant panel's endpoints under /chat: screens, the SSE turn endpoints, settings."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, render_template, request
+
+from monark.assistant.stream import request_stop, stream_turn
+from monark.assistant.thread import ThreadView, thread_view
+from monark.chat import service, store
+from monark.chat.prompt import PageContext
+from monark.core.auth import guard, require_principal
+from monark.core.errors import AppError, Forbidden, NotFound, ValidationFailed
+from monark.core.gates import check_gates
+from monark.core.models import User
+from monark.core.rbac import Principal
+from monark.extensions import db
+
+bp = Blueprint("assistant", __name__, url_prefix="/chat")
+
+MIN_WIDTH, MAX_WIDTH = 320, 960
+
+
+def _notice(message: str, status: int, kind: str = "error"):
+    return render_template("assistant/_notice.html", message=message, kind=kind), status
+
+
+def _gate_or_none(principal: Principal) -> str | None:
+    gate = check_gates(principal, current_app.config)
+    return None if gate.open else gate.reason
+
+
+@bp.get("/conversations")
+@guard("chat.use")
+def conversations():
+    """The conversation list screen."""
+    principal = require_principal()
+    reason = _gate_or_none(principal)
+    if reason and not check_gates(principal, current_app.config).chat_open:
+        return _notice(reason, 403, "gate")
+    return render_template(
+        "assistant/_list.html", conversations=store.list_conversations(principal), gate=reason
+    )
+
+
+@bp.get("/new")
+@guard("chat.use")
+def new_conversation():
+    """An empty thread screen; the conversation is created by its first message."""
+    principal = require_principal()
+    return render_template(
+        "assistant/_thread.html",
+        thread=ThreadView(None, "", []),
+        gate=_gate_or_none(principal),
+    )
+
+
+@bp.get("/conversations/<int:conversation_id>")
+@guard("chat.use")
+def conversation(conversation_id: int):
+    """One conversation's thread screen, from the database."""
+    principal = require_principal()
+    return render_template(
+        "assistant/_thread.html",
+        thread=thread_view(principal, conversation_id),
+        gate=_gate_or_none(principal),
+    )
+
+
+@bp.post("/conversations/<int:conversation_id>/rename")
+@guard("chat.use")
+def rename(conversation_id: int):
+    """Rename a conversation; answers the list screen."""
+    principal = require_principal()
+    error = None
+    try:
+        store.rename_conversation(principal, conversation_id, request.form.get("title", ""))
+    except ValidationFailed as err:
+        error = err.field_errors().get("title")
+    status = 422 if error else 200
+    return render_template(
+        "assistant/_list.html",
+        conversations=store.list_conversations(principal),
+        gate=_gate_or_none(principal),
+        rename_error=error,
+        rename_id=conversation_id if error else None,
+    ), status
+
+
+@bp.post("/conversations/<int:conversation_id>/delete")
+@guard("chat.use")
+def delete(conversation_id: int):
+    """Remove a conversation from the list (kept for the audit trail)."""
+    principal = require_principal()
+    store.archive_conversation(principal, conversation_id)
+    return render_template(
+        "assistant/_list.html",
+        conversations=store.list_conversations(principal),
+        gate=_gate_or_none(principal),
+    )
+
+
+@bp.post("/conversations/<int:conversation_id>/stop")
+@guard("chat.use")
+def stop(conversation_id: int):
+    """Ask the running turn to stop reading the model (the reply so far is kept)."""
+    store.get_conversation(require_principal(), conversation_id)
+    request_stop(conversation_id)
+    return Response(status=204)
+
+
+def _page_context() -> PageContext | None:
+    form = request.form
+    record_id = form.get("page_record_id", "").strip()
+    try:
+        return PageContext(
+            route=form.get("page_route", "")[:300],
+            model=form.get("page_model") or None,
+            record_id=int(record_id) if record_id.isdigit() else None,
+        )
+    except ValueError:
+        return None  # a page context is a hint; a bad one is dropped, not an error
+
+
+def _conversation_id() -> int | None:
+    raw = request.form.get("conversation_id", "").strip()
+    return int(raw) if raw.isdigit() else None
+
+
+@bp.post("/stream")
+@guard("chat.use")
+def stream():
+    """Send a message and stream the turn as Server-Sent Events."""
+    principal = require_principal()
+    try:
+        data = service.parse_send_input(
+            {
+                "text": request.form.get("text", ""),
+                "conversation_id": _conversation_id(),
+                "page_context": _page_context(),
+            }
+        )
+        service.require_assistant(principal, current_app.config)
+        if data.conversation_id is not None:
+            store.get_conversation(principal, data.conversation_id)
+    except ValidationFailed as err:
+        return _notice("; ".join(d["message"] for d in err.details) or err.message, 422)
+    except (Forbidden, NotFound) as err:
+        return _notice(err.message, err.status)
+    return stream_turn(
+        principal, lambda hooks: service.send_message(principal, data, hooks), data.conversation_id
+    )
+
+
+@bp.post("/decide")
+@guard("chat.use")
+def decide():
+    """Confirm or reject a proposed write, then stream the continuation."""
+    principal = require_principal()
+    action, _, raw_id = request.form.get("decision", "").partition(":")
+    if action not in ("confirm", "reject") or not raw_id.isdigit():
+        return _notice("Choose Confirm or Reject on a card.", 400)
+    call_id = int(raw_id)
+    try:
+        service.require_assistant(principal, current_app.config)
+        call = store.get_tool_call(principal, call_id)
+    except AppError as err:
+        return _notice(err.message, err.status)
+    if call.status != "PROPOSED":
+        return _notice("This action was already confirmed or rejected.", 409)
+    reason = request.form.get(f"reason_{call_id}", "")
+    if action == "confirm":
+        run = lambda hooks: service.confirm_tool_call(principal, call_id, hooks)  # noqa: E731
+    else:
+        run = lambda hooks: service.reject_tool_call(principal, call_id, reason, hooks)  # noqa: E731
+    return stream_turn(principal, run, call.conversation_id)
+
+
+@bp.post("/retry")
+@guard("chat.use")
+def retry():
+    """Run the turn again after an error, a stop or the step limit."""
+    principal = require_principal()
+    conversation_id = _conversation_id()
+    if conversation_id is None:
+        return _notice("Nothing to retry yet.", 400)
+    try:
+        service.require_assistant(principal, current_app.config)
+        store.get_conversation(principal, conversation_id)
+    except AppError as err:
+        return _notice(err.message, err.status)
+    return stream_turn(
+        principal,
+        lambda hooks: service.retry_turn(principal, conversation_id, hooks),
+        conversation_id,
+    )
+
+
+@bp.post("/panel/width")
+@guard("chat.use")
+def panel_width():
+    """Remember the panel's width for this user."""
+    principal = require_principal()
+    try:
+        width = int(request.form.get("width", ""))
+    except ValueError:
+        return _notice("Width must be a number of pixels.", 400)
+    user = db.session.get(User, principal.user_id)
+    user.assistant_panel_width = max(MIN_WIDTH, min(MAX_WIDTH, width))
+    db.session.commit()
+    return Response(status=204)
