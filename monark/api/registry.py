@@ -6,6 +6,7 @@ From one ``RouteDescriptor`` come the Flask view, its OpenAPI entry and, when
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,3 +75,32 @@ def parse_part(model: type[BaseModel] | None, data: Any, where: Location) -> Bas
         raise ValidationFailed(
             f"The request {where} is invalid.", validation_details(err, where)
         ) from None
+
+
+def _model_schema(model: type[BaseModel] | None) -> dict[str, Any]:
+    return model.model_json_schema() if model is not None else {}
+
+
+def tool_input_schema(route: RouteDescriptor) -> dict[str, Any]:
+    """One JSON Schema object: the path params, query and body properties together."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    defs: dict[str, Any] = {}
+    for part in (route.path_model, route.query_model, route.body_model):
+        schema = _model_schema(part)
+        for name, prop in schema.get("properties", {}).items():
+            if name in properties:
+                raise ValueError(f"{route.name}: argument '{name}' appears twice")
+            prop = {k: v for k, v in copy.deepcopy(prop).items() if k != "title"}
+            properties[name] = prop
+        required += [n for n in schema.get("required", []) if n not in required]
+        defs.update(schema.get("$defs", {}))
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    if defs:
+        out["$defs"] = defs
+    return out

@@ -7,7 +7,6 @@ each part with the route's own models, and runs the route's view in-process as t
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from monark.api.dispatch import dispatch
-from monark.api.registry import RouteDescriptor, parse_part
+from monark.api.registry import RouteDescriptor, parse_part, tool_input_schema
 from monark.assistant.describe import DESCRIBERS
 from monark.chat.tools import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
@@ -29,35 +28,6 @@ def describe_error(message: str, details: list[dict[str, Any]]) -> str:
     """An error as one line the model can act on: the message, then each field's problem."""
     listing = "; ".join(f"{d.get('field', '?')}: {d.get('message', '')}" for d in details)
     return f"{message} {listing}".strip() if listing else message
-
-
-def _model_schema(model: type[BaseModel] | None) -> dict[str, Any]:
-    return model.model_json_schema() if model is not None else {}
-
-
-def tool_input_schema(route: RouteDescriptor) -> dict[str, Any]:
-    """One JSON Schema object: the path params, query and body properties together."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    defs: dict[str, Any] = {}
-    for part in (route.path_model, route.query_model, route.body_model):
-        schema = _model_schema(part)
-        for name, prop in schema.get("properties", {}).items():
-            if name in properties:
-                raise ValueError(f"{route.name}: argument '{name}' appears twice")
-            prop = {k: v for k, v in copy.deepcopy(prop).items() if k != "title"}
-            properties[name] = prop
-        required += [n for n in schema.get("required", []) if n not in required]
-        defs.update(schema.get("$defs", {}))
-    out: dict[str, Any] = {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-    if defs:
-        out["$defs"] = defs
-    return out
 
 
 def _names(model: type[BaseModel] | None) -> set[str]:
