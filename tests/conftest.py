@@ -91,9 +91,10 @@ class Browser:
 
     @staticmethod
     def _fresh_user() -> None:
-        # The test keeps one app context open, which requests reuse; Flask-Login caches
-        # the signed-in user on ``g``, so forget it or one browser would see another's user.
-        g.pop("_login_user", None)
+        # The test keeps one app context open, which requests reuse; Flask-Login and
+        # Flask-WTF cache the user and the CSRF token on ``g``, so start each request clean.
+        for key in list(g):
+            g.pop(key, None)
 
     def get(self, url: str, **kw):
         self._fresh_user()

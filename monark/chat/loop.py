@@ -96,7 +96,9 @@ def build_llm_messages(rows: Sequence[Message | store.TranscriptMessage]) -> lis
             push("user", blocks)
         elif row.role == "assistant":
             calls = row.tool_calls if row.status == "complete" else []
-            blocks = [TextBlock(row.text)] if row.text.strip() else []
+            # Trailing whitespace is trimmed: the API refuses it at the end of a final
+            # assistant turn (a stopped reply that a retry continues).
+            blocks = [TextBlock(row.text.rstrip())] if row.text.strip() else []
             blocks += [ToolUseBlock(c.provider_call_id, c.name, c.input) for c in calls]
             push("assistant", blocks)
             results = []

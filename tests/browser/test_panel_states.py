@@ -1,0 +1,125 @@
+"""The panel's other states: shortcut, resize, narrow screens, gates, errors, limits."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from monark.core.models import User
+from monark.extensions import db
+from tests.browser.test_panel import new_conversation, open_panel, send, wait_turn
+from tests.llm_script import Call, HttpFail, Say
+
+
+def test_keyboard_shortcut_opens_and_closes_the_panel(world, browse):
+    s = browse("member@acme.test")
+    panel = s.page.get_by_role("complementary", name="Assistant")
+    expect(panel).to_be_hidden()
+    s.page.keyboard.press("Control+.")
+    expect(panel).to_be_visible()
+    expect(s.page.get_by_role("button", name="Chrysa")).to_have_attribute("aria-expanded", "true")
+    s.page.keyboard.press("Control+.")
+    expect(panel).to_be_hidden()
+    # The open state survives a full page load.
+    s.page.keyboard.press("Control+.")
+    s.page.reload()
+    expect(s.page.get_by_role("complementary", name="Assistant")).to_be_visible()
+
+
+def test_dragging_resizes_the_panel_and_the_width_is_remembered(world, browse):
+    s = browse("member@acme.test")
+    panel = open_panel(s)
+    before = panel.bounding_box()["width"]
+    handle = panel.get_by_role("separator", name="Resize the assistant panel")
+    box = handle.bounding_box()
+    s.page.mouse.move(box["x"] + 2, box["y"] + 100)
+    s.page.mouse.down()
+    s.page.mouse.move(box["x"] - 150, box["y"] + 100, steps=5)
+    s.page.mouse.up()
+    after = panel.bounding_box()["width"]
+    assert after > before + 100
+    expected = round(after)
+    for _ in range(50):
+        db.session.rollback()
+        saved = db.session.scalar(
+            select(User.assistant_panel_width).where(User.email == "member@acme.test")
+        )
+        if saved:
+            break
+        s.page.wait_for_timeout(100)
+    assert abs(saved - expected) <= 2
+    s.page.reload()
+    panel = s.page.get_by_role("complementary", name="Assistant")
+    assert abs(panel.bounding_box()["width"] - saved) <= 2
+    s.shot("12-resized")
+
+
+def test_on_a_narrow_screen_the_panel_fills_the_screen(world, browse):
+    s = browse("member@acme.test", viewport={"width": 390, "height": 800})
+    panel = open_panel(s)
+    box = panel.bounding_box()
+    assert box["x"] == 0 and box["width"] == 390
+    s.shot("13-narrow")
+    panel.get_by_role("button", name="Close the assistant").click()
+    expect(panel).to_be_hidden()
+
+
+def test_a_closed_gate_hides_the_assistant_with_its_reason(world, browse):
+    world.a.org.ai_agent_enabled = False
+    db.session.commit()
+    s = browse("member@acme.test")
+    toggle = s.page.get_by_role("button", name="Chrysa")
+    expect(toggle).to_have_attribute(
+        "title", "An admin turned the AI assistant off for this organization."
+    )
+    toggle.click()
+    panel = s.page.get_by_role("complementary", name="Assistant")
+    expect(panel).to_contain_text("An admin turned the AI assistant off")
+    expect(panel.get_by_label("Message", exact=True)).to_have_count(0)
+    s.shot("14-gate-off")
+
+
+def test_branding_renames_the_assistant_everywhere(world, browse, fake_anthropic):
+    world.a.org.branding_enabled = True
+    world.a.org.assistant_name = "Ada Bot"
+    db.session.commit()
+    fake_anthropic.script.add([Say("Hi.")])
+    s = browse("member@acme.test")
+    s.page.get_by_role("button", name="Ada Bot").click()
+    panel = s.page.get_by_role("complementary", name="Assistant")
+    expect(panel.locator(".assistant-name")).to_have_text("Ada Bot")
+    panel.get_by_role("button", name="New conversation").click()
+    send(panel, "Who are you?")
+    wait_turn(panel)
+    assert "You are Ada Bot" in fake_anthropic.requests[0]["system"][0]["text"]
+
+
+def test_an_empty_list_invites_a_first_conversation(world, browse):
+    s = browse("member@acme.test")
+    panel = open_panel(s)
+    expect(panel).to_contain_text("No conversations yet")
+
+
+def test_a_provider_error_is_shown_and_retry_recovers(world, browse, fake_anthropic):
+    fake_anthropic.script.add([HttpFail(400, "prompt is too long")], [Say("Recovered nicely.")])
+    s = browse("member@acme.test")
+    panel = new_conversation(s)
+    send(panel, "Hello?")
+    expect(panel.locator(".msg-error")).to_contain_text("prompt is too long")
+    wait_turn(panel)
+    s.shot("15-provider-error")
+    panel.get_by_role("button", name="Retry").click()
+    expect(panel.locator(".msg-assistant .md").last).to_have_text("Recovered nicely.")
+    wait_turn(panel)
+    expect(panel.get_by_role("button", name="Retry")).to_have_count(0)
+
+
+def test_the_step_limit_leaves_a_visible_note(world, browse, fake_anthropic):
+    fake_anthropic.script.add(*[[Call("me_get")] for _ in range(8)])
+    s = browse("member@acme.test")
+    panel = new_conversation(s)
+    send(panel, "Keep checking who I am")
+    expect(panel.locator(".note-text")).to_contain_text("stopped after 8 steps")
+    wait_turn(panel)
+    expect(panel.locator(".call-read")).to_have_count(8)
+    s.shot("16-step-limit")

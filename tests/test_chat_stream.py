@@ -1,0 +1,224 @@
+"""POST /chat/stream and friends, through the Flask test client (no browser)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from sqlalchemy import func, select
+
+from monark.chat.models import Conversation, Message, ToolCall
+from monark.extensions import db
+from tests.llm_script import Call, Say
+
+
+def frames(response) -> list[tuple[str | None, str]]:
+    """(event, data) pairs of an SSE body; comment frames come back as ("comment", text)."""
+    out = []
+    for block in response.get_data(as_text=True).split("\n\n"):
+        if not block.strip():
+            continue
+        event, data = None, []
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                event = "comment"
+                data.append(line[1:].strip())
+            elif line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+        out.append((event, "\n".join(data)))
+    return out
+
+
+def post_stream(browser, text="Hi", **fields):
+    """Post to /chat/stream and read the whole answer (the turn has ended when it returns)."""
+    response = browser.post(
+        "/chat/stream", {"text": text, **fields}, headers={"HX-Request": "true"}
+    )
+    return read(response)
+
+
+def read(response):
+    """Read a (possibly streamed) answer whole and close it, ending its request context."""
+    response.get_data()
+    response.close()
+    return response
+
+
+def test_a_turn_streams_as_sse_and_ends_with_done(world, login, scripted):
+    scripted.script.add([Say("Hello there friend")])
+    browser = login("member@acme.test")
+    response = post_stream(browser, "Hello", page_route="/models/tasks/records", page_model="tasks")
+    assert response.status_code == 200
+    assert response.mimetype == "text/event-stream"
+    assert response.headers["Cache-Control"].startswith("no-cache")
+    assert response.headers["X-Accel-Buffering"] == "no"
+    got = frames(response)
+    assert got[0] == ("comment", "stream open")
+    tokens = [d for e, d in got if e is None and '-text" hx-swap="beforeend"' in d]
+    assert len(tokens) == 3 and "Hello" in tokens[0]
+    event, data = got[-1]
+    assert event == "done"
+    done = json.loads(data)
+    conversation = db.session.scalar(select(Conversation))
+    assert done == {"conversation_id": conversation.id, "status": "done"}
+    assert conversation.title == "Hello"
+    user = db.session.scalar(select(Message).where(Message.role == "user"))
+    assert 'looking at the "tasks" model' in user.content[0]["text"]
+
+
+def test_multi_line_fragments_use_one_data_line_each(world, login, scripted):
+    scripted.script.add([Say("line one\nline two", chunks=1)])
+    response = post_stream(login("member@acme.test"), "Two lines please")
+    body = response.get_data(as_text=True)
+    for block in body.split("\n\n"):
+        for line in block.split("\n"):
+            assert line == "" or line.startswith(("data: ", "event: ", ":")), line
+
+
+def test_the_stream_shows_a_proposed_write_as_a_card(world, login, scripted):
+    scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "X"}})])
+    response = post_stream(login("member@acme.test"), "Add X")
+    body = response.get_data(as_text=True)
+    assert "Wants to create a record in Tasks" in body
+    assert 'value="confirm:' in body and 'value="reject:' in body
+    event, data = frames(response)[-1]
+    assert event == "done" and json.loads(data)["status"] == "awaiting_confirmation"
+
+
+def test_confirm_streams_the_continuation(world, login, scripted):
+    scripted.script.add(
+        [Call("records_create", {"model": "tasks", "values": {"title": "Via decide"}})],
+        [Say("Created it")],
+    )
+    browser = login("member@acme.test")
+    post_stream(browser, "Add")
+    call = db.session.scalar(select(ToolCall))
+    response = read(browser.post("/chat/decide", {"decision": f"confirm:{call.id}"}))
+    body = response.get_data(as_text=True)
+    assert response.mimetype == "text/event-stream"
+    assert "Created it" in body and "Confirmed by" in body
+    db.session.rollback()  # the test shares its session with the requests: drop stale rows
+    again = read(browser.post("/chat/decide", {"decision": f"confirm:{call.id}"}))
+    assert again.status_code == 409 and "already" in again.get_data(as_text=True)
+
+
+def test_bad_input_answers_a_notice_not_a_stream(world, login, scripted):
+    browser = login("member@acme.test")
+    empty = post_stream(browser, "   ")
+    assert empty.status_code == 422 and empty.mimetype == "text/html"
+    assert "Write a message first" in empty.get_data(as_text=True)
+    long = post_stream(browser, "x" * 16_001)
+    assert long.status_code == 422 and "16000" in long.get_data(as_text=True)
+    other = post_stream(browser, "Hi", conversation_id="999999")
+    assert other.status_code == 404
+    assert db.session.scalar(select(func.count()).select_from(Message)) == 0
+    assert scripted.requests == []
+
+
+def test_the_stream_needs_the_csrf_token(world, login, scripted):
+    browser = login("member@acme.test")
+    response = browser.client.post("/chat/stream", data={"text": "Hi"})
+    assert response.status_code == 400
+    assert db.session.scalar(select(func.count()).select_from(Message)) == 0
+
+
+def test_a_closed_gate_answers_with_its_reason(world, login, scripted):
+    world.a.org.ai_agent_enabled = False
+    db.session.commit()
+    response = post_stream(login("member@acme.test"))
+    assert response.status_code == 403
+    assert "turned the AI assistant off" in response.get_data(as_text=True)
+
+
+def test_without_an_api_key_the_thread_says_so_with_retry(world, login, app):
+    from monark.chat.llm import set_llm_provider
+
+    set_llm_provider(None)
+    app.config["ANTHROPIC_API_KEY"] = ""
+    try:
+        response = post_stream(login("member@acme.test"), "Anyone there?")
+    finally:
+        set_llm_provider(None)
+    body = response.get_data(as_text=True)
+    assert "ANTHROPIC_API_KEY" in body and 'form="chat-retry"' in body
+    event, data = frames(response)[-1]
+    assert event == "done" and json.loads(data)["status"] == "error"
+    assert any(e == "error" for e, _ in frames(response))
+
+
+def test_closing_the_connection_stops_the_turn_and_keeps_the_partial_reply(
+    world, login, fake_anthropic
+):
+    fake_anthropic.chunk_delay = 0.05
+    fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(200)))])
+    browser = login("member@acme.test")
+    response = browser.client.post(
+        "/chat/stream", data={"text": "Go on", "csrf_token": browser.csrf}, buffered=False
+    )
+    seen = ""
+    for chunk in response.response:
+        seen += chunk.decode() if isinstance(chunk, bytes) else chunk
+        if "w5" in seen:
+            break
+    response.close()  # what a closed tab looks like to the server
+    deadline = time.monotonic() + 10
+    message = None
+    while time.monotonic() < deadline:
+        db.session.rollback()
+        message = db.session.scalar(select(Message).where(Message.role == "assistant"))
+        if message is not None:
+            break
+        time.sleep(0.05)
+    assert message is not None and message.status == "incomplete"
+    assert message.text.startswith("w0 w1") and "w199" not in message.text
+
+
+def test_stop_endpoint_stops_a_running_turn(world, login, fake_anthropic):
+    fake_anthropic.chunk_delay = 0.05
+    fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(200)))])
+    browser = login("member@acme.test")
+    response = browser.client.post(
+        "/chat/stream", data={"text": "Go on", "csrf_token": browser.csrf}, buffered=False
+    )
+    seen = ""
+    chunks = iter(response.response)
+    for chunk in chunks:
+        seen += chunk.decode() if isinstance(chunk, bytes) else chunk
+        if "w3" in seen:
+            break
+    conversation_id = db.session.scalar(select(Conversation.id))
+    stop = browser.post(f"/chat/conversations/{conversation_id}/stop")
+    assert stop.status_code == 204
+    for chunk in chunks:
+        seen += chunk.decode() if isinstance(chunk, bytes) else chunk
+    assert "event: done" in seen and '"status": "stopped"' in seen
+    assert "incomplete" in seen
+    db.session.rollback()
+    message = db.session.scalar(select(Message).where(Message.role == "assistant"))
+    assert message.status == "incomplete" and "w199" not in message.text
+
+
+def test_panel_width_is_remembered_per_user(world, login):
+    browser = login("member@acme.test")
+    assert browser.post("/chat/panel/width", {"width": "512"}).status_code == 204
+    assert 'data-width="512"' in browser.get("/models").get_data(as_text=True)
+    assert browser.post("/chat/panel/width", {"width": "5000"}).status_code == 204
+    assert 'data-width="960"' in browser.get("/models").get_data(as_text=True)
+    other = login("viewer@acme.test").get("/models").get_data(as_text=True)
+    assert 'data-width=""' in other
+
+
+def test_conversations_are_private_to_their_owner(world, login, scripted):
+    scripted.script.add([Say("Mine")])
+    post_stream(login("member@acme.test"), "My secret topic")
+    conversation_id = db.session.scalar(select(Conversation.id))
+    for email in ("owner@acme.test", "member@globex.test"):
+        browser = login(email)
+        assert browser.get(f"/chat/conversations/{conversation_id}").status_code == 404
+        assert "My secret topic" not in browser.get("/chat/conversations").get_data(as_text=True)
+        rename = browser.post(f"/chat/conversations/{conversation_id}/rename", {"title": "Hacked"})
+        assert rename.status_code == 404
+    db.session.rollback()
+    assert db.session.get(Conversation, conversation_id).title == "My secret topic"
