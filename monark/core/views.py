@@ -15,7 +15,11 @@ bp = Blueprint("auth", __name__)
 
 def _safe_next(target: str | None) -> str:
     """Only same-site relative paths; anything else goes home."""
-    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
+    # Browsers drop tabs and newlines inside a URL ("/\t/evil" becomes "//evil") and read
+    # "\" as "/"; a newline cannot go into a header at all. Refuse them all.
+    if not target or any(ch < " " or ch in "\\\x7f" for ch in target):
+        return url_for("records.home")
+    if target.startswith("/") and not target.startswith("//"):
         return target
     return url_for("records.home")
 

@@ -1,0 +1,729 @@
+"""The authorization matrix: every route x every caller, with the exact status code.
+
+Callers are Acme's four roles, ``signed_out`` and ``other_org``: Globex's owner, who holds
+every permission, aimed at Acme's ids, where the only right answer is 404 (never 403).
+The API is called with each caller's session and with each caller's API key.
+
+Each test gets a fresh world. A row's callers share it, except where successful writes
+would collide (two callers deleting the same record): those writers get a test of their
+own. Sharing is safe because every cell also checks the events it caused: none for a
+refusal or a read, at least one for a successful write. Every request runs in its own app
+context, as in production, so one caller's identity cannot leak into the next request.
+
+``test_every_route_has_expectations`` walks ``app.url_map`` and
+``test_v1_route_matches_role_table`` walks ``V1_ROUTES``: a new route fails until it has
+a row here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from bs4 import BeautifulSoup
+from sqlalchemy import func, select
+
+from monark.api.keys import revoke_key
+from monark.api.routes import V1_ROUTES
+from monark.chat import store
+from monark.chat.models import ToolCall
+from monark.core.models import ApiKey, Event, Membership
+from monark.core.rbac import ROLE_PERMISSIONS, ROLES
+from monark.extensions import db
+from monark.records import services
+from tests import factories
+
+CALLERS = ("signed_out", *ROLES, "other_org")
+SIGNED_IN = (*ROLES, "other_org")
+AUTHS = ("session", "key")
+ROUTES_BY_NAME = {route.name: route for route in V1_ROUTES}
+ADMIN_SECRET = "Acme admin secret"
+CHAT_TITLE = "Acme launch plans"
+
+# How a row's successful writes relate: "none" (the route writes no data), "own" (each
+# caller writes something of its own: they can share a world) or "same" (they write the
+# same thing: each successful writer gets a world of its own).
+Writes = Literal["none", "own", "same"]
+
+
+# ---- the data every test acts on ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Plain ids of Acme's data (a request under test may delete the ORM objects)."""
+
+    public: int  # tasks record, visibility org, by the owner
+    member_private: int  # tasks record, private, by the member
+    admin_private: int  # tasks record, private, by the admin
+    field: int  # a field of Acme's tasks (Globex has a tasks model too)
+    viewer_membership: int
+    viewer_key: int
+    chat: int  # the member's assistant conversation
+    proposal: int  # a write proposed in another conversation of the member's
+    acme_org: int
+    globex_org: int
+    titles: tuple[str, ...]  # Acme's record and conversation titles: never in a refusal
+
+
+@pytest.fixture
+def ctx(world: factories.World) -> Ctx:
+    a = world.a
+    owner = a.principal("owner")
+    # "projects" exists in Acme only: Globex cannot fall back on a model of its own.
+    projects = services.create_model(owner, "projects", "Projects")
+    services.add_field(owner, projects, key="name", label="Name", type="text", required=True)
+    secret = factories.make_record(a.principal("admin"), a.model, ADMIN_SECRET, "private")
+    chat, proposal = _member_conversations(a)
+    return Ctx(
+        public=a.public.id,
+        member_private=a.private.id,
+        admin_private=secret.id,
+        field=next(f.id for f in a.model.fields if f.key == "notes"),
+        viewer_membership=db.session.scalar(
+            select(Membership.id).where(
+                Membership.org_id == a.org.id, Membership.user_id == a.users["viewer"].id
+            )
+        ),
+        viewer_key=_key_id(a.keys["viewer"]),
+        chat=chat,
+        proposal=proposal,
+        acme_org=a.org.id,
+        globex_org=world.b.org.id,
+        titles=(a.public.title, a.private.title, ADMIN_SECRET, CHAT_TITLE),
+    )
+
+
+def _member_conversations(a: factories.OrgWorld) -> tuple[int, int]:
+    """The member's conversation, and a write the assistant proposed in another one."""
+    member = a.principal("member")
+    mine = {"author_kind": "user", "author_user_id": member.user_id, "role": "user"}
+    chat = store.create_conversation(member, CHAT_TITLE)
+    store.add_message(chat, member, text="Plan the launch", **mine)
+    other = store.create_conversation(member, "Clean up")
+    store.add_message(other, member, text="Delete the old task", **mine)
+    reply = store.add_message(
+        other, member.via_assistant(other.id), author_kind="agent", role="assistant", text=""
+    )
+    call = ToolCall(
+        org_id=a.org.id,
+        conversation_id=other.id,
+        message_id=reply.id,
+        provider_call_id="toolu_authz",
+        name="records_delete",
+        input={"model": "tasks", "record_id": a.public.id},
+        mutates=True,
+        status="PROPOSED",
+    )
+    db.session.add(call)
+    db.session.commit()
+    return chat.id, call.id
+
+
+def _key_id(token: str) -> int:
+    return db.session.scalar(select(ApiKey.id).where(ApiKey.prefix == token[:10]))
+
+
+def _event_count() -> int:
+    return db.session.scalar(select(func.count(Event.id)))
+
+
+def _email(caller: str) -> str:
+    return "owner@globex.test" if caller == "other_org" else f"{caller}@acme.test"
+
+
+def _csrf_of(html: str) -> str:
+    token = BeautifulSoup(html, "html.parser").find("input", attrs={"name": "csrf_token"})
+    assert token is not None, "no csrf_token field on the page"
+    return token["value"]
+
+
+class Isolated:
+    """Wraps a conftest Browser: each request in its own app context, as in production.
+
+    The test's app context stays pushed for the whole test and Flask-Login caches the
+    user in ``g``; without this, a second caller in one test would act as the first.
+    """
+
+    def __init__(self, app, browser):
+        self.app, self.browser = app, browser
+
+    def __getattr__(self, name: str):
+        method = getattr(self.browser, name)
+
+        def call(*args, **kwargs):
+            with self.app.app_context():
+                return method(*args, **kwargs)
+
+        return call
+
+
+def _web_client(caller: str, app, browser, login) -> Isolated:
+    """A signed-in browser, or a signed-out one holding a valid CSRF token."""
+    if caller != "signed_out":
+        with app.app_context():
+            return Isolated(app, login(_email(caller)))
+    client = Isolated(app, browser)
+    browser.csrf = _csrf_of(client.get("/login").get_data(as_text=True))
+    return client
+
+
+def _bearer(app, token: str):
+    """``call(method, url, **kw)`` sending ``Authorization: Bearer <token>``."""
+    client = app.test_client()
+
+    def call(method: str, url: str, **kw):
+        with app.app_context():
+            return client.open(
+                url, method=method, headers={"Authorization": f"Bearer {token}"}, **kw
+            )
+
+    return call
+
+
+def _leaks(response, ctx: Ctx, caller: str) -> list[str]:
+    """Acme records in a refusal, or Acme anywhere in an answer to Globex's owner."""
+    body = response.get_data(as_text=True)
+    found = []
+    if response.status_code in (302, 401, 403, 404):
+        found += [f"{caller}: the refusal shows {t!r}" for t in ctx.titles if t in body]
+    if caller.endswith("other_org") and "Acme" in body:
+        found.append(f"{caller}: Globex's owner was shown Acme data")
+    return found
+
+
+def _write_problems(slot: str, writes: Writes, success: bool, events: int) -> list[str]:
+    """A refusal or a read must not write; a successful write must leave an event."""
+    if (writes == "none" or not success) and events:
+        return [f"{slot}: a refused or read-only request wrote {events} event(s)"]
+    if writes != "none" and success and not events:
+        return [f"{slot}: a successful write recorded no event"]
+    return []
+
+
+def row(*, signed_out: int = 302, owner: int, admin: int, member: int, viewer: int, other: int):
+    """One line of the matrix: the exact status per caller."""
+    return {
+        "signed_out": signed_out,
+        "owner": owner,
+        "admin": admin,
+        "member": member,
+        "viewer": viewer,
+        "other_org": other,
+    }
+
+
+def _groups(expect: dict[str, int], writes: Writes, success: set[int]) -> list[tuple[str, ...]]:
+    """The slots of a row that share a world; colliding successful writers go alone."""
+    alone = [s for s in expect if writes == "same" and expect[s] in success]
+    shared = tuple(s for s in expect if s not in alone)
+    return ([shared] if shared else []) + [(s,) for s in alone]
+
+
+def _group_id(group: tuple[str, ...], everyone: int) -> str:
+    return "all" if len(group) == everyone else "+".join(group)
+
+
+# ---- web routes -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WebCase:
+    endpoint: str
+    method: str
+    variant: str
+    url: Callable[[Ctx], str]
+    expect: dict[str, int]
+    data: Callable[[Ctx, str], dict] = field(default=lambda c, who: {})  # per caller
+    writes: Writes = "none"
+
+    @property
+    def id(self) -> str:
+        return f"{self.endpoint} {self.method}" + (f" {self.variant}" if self.variant else "")
+
+
+def _rec(attr: str, suffix: str = "") -> Callable[[Ctx], str]:
+    """URL of an Acme tasks record page; ``attr`` names a Ctx id."""
+    return lambda c: f"/models/tasks/records/{getattr(c, attr)}{suffix}"
+
+
+def _url(path: str) -> Callable[[Ctx], str]:
+    return lambda c: path
+
+
+# fmt: off
+WEB_CASES: tuple[WebCase, ...] = (
+    WebCase("records.home", "GET", "", _url("/"),
+            row(owner=302, admin=302, member=302, viewer=302, other=302)),
+    WebCase("auth.login", "GET", "", _url("/login"),
+            row(signed_out=200, owner=302, admin=302, member=302, viewer=302, other=302)),
+    WebCase("auth.login", "POST", "wrong password", _url("/login"),
+            row(signed_out=401, owner=401, admin=401, member=401, viewer=401, other=401),
+            data=lambda c, who: {"email": "owner@acme.test", "password": "guess"}),
+    WebCase("auth.logout", "POST", "", _url("/logout"),
+            row(owner=302, admin=302, member=302, viewer=302, other=302)),
+    # Globex's owner is no member of Acme: the switch is refused with a flash (see tenancy).
+    WebCase("auth.switch_org", "POST", "to Acme", _url("/orgs/switch"),
+            row(owner=302, admin=302, member=302, viewer=302, other=302),
+            data=lambda c, who: {"org_id": str(c.acme_org)}),
+    WebCase("records.models", "GET", "", _url("/models"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("records.model_new", "GET", "", _url("/models/new"),
+            row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    WebCase("records.model_new", "POST", "", _url("/models/new"),
+            row(owner=303, admin=303, member=403, viewer=403, other=303),
+            data=lambda c, who: {"key": f"notes_{who}", "name": "Notes"}, writes="own"),
+    WebCase("records.record_list", "GET", "acme-only model", _url("/models/projects/records"),
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    WebCase("records.record_new", "GET", "acme-only model", _url("/models/projects/records/new"),
+            row(owner=200, admin=200, member=200, viewer=403, other=404)),
+    WebCase("records.record_new", "POST", "acme-only model",
+            _url("/models/projects/records/new"),
+            row(owner=303, admin=303, member=303, viewer=403, other=404),
+            data=lambda c, who: {"v_name": f"Launch by {who}"}, writes="own"),
+    WebCase("records.record_detail", "GET", "public", _rec("public"),
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    WebCase("records.record_detail", "GET", "member's private", _rec("member_private"),
+            row(owner=200, admin=200, member=200, viewer=404, other=404)),
+    WebCase("records.record_detail", "GET", "admin's private", _rec("admin_private"),
+            row(owner=200, admin=200, member=404, viewer=404, other=404)),
+    WebCase("records.record_edit", "GET", "public", _rec("public", "/edit"),
+            row(owner=200, admin=200, member=200, viewer=403, other=404)),
+    WebCase("records.record_edit", "GET", "member's private", _rec("member_private", "/edit"),
+            row(owner=200, admin=200, member=200, viewer=403, other=404)),
+    WebCase("records.record_edit", "GET", "admin's private", _rec("admin_private", "/edit"),
+            row(owner=200, admin=200, member=404, viewer=403, other=404)),
+    WebCase("records.record_edit", "POST", "public", _rec("public", "/edit"),
+            row(owner=303, admin=303, member=303, viewer=403, other=404),
+            data=lambda c, who: {"v_title": f"Edited by {who}", "visibility": "org"},
+            writes="own"),
+    WebCase("records.record_edit", "POST", "admin's private", _rec("admin_private", "/edit"),
+            row(owner=303, admin=303, member=404, viewer=403, other=404),
+            data=lambda c, who: {"v_title": f"Edited by {who}", "visibility": "private"},
+            writes="own"),
+    WebCase("records.record_delete", "GET", "public", _rec("public", "/delete"),
+            row(owner=200, admin=200, member=200, viewer=403, other=404)),
+    WebCase("records.record_delete", "POST", "public", _rec("public", "/delete"),
+            row(owner=303, admin=303, member=303, viewer=403, other=404), writes="same"),
+    WebCase("records.record_delete", "POST", "admin's private",
+            _rec("admin_private", "/delete"),
+            row(owner=303, admin=303, member=404, viewer=403, other=404), writes="same"),
+    WebCase("records.model_settings", "GET", "acme-only model", _url("/models/projects/settings"),
+            row(owner=200, admin=200, member=403, viewer=403, other=404)),
+    WebCase("records.model_settings", "POST", "acme-only model",
+            _url("/models/projects/settings"),
+            row(owner=303, admin=303, member=403, viewer=403, other=404),
+            data=lambda c, who: {"name": f"Renamed by {who}"}, writes="own"),
+    WebCase("records.field_add", "POST", "acme-only model", _url("/models/projects/fields"),
+            row(owner=303, admin=303, member=403, viewer=403, other=404),
+            data=lambda c, who: {"key": f"budget_{who}", "label": "Budget", "type": "number"},
+            writes="own"),
+    WebCase("records.field_update", "POST", "acme field id under tasks",
+            lambda c: f"/models/tasks/fields/{c.field}",
+            row(owner=303, admin=303, member=403, viewer=403, other=404),
+            data=lambda c, who: {"label": f"Remarks by {who}"}, writes="own"),
+    WebCase("records.field_delete", "POST", "acme field id under tasks",
+            lambda c: f"/models/tasks/fields/{c.field}/delete",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
+    WebCase("records.model_delete", "POST", "acme-only model", _url("/models/projects/delete"),
+            row(owner=303, admin=303, member=403, viewer=403, other=404),
+            data=lambda c, who: {"confirm_key": "projects"}, writes="same"),
+    WebCase("settings.org_settings", "GET", "", _url("/settings"),
+            row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    WebCase("settings.org_settings", "POST", "", _url("/settings"),
+            row(owner=303, admin=303, member=403, viewer=403, other=303),
+            data=lambda c, who: {"name": f"Renamed by {who}"}, writes="own"),
+    WebCase("settings.member_role", "POST", "viewer to member",
+            lambda c: f"/settings/members/{c.viewer_membership}/role",
+            row(owner=303, admin=303, member=403, viewer=403, other=404),
+            data=lambda c, who: {"role": "member"}, writes="same"),
+    # Only an owner makes owners.
+    WebCase("settings.member_role", "POST", "viewer to owner",
+            lambda c: f"/settings/members/{c.viewer_membership}/role",
+            row(owner=303, admin=403, member=403, viewer=403, other=404),
+            data=lambda c, who: {"role": "owner"}, writes="same"),
+    WebCase("settings.api_keys", "GET", "", _url("/settings/api-keys"),
+            row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    # 201 and a page, not a redirect: the new token is shown once.
+    WebCase("settings.api_keys", "POST", "viewer key", _url("/settings/api-keys"),
+            row(owner=201, admin=201, member=403, viewer=403, other=201),
+            data=lambda c, who: {"name": f"CI of {who}", "role": "viewer"}, writes="own"),
+    # A key cannot outrank its maker: an admin asking for an owner key gets 422.
+    WebCase("settings.api_keys", "POST", "owner key", _url("/settings/api-keys"),
+            row(owner=201, admin=422, member=403, viewer=403, other=201),
+            data=lambda c, who: {"name": f"CI of {who}", "role": "owner"}, writes="own"),
+    WebCase("settings.api_key_revoke", "POST", "",
+            lambda c: f"/settings/api-keys/{c.viewer_key}/revoke",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
+    WebCase("settings.profile", "GET", "", _url("/profile"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    # An unticked box: each caller turns off their own assistant.
+    WebCase("settings.profile", "POST", "", _url("/profile"),
+            row(owner=303, admin=303, member=303, viewer=303, other=303), writes="own"),
+    WebCase("audit.audit_log", "GET", "", _url("/audit"),
+            row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    # Assistant conversations belong to their creator alone: even admins get 404.
+    WebCase("assistant.conversations", "GET", "", _url("/chat/conversations"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("assistant.new_conversation", "GET", "", _url("/chat/new"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("assistant.conversation", "GET", "member's", lambda c: f"/chat/conversations/{c.chat}",
+            row(owner=404, admin=404, member=200, viewer=404, other=404)),
+    WebCase("assistant.rename", "POST", "member's",
+            lambda c: f"/chat/conversations/{c.chat}/rename",
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"title": f"Renamed by {who}"}, writes="own"),
+    WebCase("assistant.delete", "POST", "member's",
+            lambda c: f"/chat/conversations/{c.chat}/delete",
+            row(owner=404, admin=404, member=200, viewer=404, other=404), writes="same"),
+    WebCase("assistant.stop", "POST", "member's", lambda c: f"/chat/conversations/{c.chat}/stop",
+            row(owner=404, admin=404, member=204, viewer=404, other=404)),
+    WebCase("assistant.stream", "POST", "into member's", _url("/chat/stream"),
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"conversation_id": str(c.chat), "text": "Hello"}, writes="own"),
+    WebCase("assistant.decide", "POST", "member's proposal", _url("/chat/decide"),
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"decision": f"reject:{c.proposal}"}, writes="own"),
+    WebCase("assistant.retry", "POST", "member's", _url("/chat/retry"),
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"conversation_id": str(c.chat)}, writes="own"),
+    # Each caller's own panel width: a preference, written without an event.
+    WebCase("assistant.panel_width", "POST", "", _url("/chat/panel/width"),
+            row(owner=204, admin=204, member=204, viewer=204, other=204),
+            data=lambda c, who: {"width": "480"}),
+    # The API description is public: it holds no org data.
+    WebCase("api.openapi", "GET", "", _url("/api/v1/openapi.json"),
+            row(signed_out=200, owner=200, admin=200, member=200, viewer=200, other=200)),
+)
+# fmt: on
+
+
+# ---- API routes -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ApiCase:
+    route: str  # a V1_ROUTES name
+    variant: str
+    params: Callable[[Ctx], dict[str, Any]]
+    expect: dict[str, int]  # by caller, for sessions and keys alike...
+    key_expect: dict[str, int] = field(default_factory=dict)  # ...unless overridden here
+    body: Callable[[str], dict] | None = None  # per slot ("session:owner")
+
+    @property
+    def id(self) -> str:
+        return self.route + (f" {self.variant}" if self.variant else "")
+
+    def expected(self, caller: str, auth: str) -> int:
+        if auth == "key" and caller in self.key_expect:
+            return self.key_expect[caller]
+        return self.expect[caller]
+
+    def slots(self) -> dict[str, int]:
+        """``{"session:owner": 200, "key:owner": 200, ...}``."""
+        return {f"{a}:{c}": self.expected(c, a) for a in AUTHS for c in SIGNED_IN}
+
+
+def _api_rec(attr: str) -> Callable[[Ctx], dict[str, Any]]:
+    return lambda c: {"model": "tasks", "record_id": getattr(c, attr)}
+
+
+def _projects(c: Ctx) -> dict[str, Any]:
+    return {"model": "projects"}
+
+
+def _none(c: Ctx) -> dict[str, Any]:
+    return {}
+
+
+def _notes_by(slot: str) -> dict:
+    return {"values": {"notes": f"noted by {slot}"}}
+
+
+# A key has no user, so it created nothing: a member's key does not see the member's
+# private records (only roles with records.view_private do).
+KEY_IS_NOBODY = {"member": 404}
+
+# fmt: off
+API_CASES: tuple[ApiCase, ...] = (
+    ApiCase("me_get", "", _none,
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    ApiCase("models_list", "", _none,
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    ApiCase("models_get", "acme-only model", _projects,
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    ApiCase("records_list", "acme-only model", _projects,
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    ApiCase("records_get", "public", _api_rec("public"),
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    ApiCase("records_get", "member's private", _api_rec("member_private"),
+            row(owner=200, admin=200, member=200, viewer=404, other=404),
+            key_expect=KEY_IS_NOBODY),
+    ApiCase("records_get", "admin's private", _api_rec("admin_private"),
+            row(owner=200, admin=200, member=404, viewer=404, other=404)),
+    ApiCase("records_create", "acme-only model", _projects,
+            row(owner=201, admin=201, member=201, viewer=403, other=404),
+            body=lambda slot: {"values": {"name": f"Launch by {slot}"}}),
+    ApiCase("records_update", "public", _api_rec("public"),
+            row(owner=200, admin=200, member=200, viewer=403, other=404), body=_notes_by),
+    ApiCase("records_update", "member's private", _api_rec("member_private"),
+            row(owner=200, admin=200, member=200, viewer=403, other=404),
+            key_expect=KEY_IS_NOBODY, body=_notes_by),
+    ApiCase("records_update", "admin's private", _api_rec("admin_private"),
+            row(owner=200, admin=200, member=404, viewer=403, other=404), body=_notes_by),
+    ApiCase("records_delete", "public", _api_rec("public"),
+            row(owner=200, admin=200, member=200, viewer=403, other=404)),
+    ApiCase("records_delete", "admin's private", _api_rec("admin_private"),
+            row(owner=200, admin=200, member=404, viewer=403, other=404)),
+)
+# fmt: on
+
+
+# ---- coverage: no route without expectations ------------------------------------------
+
+
+def test_every_route_has_expectations(app):
+    """Each (endpoint, method) of the url map has a matrix row, and no row is stale."""
+    served = {
+        (rule.endpoint, method)
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint != "static"
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    }
+    covered = {(case.endpoint, case.method) for case in WEB_CASES}
+    covered |= {
+        (f"api.{case.route}", ROUTES_BY_NAME[case.route].method)
+        for case in API_CASES
+        if case.route in ROUTES_BY_NAME
+    }
+    assert sorted(served - covered) == [], "routes without authorization expectations"
+    assert sorted(covered - served) == [], "expectations for routes that do not exist"
+    unknown = {case.route for case in API_CASES} - set(ROUTES_BY_NAME)
+    assert sorted(unknown) == [], "API rows for routes that are not in V1_ROUTES"
+
+
+@pytest.mark.parametrize("route", V1_ROUTES, ids=lambda r: r.name)
+def test_v1_route_matches_role_table(route):
+    """Every descriptor has rows, and each row agrees with ROLE_PERMISSIONS."""
+    cases = [case for case in API_CASES if case.route == route.name]
+    assert cases, f"{route.name} has no rows in API_CASES"
+    for case in cases:
+        for auth in AUTHS:
+            for role in ROLES:
+                status = case.expected(role, auth)
+                if route.permission in ROLE_PERMISSIONS[role]:
+                    assert status in (route.status, 404), (case.id, auth, role)
+                else:
+                    assert status == 403, (case.id, auth, role)
+            # Globex's owner holds every permission: Acme's ids must look absent, not denied.
+            assert case.expected("other_org", auth) in (route.status, 404), case.id
+    # The first row of a route is its plain path: every role with the permission succeeds.
+    allowed = [role for role in ROLES if route.permission in ROLE_PERMISSIONS[role]]
+    assert allowed, f"no role may call {route.name}"
+    assert {cases[0].expected(role, "session") for role in allowed} == {route.status}
+
+
+# ---- the web matrix -------------------------------------------------------------------
+
+WEB_SUCCESS = {200, 201, 204, 303}
+
+
+def _web_problems(case: WebCase, caller: str, response, url: str, ctx: Ctx) -> list[str]:
+    """Everything but the status and the events that is wrong with one answer."""
+    problems = _leaks(response, ctx, caller)
+    status = response.status_code
+    if status == 302 and caller == "signed_out" and case.endpoint != "auth.logout":
+        location = urlsplit(response.headers["Location"])
+        if location.path != "/login" or parse_qs(location.query).get("next") != [url]:
+            problems.append(f"signed_out: sent to {response.headers['Location']}")
+    page = BeautifulSoup(response.get_data(as_text=True), "html.parser")
+    if status in (200, 201) and page.body is not None and caller != "signed_out":
+        shown = page.select_one(".org-name")
+        org = "Globex" if caller == "other_org" else "Acme"
+        if shown is None or shown.get_text(strip=True) != org:
+            problems.append(f"{caller}: the page is not in {org}")
+    return problems
+
+
+WEB_PARAMS = [
+    pytest.param(case, group, id=f"{case.id}-{_group_id(group, len(CALLERS))}")
+    for case in WEB_CASES
+    for group in _groups(case.expect, case.writes, WEB_SUCCESS)
+]
+
+
+@pytest.mark.parametrize(("case", "callers"), WEB_PARAMS)
+def test_web(case: WebCase, callers: tuple[str, ...], ctx: Ctx, app, browser, login, request):
+    if case.endpoint.startswith("assistant."):
+        request.getfixturevalue("scripted")  # the model answers in-process
+    url = case.url(ctx)
+    statuses, problems = {}, []
+    for caller in callers:
+        client = _web_client(caller, app, browser, login)
+        before = _event_count()
+        if case.method == "GET":
+            response = client.get(url)
+        else:
+            response = client.post(url, data=case.data(ctx, caller))
+        statuses[caller] = response.status_code
+        problems += _web_problems(case, caller, response, url, ctx)
+        success = case.method != "GET" and response.status_code in WEB_SUCCESS
+        problems += _write_problems(caller, case.writes, success, _event_count() - before)
+    assert statuses == {caller: case.expect[caller] for caller in callers}
+    assert problems == []
+
+
+# ---- the API matrix -------------------------------------------------------------------
+
+
+def _api_url(case: ApiCase, ctx: Ctx) -> str:
+    return "/api/v1" + ROUTES_BY_NAME[case.route].path.format(**case.params(ctx))
+
+
+def _api_problems(case: ApiCase, slot: str, response, ctx: Ctx) -> list[str]:
+    """Everything but the status and the events that is wrong with one JSON answer."""
+    problems = _leaks(response, ctx, slot)
+    if response.mimetype != "application/json":
+        return [*problems, f"{slot}: answered {response.mimetype}"]
+    status, body = response.status_code, response.get_json()
+    codes = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
+    if status in codes and body.get("error", {}).get("code") != codes[status]:
+        problems.append(f"{slot}: error body {body}")
+    if status == 200 and case.route == "me_get":
+        org = ctx.globex_org if slot.endswith("other_org") else ctx.acme_org
+        if body["org"]["id"] != org:
+            problems.append(f"{slot}: /me names org {body['org']['id']}")
+    params = case.params(ctx)
+    if status == 200 and "record_id" in params and body["id"] != params["record_id"]:
+        problems.append(f"{slot}: answered record {body['id']}")
+    return problems
+
+
+API_PARAMS = [
+    pytest.param(case, group, id=f"{case.id}-{_group_id(group, 2 * len(SIGNED_IN))}")
+    for case in API_CASES
+    if case.route in ROUTES_BY_NAME
+    for group in _groups(
+        case.slots(),
+        "same" if ROUTES_BY_NAME[case.route].method == "DELETE" else "own",
+        {ROUTES_BY_NAME[case.route].status},
+    )
+]
+
+
+@pytest.mark.parametrize(("case", "slots"), API_PARAMS)
+def test_api(case: ApiCase, slots: tuple[str, ...], ctx: Ctx, world, app, login):
+    route = ROUTES_BY_NAME[case.route]
+    writes: Writes = "own" if route.mutates else "none"
+    statuses, problems = {}, []
+    for slot in slots:
+        auth, caller = slot.split(":")
+        if auth == "session":
+            call = _web_client(caller, app, None, login).api
+        elif caller == "other_org":
+            call = _bearer(app, world.b.keys["owner"])
+        else:
+            call = _bearer(app, world.a.keys[caller])
+        kwargs = {"json": case.body(slot)} if case.body else {}
+        before = _event_count()
+        response = call(route.method, _api_url(case, ctx), **kwargs)
+        statuses[slot] = response.status_code
+        problems += _api_problems(case, slot, response, ctx)
+        success = response.status_code == route.status
+        problems += _write_problems(slot, writes, success, _event_count() - before)
+    assert statuses == {slot: case.slots()[slot] for slot in slots}
+    assert problems == []
+
+
+UNAUTHENTICATED = ("signed_out", "bogus_key", "not_a_key", "revoked_key", "session_and_bad_key")
+
+
+@pytest.mark.parametrize("route", V1_ROUTES, ids=lambda r: r.name)
+def test_api_unauthenticated(route, ctx: Ctx, world, app, browser, login):
+    """No valid credential means 401 JSON; a bad key never falls back to the session."""
+    case = next(c for c in API_CASES if c.route == route.name)
+    revoked = world.a.keys["owner"]
+    revoke_key(world.a.principal("owner"), _key_id(revoked))
+    owner_session = _web_client("owner", app, None, login)
+    calls = {
+        "signed_out": _web_client("signed_out", app, browser, login).api,
+        "bogus_key": _bearer(app, "mrk_" + "x" * 43),
+        "not_a_key": _bearer(app, "hunter2"),
+        "revoked_key": _bearer(app, revoked),
+        "session_and_bad_key": lambda method, url, **kw: owner_session.api(
+            method, url, headers={"Authorization": "Bearer mrk_bogus"}, **kw
+        ),
+    }
+    statuses, problems = {}, []
+    for how in UNAUTHENTICATED:
+        kwargs = {"json": case.body(how)} if case.body else {}
+        before = _event_count()
+        response = calls[how](route.method, _api_url(case, ctx), **kwargs)
+        statuses[how] = response.status_code
+        problems += _api_problems(case, how, response, ctx)
+        problems += _write_problems(how, "none", False, _event_count() - before)
+    assert statuses == dict.fromkeys(UNAUTHENTICATED, 401)
+    assert problems == []
+
+
+# ---- CSRF stands in front of everything -----------------------------------------------
+
+
+def test_api_session_write_needs_csrf(ctx: Ctx, app, login):
+    """A cookie-authenticated write without X-CSRFToken is refused and changes nothing."""
+    owner = _web_client("owner", app, None, login)
+    owner.browser.csrf = ""
+    before = _event_count()
+    url = f"/api/v1/models/tasks/records/{ctx.public}"
+    response = owner.api("PATCH", url, json=_notes_by("owner"))
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "bad_request"
+    assert _event_count() == before
+
+
+def test_web_post_without_csrf_token_stops_at_csrf(ctx: Ctx, app, browser):
+    """Signed out and tokenless, a form post gets 400 from CSRF before any auth check."""
+    before = _event_count()
+    response = Isolated(app, browser.client).post(f"/models/tasks/records/{ctx.public}/delete")
+    assert response.status_code == 400
+    assert _event_count() == before
+
+
+# ---- where signing in sends you -------------------------------------------------------
+
+OFF_SITE_NEXT = [
+    "https://evil.example/",
+    "//evil.example/",
+    "/\\evil.example/",
+    "/\t/evil.example/",  # browsers drop tabs and newlines inside URLs: "//evil.example/"
+    "/\n/evil.example/",
+    "\t//evil.example/",
+]
+
+
+@pytest.mark.parametrize("target", OFF_SITE_NEXT, ids=repr)
+def test_signing_in_never_sends_you_off_site(target: str, world, app, browser):
+    """``next`` after sign-in is a path on this site, or the start page."""
+    client = Isolated(app, browser)
+    browser.csrf = _csrf_of(client.get("/login").get_data(as_text=True))
+    form = {"email": "member@acme.test", "password": factories.PASSWORD}
+    signed_in = client.post("/login", form, query_string={"next": target})
+    again = client.get("/login", query_string={"next": target})  # already signed in
+    for response in (signed_in, again):
+        assert response.status_code == 302
+        assert response.headers["Location"] == "/"
+
+
+def test_signing_in_returns_to_the_page_asked_for(world, app, browser):
+    client = Isolated(app, browser)
+    sent = client.get("/models/tasks/records?q=launch")
+    assert urlsplit(sent.headers["Location"]).path == "/login"
+    login_page = client.get(sent.headers["Location"])
+    browser.csrf = _csrf_of(login_page.get_data(as_text=True))
+    form = {"email": "member@acme.test", "password": factories.PASSWORD}
+    response = client.post(sent.headers["Location"], form)
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/models/tasks/records?q=launch"
