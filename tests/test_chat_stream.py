@@ -222,3 +222,18 @@ def test_conversations_are_private_to_their_owner(world, login, scripted):
         assert rename.status_code == 404
     db.session.rollback()
     assert db.session.get(Conversation, conversation_id).title == "My secret topic"
+
+
+def test_a_signed_out_htmx_request_reloads_to_the_login_page(app, world):
+    response = app.test_client().post(
+        "/chat/stream",
+        data={"text": "Hi"},
+        headers={"HX-Request": "true", "HX-Current-URL": "http://localhost/models/tasks/records"},
+    )
+    assert response.status_code in (204, 400)  # CSRF may answer first: no session, no token
+    page = app.test_client().get(
+        "/chat/conversations",
+        headers={"HX-Request": "true", "HX-Current-URL": "http://localhost/models/tasks/records"},
+    )
+    assert page.status_code == 204
+    assert page.headers["HX-Redirect"] == "/login?next=/models/tasks/records"

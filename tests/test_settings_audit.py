@@ -268,8 +268,9 @@ def test_profile_ai_switch(login, world):
 
 def _create_key(browser, name: str = "CI bot", role: str = "member") -> tuple[str, ApiKey]:
     response = browser.post(KEYS, {"name": name, "role": role})
-    assert response.status_code == 201, response.get_data(as_text=True)[:1000]
-    token = soup_of(response).select_one("#new-token").get_text(strip=True)
+    assert response.status_code == 303, response.get_data(as_text=True)[:1000]
+    assert response.headers["Location"] == KEYS
+    token = soup_of(browser.get(KEYS)).select_one("#new-token").get_text(strip=True)
     assert re.fullmatch(r"mrk_[A-Za-z0-9_-]{40,}", token), token
     key = db.session.scalar(select(ApiKey).where(ApiKey.name == name))
     return token, key

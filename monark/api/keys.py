@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
-from monark.core.models import ApiKey, as_utc, utcnow
+from monark.core.models import ApiKey, Membership, as_utc, utcnow
 from monark.core.rbac import ROLES, Principal
 from monark.extensions import db
 
@@ -75,16 +75,31 @@ def revoke_key(principal: Principal, key_id: int) -> ApiKey:
     return key
 
 
+def _weaker(role: str, other: str) -> str:
+    return role if ROLES.index(role) >= ROLES.index(other) else other  # type: ignore[arg-type]
+
+
 def authenticate_key(token: str) -> Principal | None:
-    """The principal for a live key, or ``None`` for an unknown or revoked one."""
+    """The principal for a live key, or ``None`` for an unknown or revoked one.
+
+    A key never outranks its creator: it acts with the weaker of its own role and the
+    creator's current role in the org, and stops working when the creator leaves.
+    """
     if not token.startswith(KEY_PREFIX):
         return None
     key = db.session.scalar(select(ApiKey).where(ApiKey.key_hash == _digest(token)))
     if key is None or key.revoked_at is not None:
+        return None
+    creator_role = db.session.scalar(
+        select(Membership.role).where(
+            Membership.user_id == key.created_by_id, Membership.org_id == key.org_id
+        )
+    )
+    if creator_role is None:
         return None
     now = utcnow()
     last = as_utc(key.last_used_at)
     if last is None or now - last > LAST_USED_RESOLUTION:
         key.last_used_at = now
         db.session.commit()
-    return Principal.for_api_key(key.id, key.org_id, key.role)
+    return Principal.for_api_key(key.id, key.org_id, _weaker(key.role, creator_role))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
-from flask import redirect, request, session, url_for
+from flask import Response, redirect, request, session, url_for
 from flask_login import current_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -89,7 +90,9 @@ def current_principal() -> Principal | None:
 
             principal = authenticate_key(header[7:].strip())
             if principal is None:
-                raise Unauthorized("The API key is invalid or has been revoked.")
+                raise Unauthorized(
+                    "The API key is invalid or has been revoked (or its creator left the org)."
+                )
         else:
             principal = _session_principal()
     request._monark_principal = principal
@@ -106,7 +109,15 @@ def guard(permission: str | None = None) -> Callable[[F], F]:
             if principal is None:
                 if wants_json():
                     raise Unauthorized("Sign in or send an API key (Authorization: Bearer mrk_…).")
-                return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
+                target = request.full_path.rstrip("?")
+                if request.headers.get("HX-Request") == "true":
+                    # An htmx swap would put the login page inside the page: reload instead,
+                    # back to the page the user is on once they have signed in.
+                    current = request.headers.get("HX-Current-URL", "")
+                    path = urlsplit(current).path or "/"
+                    login = url_for("auth.login", next=path)
+                    return Response(status=204, headers={"HX-Redirect": login})
+                return redirect(url_for("auth.login", next=target))
             if permission:
                 principal.require(permission)
             return view(*args, **kwargs)
