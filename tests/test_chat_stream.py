@@ -237,3 +237,21 @@ def test_a_signed_out_htmx_request_reloads_to_the_login_page(app, world):
     )
     assert page.status_code == 204
     assert page.headers["HX-Redirect"] == "/login?next=/models/tasks/records"
+
+
+def test_no_database_connection_is_held_while_the_model_streams(world, login, fake_anthropic):
+    fake_anthropic.chunk_delay = 0.05
+    fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(40)))])
+    browser = login("member@acme.test")
+    db.session.close()
+    response = browser.client.post(
+        "/chat/stream", data={"text": "Go on", "csrf_token": browser.csrf}, buffered=False
+    )
+    seen, held = "", []
+    for chunk in response.response:
+        seen += chunk.decode() if isinstance(chunk, bytes) else chunk
+        if "w10" in seen and len(held) < 20:
+            held.append(db.engine.pool.checkedout())
+    response.close()
+    assert held and max(held) == 0, held
+    assert "event: done" in seen

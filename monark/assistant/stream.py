@@ -160,6 +160,8 @@ def stream_turn(
             if not finished:  # the client went away: stop the turn, keep what arrived
                 stop.set()
 
+    # The request's own session is done: hand its connection back before the long stream.
+    db.session.close()
     response = Response(stream_with_context(generate()), mimetype="text/event-stream")
     response.headers["Cache-Control"] = "no-cache, no-transform"
     response.headers["X-Accel-Buffering"] = "no"
