@@ -25,12 +25,19 @@ def _database_url(instance_path: str) -> str:
     return url
 
 
+def _engine_options(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        # Wait up to 15 s for another writer instead of failing with "database is locked".
+        return {"connect_args": {"timeout": 15}}
+    return {"pool_pre_ping": True}
+
+
 def load_config(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     return {
         "SECRET_KEY": os.environ.get("SECRET_KEY", "dev-only-change-me"),
         "SQLALCHEMY_DATABASE_URI": _database_url(instance_path),
-        "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+        "SQLALCHEMY_ENGINE_OPTIONS": _engine_options(_database_url(instance_path)),
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
         "SESSION_COOKIE_SECURE": _bool("SESSION_COOKIE_SECURE", False),
@@ -47,4 +54,8 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "CHAT_LLM_MAX_TOKENS": int(os.environ.get("CHAT_LLM_MAX_TOKENS", "4096")),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
+        # Automations: how deep runs may trigger runs, and whether webhooks may reach
+        # loopback and private addresses (off: an org admin must not probe the network).
+        "AUTOMATION_MAX_DEPTH": int(os.environ.get("AUTOMATION_MAX_DEPTH", "5")),
+        "AUTOMATION_WEBHOOK_ALLOW_PRIVATE": _bool("AUTOMATION_WEBHOOK_ALLOW_PRIVATE", False),
     }

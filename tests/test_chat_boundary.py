@@ -15,6 +15,7 @@ ALLOWED = (
     "monark.core.gates",
     "monark.core.models",
     "monark.core.rbac",
+    "monark.core.uow",
     "monark.extensions",
 )
 FORBIDDEN_LOADED = (

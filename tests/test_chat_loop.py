@@ -345,3 +345,70 @@ def test_chat_events_carry_ids_never_content(world, scripted):
     for event in events:
         assert secret not in str(event.payload)
         assert "Buy" not in str(event.payload)
+
+
+class ExplodingTool:
+    """An in-app tool that writes, then raises: its write must not survive."""
+
+    from monark.chat.tools import ToolSpec
+
+    spec = ToolSpec(
+        name="explode",
+        description="Writes a record, then fails.",
+        input_schema={"type": "object", "properties": {}},
+        mutates=True,
+    )
+
+    def __init__(self, model_id: int):
+        self.model_id = model_id
+
+    def run(self, principal, arguments):
+        from monark.records.models import RecordModel
+        from monark.records.services import create_record
+
+        model = db.session.get(RecordModel, self.model_id)
+        create_record(principal, model, {"title": "Half-done"})
+        raise RuntimeError("the disk is on fire")
+
+
+def test_a_tool_that_raises_fails_and_its_writes_are_rolled_back(world, scripted):
+    from monark.api.routes import V1_ROUTES
+    from monark.assistant.tools import build_chat_toolset
+    from monark.chat.tools import get_chat_tool_executor, set_chat_tool_executor
+
+    original = get_chat_tool_executor()
+    set_chat_tool_executor(build_chat_toolset(V1_ROUTES, [ExplodingTool(world.a.model.id)]))
+    try:
+        member = world.a.principal("member")
+        scripted.script.add([Call("explode")], [Say("That failed.")])
+        proposed = send(member, "Do the risky thing")
+        (call,) = calls_of(proposed.conversation_id)
+        result = service.confirm_tool_call(member, call.id)
+    finally:
+        set_chat_tool_executor(original)
+    assert result.status == "done"
+    db.session.refresh(call)
+    assert call.status == "FAILED" and "the disk is on fire" in call.error
+    assert records_titled("Half-done") == 0
+    (res,) = scripted.requests[1].messages[-1].content
+    assert res.is_error and "the disk is on fire" in res.content
+
+
+def test_an_update_card_previews_each_field_before_and_after(world, scripted):
+    member = world.a.principal("member")
+    scripted.script.add(
+        [
+            Call(
+                "records_update",
+                {"model": "tasks", "record_id": world.a.public.id, "values": {"status": "done"}},
+            )
+        ]
+    )
+    proposed = send(member, "Mark it done")
+    (call,) = calls_of(proposed.conversation_id)
+    assert call.preview["headline"] == "update “Acme public task” in Tasks"
+    assert call.preview["changes"] == [{"field": "Status", "before": "todo", "after": "done"}]
+    # The preview is what was shown at proposal, even after the record changes.
+    service.confirm_tool_call(member, call.id)
+    db.session.refresh(call)
+    assert call.preview["changes"][0]["before"] == "todo"

@@ -3,8 +3,8 @@
 A request runs through the normal WSGI pipeline (routing, before_request hooks, the guard,
 the view's permission check, validation, events, error handlers, after_request and
 teardown), with the principal bound in the WSGI environ instead of a cookie or an API key.
-It runs in a fresh app context, so its database session commits or rolls back on its own
-and never touches the caller's.
+It runs as a unit of work (``monark.core.uow``): a fresh app context whose transaction is
+kept only when the view answers below 400, and never touches the caller's session.
 
 The environ is built with Flask's ``EnvironBuilder`` (as the test client does) and handed
 straight to ``app.wsgi_app``: no test client, cookie jar or test response per call, which
@@ -22,6 +22,7 @@ from werkzeug.test import run_wsgi_app
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY
 from monark.core.rbac import Principal
+from monark.core.uow import unit_of_work
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,9 @@ def dispatch(
         environ = builder.get_environ()
     finally:
         builder.close()
-    with app.app_context():
+    with unit_of_work() as unit:
         body, status, headers = run_wsgi_app(app, environ, buffered=True)
         response = app.response_class(body, status, headers)
+        if response.status_code >= 400:
+            unit.fail()  # an error answer keeps nothing, whatever the view wrote first
         return DispatchResponse(response.status_code, response.get_json(silent=True))

@@ -37,6 +37,7 @@ from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec, get_chat_
 from monark.core.gates import assistant_name
 from monark.core.models import Org
 from monark.core.rbac import Principal
+from monark.core.uow import unit_of_work
 from monark.extensions import db
 
 MAX_STEPS = 8
@@ -128,9 +129,12 @@ def run_tool_call(
     db.session.commit()  # nothing of ours pending while the tool's own transaction runs
     started = time.perf_counter()
     try:
-        outcome = executor.execute(actor, call.name, dict(call.input))
+        # The tool's writes are kept only if it succeeds (the unit rolls back otherwise).
+        with unit_of_work() as unit:
+            outcome = executor.execute(actor, call.name, dict(call.input))
+            if not outcome.ok:
+                unit.fail()
     except Exception as err:  # the tool boundary: a failure becomes a result the model sees
-        db.session.rollback()  # whatever the tool wrote is undone
         current_app.logger.exception("tool %s failed", call.name)
         outcome = ToolOutcome(ok=False, error=f"The tool raised an error: {err}")
     call.duration_ms = int((time.perf_counter() - started) * 1000)

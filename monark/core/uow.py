@@ -1,0 +1,96 @@
+"""Units of work: run code in its own app context and transaction, kept only on success.
+
+Services commit as they go. Inside a unit of work their ``commit()`` only releases a
+SAVEPOINT; the real commit happens when the block ends well, and anything that raised
+(or was marked failed) is rolled back whole. The assistant's tool calls run this way, so a
+tool that fails half-way leaves nothing behind and never touches the caller's session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from flask import current_app
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from monark.extensions import db
+
+
+@dataclass
+class UnitOfWork:
+    session: Session
+    failed: bool = False
+
+    def fail(self) -> None:
+        """Roll everything back when the block ends, even without an exception."""
+        self.failed = True
+
+
+_current: ContextVar[UnitOfWork | None] = ContextVar("monark_unit_of_work", default=None)
+
+
+def _begin_for_savepoints(connection: Connection) -> Callable[[], None] | None:
+    """On SQLite, take transaction control from pysqlite (its own breaks SAVEPOINTs)."""
+    if connection.dialect.name != "sqlite":
+        return None
+    raw = connection.connection.driver_connection
+    previous = raw.isolation_level
+    raw.isolation_level = None
+
+    def restore() -> None:
+        raw.isolation_level = previous
+
+    return restore
+
+
+@contextmanager
+def unit_of_work() -> Iterator[UnitOfWork]:
+    """A fresh app context whose ``db.session`` writes only if the block succeeds.
+
+    Nested units share the outermost one's transaction, so a tool that makes several
+    in-process calls keeps all of them or none.
+    """
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    outer = _current.get()
+    with app.app_context():
+        if outer is not None:
+            db.session.registry.set(outer.session)
+            try:
+                yield outer
+            finally:
+                # Leave the shared session open: the outermost unit closes it.
+                db.session.registry.clear()
+            return
+        connection = db.engine.connect()
+        restore = _begin_for_savepoints(connection)
+        transaction = connection.begin()
+        if restore is not None:
+            # pysqlite only opens transactions lazily; take the write lock up front instead,
+            # so concurrent units wait for each other rather than deadlock.
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        # A plain Session: Flask-SQLAlchemy's own would pick the engine, not this connection.
+        session = Session(bind=connection, join_transaction_mode="create_savepoint")
+        db.session.registry.set(session)
+        unit = UnitOfWork(session)
+        token = _current.set(unit)
+        try:
+            yield unit
+            if unit.failed:
+                transaction.rollback()
+            else:
+                session.commit()  # releases the session's savepoint
+                transaction.commit()
+        except BaseException:
+            transaction.rollback()
+            raise
+        finally:
+            _current.reset(token)
+            session.close()
+            if restore is not None:
+                restore()
+            connection.close()
+            db.session.registry.clear()
