@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 
@@ -104,3 +105,71 @@ def tool_input_schema(route: RouteDescriptor) -> dict[str, Any]:
     if defs:
         out["$defs"] = defs
     return out
+
+
+def tool_description(route: RouteDescriptor) -> str:
+    """The agent tool's description: the route's summary, then its longer description."""
+    return route.summary + (f"\n\n{route.description}" if route.description else "")
+
+
+def describe_error(message: str, details: list[dict[str, Any]]) -> str:
+    """An error as one line an agent can act on: the message, then each field's problem."""
+    listing = "; ".join(f"{d.get('field', '?')}: {d.get('message', '')}" for d in details)
+    return f"{message} {listing}".strip() if listing else message
+
+
+def _names(model: type[BaseModel] | None) -> set[str]:
+    return set(model.model_fields) if model is not None else set()
+
+
+def split_arguments(
+    route: RouteDescriptor, arguments: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A tool's flat arguments back into path params, query and body; unknown names are errors."""
+    path_names, query_names = _names(route.path_model), _names(route.query_model)
+    body_names = _names(route.body_model)
+    path: dict[str, Any] = {}
+    query: dict[str, Any] = {}
+    body: dict[str, Any] = {}
+    unknown: list[str] = []
+    for name, value in arguments.items():
+        if name in path_names:
+            path[name] = value
+        elif name in query_names:
+            query[name] = value
+        elif name in body_names:
+            body[name] = value
+        else:
+            unknown.append(name)
+    if unknown:
+        known = ", ".join(sorted(path_names | query_names | body_names)) or "none"
+        raise ValidationFailed(
+            "Unknown arguments.",
+            [{"field": n, "message": f"Unknown argument (known: {known})."} for n in unknown],
+        )
+    return path, query, body
+
+
+@dataclass(frozen=True)
+class RouteCall:
+    """A tool call turned into a request of its route, its arguments already validated."""
+
+    route: RouteDescriptor
+    path: str  # the route's path with its params filled in (URL-quoted), without /api/v1
+    query: dict[str, Any] | None
+    body: dict[str, Any] | None
+
+
+def prepare_call(route: RouteDescriptor, arguments: Mapping[str, Any]) -> RouteCall:
+    """Split and validate a tool's arguments with the route's own models (``ValidationFailed``)."""
+    path_raw, query_raw, body_raw = split_arguments(route, arguments)
+    path = parse_part(route.path_model, path_raw, "path")
+    query = parse_part(route.query_model, query_raw, "query")
+    body = parse_part(route.body_model, body_raw, "body")
+    params = path.model_dump() if path is not None else {}
+    return RouteCall(
+        route=route,
+        path=route.path.format(**{k: quote(str(v), safe="") for k, v in params.items()}),
+        query=query.model_dump(mode="json", exclude_none=True) if query else None,
+        body=body.model_dump(mode="json", exclude_unset=True) if body else None,
+    )

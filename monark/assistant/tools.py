@@ -10,28 +10,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
-
-from pydantic import BaseModel
 
 from monark.api.dispatch import dispatch
-from monark.api.registry import RouteDescriptor, parse_part, tool_input_schema
+from monark.api.registry import (
+    RouteDescriptor,
+    describe_error,
+    prepare_call,
+    tool_description,
+    tool_input_schema,
+)
 from monark.assistant.describe import DESCRIBERS
 from monark.chat.tools import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
 
 API_PREFIX = "/api/v1"
-
-
-def describe_error(message: str, details: list[dict[str, Any]]) -> str:
-    """An error as one line the model can act on: the message, then each field's problem."""
-    listing = "; ".join(f"{d.get('field', '?')}: {d.get('message', '')}" for d in details)
-    return f"{message} {listing}".strip() if listing else message
-
-
-def _names(model: type[BaseModel] | None) -> set[str]:
-    return set(model.model_fields) if model is not None else set()
 
 
 @dataclass(frozen=True)
@@ -41,48 +34,15 @@ class RouteTool:
     route: RouteDescriptor
     spec: ToolSpec
 
-    def split(self, arguments: dict[str, Any]) -> tuple[dict, dict, dict]:
-        """Arguments back into path params, query and body; unknown names are errors."""
-        path_names, query_names = _names(self.route.path_model), _names(self.route.query_model)
-        body_names = _names(self.route.body_model)
-        path, query, body, unknown = {}, {}, {}, []
-        for name, value in arguments.items():
-            if name in path_names:
-                path[name] = value
-            elif name in query_names:
-                query[name] = value
-            elif name in body_names:
-                body[name] = value
-            else:
-                unknown.append(name)
-        if unknown:
-            known = ", ".join(sorted(path_names | query_names | body_names)) or "none"
-            raise ValidationFailed(
-                "Unknown arguments.",
-                [{"field": n, "message": f"Unknown argument (known: {known})."} for n in unknown],
-            )
-        return path, query, body
-
     def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
         route = self.route
         try:
-            path_raw, query_raw, body_raw = self.split(arguments)
-            path = parse_part(route.path_model, path_raw, "path")
-            query = parse_part(route.query_model, query_raw, "query")
-            body = parse_part(route.body_model, body_raw, "body")
+            call = prepare_call(route, arguments)
         except ValidationFailed as err:
             error = describe_error("Invalid arguments.", err.details)
             return ToolOutcome(ok=False, error=error, details=err.details)
-        params = path.model_dump() if path is not None else {}
-        url = API_PREFIX + route.path.format(
-            **{k: quote(str(v), safe="") for k, v in params.items()}
-        )
         response = dispatch(
-            principal,
-            route.method,
-            url,
-            query=query.model_dump(mode="json", exclude_none=True) if query else None,
-            json_body=body.model_dump(mode="json", exclude_unset=True) if body else None,
+            principal, route.method, API_PREFIX + call.path, query=call.query, json_body=call.body
         )
         if not response.ok:
             details = response.error_details()
@@ -98,7 +58,7 @@ def route_tool(route: RouteDescriptor) -> RouteTool:
         route=route,
         spec=ToolSpec(
             name=route.mcp_tool_name,
-            description=route.summary + (f"\n\n{route.description}" if route.description else ""),
+            description=tool_description(route),
             input_schema=tool_input_schema(route),
             mutates=route.mutates,
             permission=route.permission,

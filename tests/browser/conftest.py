@@ -4,14 +4,11 @@ real AnthropicProvider talking to the fake Messages API."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from flask import Flask
-from werkzeug.serving import make_server
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -24,15 +21,6 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
-
-
-@pytest.fixture(scope="session")
-def live_server(app: Flask) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
 
 
 @pytest.fixture(scope="session")

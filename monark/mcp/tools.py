@@ -1,0 +1,40 @@
+"""The MCP tools: one per route exposed to agents, described exactly as the in-app tools are."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import mcp.types as types
+
+from monark.api.registry import RouteDescriptor, tool_description, tool_input_schema
+
+
+def tool_annotations(route: RouteDescriptor) -> types.ToolAnnotations:
+    """Hints for clients: reads are read-only; which writes destroy data or can be repeated."""
+    if not route.mutates:
+        return types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return types.ToolAnnotations(
+        read_only_hint=False,
+        # MCP's "not destructive" means only additive: a PATCH can clear a field, so only
+        # POST (which adds a record) is marked non-destructive.
+        destructive_hint=route.method != "POST",
+        idempotent_hint=route.method in ("PUT", "PATCH", "DELETE"),
+        open_world_hint=False,
+    )
+
+
+def route_tool(route: RouteDescriptor) -> types.Tool:
+    """The MCP tool for one exposed route: name, description, input and output schemas."""
+    assert route.mcp_tool_name, route.name
+    return types.Tool(
+        name=route.mcp_tool_name,
+        description=tool_description(route),
+        input_schema=tool_input_schema(route),
+        output_schema=route.response_model.model_json_schema(mode="serialization"),
+        annotations=tool_annotations(route),
+    )
+
+
+def exposed_routes(routes: Iterable[RouteDescriptor]) -> dict[str, RouteDescriptor]:
+    """The routes exposed to agents, by tool name."""
+    return {r.mcp_tool_name: r for r in routes if r.mcp_tool_name}
