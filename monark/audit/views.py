@@ -51,6 +51,7 @@ def audit_log():
         for k in db.session.scalars(select(ApiKey).where(ApiKey.org_id == principal.org_id))
     ]
     actors.append(("assistant", "The assistant (any user)"))
+    actors.append(("automation", "Automations"))
     context = {
         "actors": actors,
         "events": rows,

@@ -64,8 +64,8 @@ _HTTP_CODES = {
 
 
 def wants_json() -> bool:
-    """True for API calls and clients that ask for JSON rather than HTML."""
-    if request.path.startswith("/api/"):
+    """True for API calls, internal JSON endpoints and clients that ask for JSON, not HTML."""
+    if request.path.startswith(("/api/", "/internal/")):
         return True
     best = request.accept_mimetypes.best_match(["text/html", "application/json"])
     return best == "application/json" and "HX-Request" not in request.headers

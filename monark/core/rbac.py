@@ -8,7 +8,7 @@ from typing import Literal
 from monark.core.errors import Forbidden
 
 Role = Literal["owner", "admin", "member", "viewer"]
-ActorKind = Literal["user", "api_key", "assistant"]
+ActorKind = Literal["user", "api_key", "assistant", "automation"]
 
 ROLES: tuple[Role, ...] = ("owner", "admin", "member", "viewer")
 
@@ -35,6 +35,11 @@ PERMISSIONS: tuple[str, ...] = (
 _VIEWER = frozenset({"records.view", "automation.view", "wiki.view", "chat.use"})
 _MEMBER = _VIEWER | {"records.create", "records.update", "records.delete", "wiki.edit"}
 _ADMIN = frozenset(PERMISSIONS)
+# An automation acts for the org on records only: it reads every record (private ones too,
+# like the admins who write automations) and creates or updates them, in its own org.
+_AUTOMATION = frozenset(
+    {"records.view", "records.view_private", "records.create", "records.update"}
+)
 
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "owner": _ADMIN,
@@ -49,7 +54,8 @@ class Principal:
     """Who is acting, in which org, with which role.
 
     ``user_id`` is the signed-in person (also for the assistant, which acts on their
-    behalf); API keys have no user. ``actor_id`` is the user id or the key id.
+    behalf); API keys and automations have no user. ``actor_id`` is the user id, the key id
+    or the automation id.
     """
 
     org_id: int
@@ -81,6 +87,17 @@ class Principal:
             actor_kind="api_key",
             actor_id=key_id,
             permissions=ROLE_PERMISSIONS.get(role, frozenset()),
+        )
+
+    @classmethod
+    def for_automation(cls, automation_id: int, org_id: int) -> Principal:
+        """The principal an automation's actions run as: no user, records rights only."""
+        return cls(
+            org_id=org_id,
+            role="automation",
+            actor_kind="automation",
+            actor_id=automation_id,
+            permissions=_AUTOMATION,
         )
 
     def via_assistant(self, conversation_id: int) -> Principal:

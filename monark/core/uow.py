@@ -4,6 +4,8 @@ Services commit as they go. Inside a unit of work their ``commit()`` only releas
 SAVEPOINT; the real commit happens when the block ends well, and anything that raised
 (or was marked failed) is rolled back whole. The assistant's tool calls run this way, so a
 tool that fails half-way leaves nothing behind and never touches the caller's session.
+``on_commit`` defers work (the automations engine) until the real commit, and drops it on
+a rollback.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flask import current_app
 from sqlalchemy import Connection
@@ -24,6 +26,7 @@ from monark.extensions import db
 class UnitOfWork:
     session: Session
     failed: bool = False
+    callbacks: list[Callable[[], None]] = field(default_factory=list)
 
     def fail(self) -> None:
         """Roll everything back when the block ends, even without an exception."""
@@ -31,6 +34,18 @@ class UnitOfWork:
 
 
 _current: ContextVar[UnitOfWork | None] = ContextVar("monark_unit_of_work", default=None)
+
+
+def on_commit(callback: Callable[[], None]) -> bool:
+    """Run ``callback`` once the current unit of work has committed (never if it rolls back).
+
+    Returns False, doing nothing, outside a unit of work: there a session's commit is real.
+    """
+    unit = _current.get()
+    if unit is None:
+        return False
+    unit.callbacks.append(callback)
+    return True
 
 
 def _begin_for_savepoints(connection: Connection) -> Callable[[], None] | None:
@@ -56,6 +71,7 @@ def unit_of_work() -> Iterator[UnitOfWork]:
     """
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     outer = _current.get()
+    committed: list[UnitOfWork] = []
     with app.app_context():
         if outer is not None:
             db.session.registry.set(outer.session)
@@ -84,6 +100,7 @@ def unit_of_work() -> Iterator[UnitOfWork]:
             else:
                 session.commit()  # releases the session's savepoint
                 transaction.commit()
+                committed.append(unit)
         except BaseException:
             transaction.rollback()
             raise
@@ -94,3 +111,6 @@ def unit_of_work() -> Iterator[UnitOfWork]:
                 restore()
             connection.close()
             db.session.registry.clear()
+    for unit in committed:  # after the real commit, outside the unit's context and connection
+        for callback in unit.callbacks:
+            callback()
