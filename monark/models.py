@@ -1,11 +1,15 @@
 """Imports every table so metadata is complete (Alembic, tests)."""
 
+from monark.automations.models import Automation, AutomationRun
 from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Membership, Org, User
 from monark.records.models import ModelField, Record, RecordModel
+from monark.wiki.models import WikiPage
 
 __all__ = [
     "ApiKey",
+    "Automation",
+    "AutomationRun",
     "Conversation",
     "Event",
     "Membership",
@@ -17,4 +21,5 @@ __all__ = [
     "RecordModel",
     "ToolCall",
     "User",
+    "WikiPage",
 ]

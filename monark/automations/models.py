@@ -1,0 +1,67 @@
+"""Tables of automations and their runs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from monark.core.models import User, utcnow
+from monark.extensions import db
+
+RunStatus = Literal["running", "succeeded", "failed", "skipped"]
+StepStatus = Literal["succeeded", "failed", "skipped"]
+
+
+class Automation(db.Model):
+    """One automation: a graph written whole, with a version bumped on every change."""
+
+    __tablename__ = "automations"
+    __table_args__ = (
+        UniqueConstraint("org_id", "name"),
+        # The engine's lookup after each commit: enabled automations of one trigger.
+        Index("ix_automations_org_id_trigger_type", "org_id", "trigger_type", "enabled"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(120))
+    enabled: Mapped[bool] = mapped_column(default=False)
+    version: Mapped[int] = mapped_column(default=1)
+    graph: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # Copied from the graph's trigger node when it is saved, so the engine can query them.
+    trigger_type: Mapped[str] = mapped_column(String(40))
+    trigger_model: Mapped[str | None] = mapped_column(String(40), default=None)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    created_by: Mapped[User | None] = relationship()
+
+
+class AutomationRun(db.Model):
+    """One execution: its trigger, its status and one step per node of the graph."""
+
+    __tablename__ = "automation_runs"
+    __table_args__ = (Index("ix_automation_runs_automation_id_id", "automation_id", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    automation_id: Mapped[int] = mapped_column(ForeignKey("automations.id", ondelete="CASCADE"))
+    automation_version: Mapped[int] = mapped_column()
+    status: Mapped[str] = mapped_column(String(12), default="running")
+    trigger_type: Mapped[str] = mapped_column(String(40))
+    trigger_event_id: Mapped[int | None] = mapped_column(default=None)
+    record_id: Mapped[int | None] = mapped_column(default=None)
+    # A run triggered by a private record shows its steps only to roles that may see it.
+    record_private: Mapped[bool] = mapped_column(default=False)
+    depth: Mapped[int] = mapped_column(default=1)
+    is_test: Mapped[bool] = mapped_column(default=False)
+    started_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # [{"node_id", "type", "status", "input", "output", "error", "started_at", "duration_ms"}]
+    steps: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
