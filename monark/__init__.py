@@ -42,6 +42,9 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     from monark.assistant.tools import build_chat_toolset
     from monark.assistant.views import bp as assistant_bp
     from monark.audit.views import bp as audit_bp
+    from monark.automations.engine import install_engine
+    from monark.automations.internal import bp as automations_internal_bp
+    from monark.automations.views import bp as automations_bp
     from monark.chat.tools import set_chat_tool_executor
     from monark.cli import register_cli
     from monark.core.errors import register_error_handlers
@@ -56,8 +59,11 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(settings_bp)
     app.register_blueprint(audit_bp)
     app.register_blueprint(assistant_bp)
+    for feature_bp in (automations_bp, automations_internal_bp):
+        app.register_blueprint(feature_bp)
     register_api(app)
     register_error_handlers(app)
     register_cli(app)
+    install_engine()
     set_chat_tool_executor(build_chat_toolset(V1_ROUTES, [NavigateTool()]))
     return app

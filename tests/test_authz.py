@@ -17,6 +17,7 @@ a row here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,10 +29,12 @@ from sqlalchemy import func, select
 
 from monark.api.keys import revoke_key
 from monark.api.routes import V1_ROUTES
+from monark.automations import services as automations
+from monark.automations.models import Automation, AutomationRun
 from monark.chat import store
 from monark.chat.models import ToolCall
-from monark.core.models import ApiKey, Event, Membership
-from monark.core.rbac import ROLE_PERMISSIONS, ROLES
+from monark.core.models import ApiKey, Event, Membership, User
+from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.extensions import db
 from monark.records import services
 from tests import factories
@@ -397,6 +400,65 @@ WEB_CASES: tuple[WebCase, ...] = (
     # The API description is public: it holds no org data.
     WebCase("api.openapi", "GET", "", _url("/api/v1/openapi.json"),
             row(signed_out=200, owner=200, admin=200, member=200, viewer=200, other=200)),
+    # ---- automations (web); Acme's automation and run are made by helpers at the end ----
+    WebCase("automations.index", "GET", "", _url("/automations"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("automations.new", "GET", "", _url("/automations/new"),
+            row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    WebCase("automations.new", "POST", "", _url("/automations/new"),
+            row(owner=303, admin=303, member=403, viewer=403, other=303),
+            data=lambda c, who: {"name": f"Audit of {who}", "graph": _authz_graph_text()},
+            writes="own"),
+    WebCase("automations.detail", "GET", "acme's", lambda c: f"/automations/{_automation(c)}",
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    WebCase("automations.detail", "POST", "acme's", lambda c: f"/automations/{_automation(c)}",
+            row(owner=303, admin=303, member=403, viewer=403, other=404),
+            data=lambda c, who: {"name": f"Renamed by {who}", "graph": _authz_graph_text()},
+            writes="own"),
+    WebCase("automations.set_enabled", "POST", "acme's",
+            lambda c: f"/automations/{_automation(c)}/enabled",
+            row(owner=303, admin=303, member=403, viewer=403, other=404),
+            data=lambda c, who: {"enabled": "true"}, writes="same"),
+    WebCase("automations.test_run", "POST", "acme's",
+            lambda c: f"/automations/{_automation(c)}/test",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="own"),
+    WebCase("automations.delete", "POST", "acme's",
+            lambda c: f"/automations/{_automation(c)}/delete",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
+    WebCase("automations.runs", "GET", "acme's", lambda c: f"/automations/{_automation(c)}/runs",
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    WebCase("automations.run_detail", "GET", "acme's",
+            lambda c: f"/automations/{_automation(c)}/runs/{_run(c)}",
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    # ---- automations (internal JSON for the assistant): 401 signed out, never a redirect.
+    # These rows post a form, so a caller that passes the permission and tenancy checks
+    # gets 400 (the body must be JSON); tests/test_automations.py covers the JSON writes.
+    WebCase("automations_internal.automation_list", "GET", "", _url("/internal/automations"),
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("automations_internal.automation_create", "POST", "form body",
+            _url("/internal/automations"),
+            row(signed_out=401, owner=400, admin=400, member=403, viewer=403, other=400)),
+    WebCase("automations_internal.automation_list_node_types", "GET", "",
+            _url("/internal/automations/node-types"),
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("automations_internal.automation_list_trigger_events", "GET", "",
+            _url("/internal/automations/trigger-events"),
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("automations_internal.automation_get", "GET", "acme's",
+            lambda c: f"/internal/automations/{_automation(c)}",
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=404)),
+    WebCase("automations_internal.automation_update", "POST", "acme's, form body",
+            lambda c: f"/internal/automations/{_automation(c)}",
+            row(signed_out=401, owner=400, admin=400, member=403, viewer=403, other=404)),
+    WebCase("automations_internal.automation_enable", "POST", "acme's, form body",
+            lambda c: f"/internal/automations/{_automation(c)}/enabled",
+            row(signed_out=401, owner=400, admin=400, member=403, viewer=403, other=404)),
+    WebCase("automations_internal.automation_test", "POST", "acme's, form body",
+            lambda c: f"/internal/automations/{_automation(c)}/test",
+            row(signed_out=401, owner=400, admin=400, member=403, viewer=403, other=404)),
+    WebCase("automations_internal.automation_get_run", "GET", "acme's",
+            lambda c: f"/internal/automations/runs/{_run(c)}",
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=404)),
 )
 # fmt: on
 
@@ -727,3 +789,50 @@ def test_signing_in_returns_to_the_page_asked_for(world, app, browser):
     response = client.post(sent.headers["Location"], form)
     assert response.status_code == 302
     assert response.headers["Location"] == "/models/tasks/records?q=launch"
+
+
+# ---- automations: Acme's data for their rows ------------- ------------------------------
+# Made on first use (Ctx predates these features), before the rows' requests count events.
+
+AUTHZ_AUTOMATION = "Audit trail"
+
+
+def _acme_owner(c: Ctx) -> Principal:
+    user_id = db.session.scalar(select(User.id).where(User.email == "owner@acme.test"))
+    return Principal.for_user(user_id, c.acme_org, "owner")
+
+
+def _authz_graph_text() -> str:
+    """A graph valid in both orgs (each has a tasks model)."""
+    return json.dumps(
+        {
+            "nodes": [
+                {"id": "t", "type": "record.created", "config": {"model": "tasks"}},
+                {"id": "note", "type": "add_audit_note", "config": {"note": "{{record.id}}"}},
+            ],
+            "edges": [{"from": "t", "to": "note"}],
+        }
+    )
+
+
+def _automation(c: Ctx) -> int:
+    """Acme's automation (off), made on first use."""
+    found = db.session.scalar(
+        select(Automation.id).where(
+            Automation.org_id == c.acme_org, Automation.name == AUTHZ_AUTOMATION
+        )
+    )
+    if found:
+        return found
+    graph = json.loads(_authz_graph_text())
+    return automations.create_automation(_acme_owner(c), AUTHZ_AUTOMATION, graph).id
+
+
+def _run(c: Ctx) -> int:
+    """A test run of Acme's automation, made on first use."""
+    automation_id = _automation(c)
+    found = db.session.scalar(
+        select(AutomationRun.id).where(AutomationRun.automation_id == automation_id)
+    )
+    return found or automations.run_test(_acme_owner(c), automation_id).id
+

@@ -132,11 +132,15 @@ def stream_turn(
                 cid = finish.conversation_id or hooks.conversation_id
                 finish.conversation_id = cid
                 try:
+                    db.session.rollback()  # a failed flush leaves the session unusable
                     finish.thread = thread_view(principal, cid) if cid else None
-                except AppError:
+                except Exception as err:  # the stream must still end
+                    if not isinstance(err, AppError):
+                        app.logger.exception("assistant thread view failed")
                     finish.thread = None
-                db.session.remove()
-                out.put(_Item("finished", finish))
+                finally:
+                    db.session.remove()
+                    out.put(_Item("finished", finish))
 
     worker = threading.Thread(target=work, name="assistant-turn", daemon=True)
     worker.start()
