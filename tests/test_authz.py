@@ -791,7 +791,7 @@ def test_signing_in_returns_to_the_page_asked_for(world, app, browser):
     assert response.headers["Location"] == "/models/tasks/records?q=launch"
 
 
-# ---- automations: Acme's data for their rows ------------- ------------------------------
+# ---- automations: Acme's data for their rows -----------------------------------------------
 # Made on first use (Ctx predates these features), before the rows' requests count events.
 
 AUTHZ_AUTOMATION = "Audit trail"
@@ -835,4 +835,3 @@ def _run(c: Ctx) -> int:
         select(AutomationRun.id).where(AutomationRun.automation_id == automation_id)
     )
     return found or automations.run_test(_acme_owner(c), automation_id).id
-

@@ -1,0 +1,169 @@
+"""What condition and action nodes do when a run reaches them.
+
+Each executor takes its node's parsed config and the run's context and returns the node's
+output (a small dict later nodes can read as ``{{nodes.<id>.<key>}}``). A failure raises
+``StepFailed`` or a domain error; the engine records it on the step.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+
+from monark.automations import configs
+from monark.automations.template import render
+from monark.core.events import record_event
+from monark.core.rbac import Principal
+from monark.extensions import db
+from monark.records import services as records
+
+
+class StepFailed(Exception):
+    """An action could not do its job; the message is shown in the run history."""
+
+
+@dataclass
+class RunContext:
+    """What a run's nodes may read: the principal to act as and the placeholder values."""
+
+    principal: Principal
+    automation_id: int
+    trigger_model: str | None
+    values: dict[str, Any] = field(default_factory=dict)  # record, trigger, automation, nodes
+    allow_private_webhooks: bool = False
+
+
+# ---- condition ------------------------------------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def _compare(actual: Any, operator: str, expected: Any) -> bool:
+    if operator == "is_empty":
+        return actual is None or actual == ""
+    if operator == "is_not_empty":
+        return not (actual is None or actual == "")
+    if operator in ("contains", "not_contains"):
+        found = _text(expected).lower() in _text(actual).lower() if actual is not None else False
+        return found if operator == "contains" else not found
+    a, b = _number(actual), _number(expected)
+    numeric = a is not None and b is not None
+    if operator in ("equals", "not_equals"):
+        same = a == b if numeric else _text(actual) == _text(expected)
+        return same if operator == "equals" else not same
+    if actual is None:
+        return False
+    if numeric:
+        return a > b if operator == "greater_than" else a < b
+    # Dates (YYYY-MM-DD) and other text compare as text.
+    if operator == "greater_than":
+        return _text(actual) > _text(expected)
+    return _text(actual) < _text(expected)
+
+
+def field_matches(config: configs.FieldMatchesConfig, ctx: RunContext) -> dict[str, Any]:
+    """Compare a field of the triggering record; ``matched`` picks the outgoing edges."""
+    record = ctx.values.get("record") or {}
+    expected = render(config.value, ctx.values)
+    return {"matched": _compare(record.get(config.field), config.operator, expected)}
+
+
+# ---- actions --------------------------------------------------------------------------
+
+
+def create_record(config: configs.CreateRecordConfig, ctx: RunContext) -> dict[str, Any]:
+    """Create a record in the org, with the rendered values."""
+    model = records.get_model(ctx.principal, config.model)
+    record = records.create_record(ctx.principal, model, render(config.values, ctx.values))
+    return {"record_id": record.id, "model": model.key}
+
+
+def update_record(config: configs.UpdateRecordConfig, ctx: RunContext) -> dict[str, Any]:
+    """Change fields of the triggering record (or of the record ``record_id`` names)."""
+    key = config.model or ctx.trigger_model
+    if not key:
+        raise StepFailed("No model to update: the trigger has none and the node names none.")
+    raw_id = render(config.record_id, ctx.values)
+    try:
+        record_id = int(raw_id)
+    except (TypeError, ValueError):
+        raise StepFailed(f"record_id resolved to {raw_id!r}, not a record id.") from None
+    model = records.get_model(ctx.principal, key)
+    values = render(config.values, ctx.values)
+    record, changed = records.update_record(ctx.principal, model, record_id, values)
+    return {"record_id": record.id, "changed": changed}
+
+
+def _check_address(url: str, allow_private: bool) -> None:
+    """Refuse hosts that resolve to loopback, private or link-local addresses (SSRF)."""
+    if allow_private:
+        return
+    parts = urlsplit(url)
+    try:
+        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise StepFailed(f"Cannot resolve the host {parts.hostname}.") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            raise StepFailed(
+                f"{parts.hostname} resolves to a non-public address ({address}); webhooks go "
+                "to public hosts only (AUTOMATION_WEBHOOK_ALLOW_PRIVATE allows others)."
+            )
+
+
+def send_webhook(config: configs.SendWebhookConfig, ctx: RunContext) -> dict[str, Any]:
+    """POST JSON to the URL; any answer but 2xx, or no answer in time, fails the step."""
+    _check_address(config.url, ctx.allow_private_webhooks)
+    if config.payload is not None:
+        payload = render(config.payload, ctx.values)
+    else:
+        payload = {k: ctx.values.get(k) for k in ("automation", "trigger", "record")}
+    try:
+        response = httpx2.post(
+            config.url,
+            json=payload,
+            timeout=config.timeout_seconds,
+            follow_redirects=False,
+            trust_env=False,  # no proxies from the environment
+            headers={"User-Agent": "Monark-Automations/1"},
+        )
+    except httpx2.HTTPError as err:
+        raise StepFailed(f"The request failed: {type(err).__name__}: {err}") from None
+    if not 200 <= response.status_code < 300:
+        raise StepFailed(f"{config.url} answered HTTP {response.status_code}.")
+    return {"status_code": response.status_code}
+
+
+def add_audit_note(config: configs.AddAuditNoteConfig, ctx: RunContext) -> dict[str, Any]:
+    """Write an ``automation.note`` event to the audit log."""
+    note = str(render(config.note, ctx.values))[:500]
+    record_id = (ctx.values.get("record") or {}).get("id")
+    subject = ("record", record_id) if record_id else ("automation", ctx.automation_id)
+    event = record_event(
+        ctx.principal,
+        "automation.note",
+        subject[0],
+        subject[1],
+        {"automation_id": ctx.automation_id, "note": note},
+    )
+    db.session.commit()
+    return {"event_id": event.id}

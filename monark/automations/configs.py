@@ -1,0 +1,128 @@
+"""The pydantic config schema of each node type (what ``nodes[].config`` may hold)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from monark.automations.template import has_placeholder
+
+ModelKey = Field(
+    description="Key of a model of this organization, e.g. 'tasks'.", min_length=1, max_length=40
+)
+
+
+class NodeConfig(BaseModel):
+    """Unknown keys are errors: a typo must not pass silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RecordTriggerConfig(NodeConfig):
+    model: str = ModelKey
+
+
+class RecordUpdatedConfig(RecordTriggerConfig):
+    fields: list[str] = Field(
+        default_factory=list,
+        description="Run only when one of these fields changed; empty means any change.",
+        max_length=50,
+    )
+
+
+class ManualConfig(NodeConfig):
+    model: str | None = Field(
+        None,
+        description="Optional model key: a test run then uses one of its records as {{record}}.",
+        max_length=40,
+    )
+
+
+Operator = Literal[
+    "equals",
+    "not_equals",
+    "contains",
+    "not_contains",
+    "greater_than",
+    "less_than",
+    "is_empty",
+    "is_not_empty",
+]
+NO_VALUE_OPERATORS = ("is_empty", "is_not_empty")
+
+
+class FieldMatchesConfig(NodeConfig):
+    field: str = Field(
+        description="Field key of the triggering record (or 'id').", min_length=1, max_length=40
+    )
+    operator: Operator = Field("equals", description="How the field is compared with value.")
+    value: Any = Field(
+        None, description="What to compare with (is_empty and is_not_empty take none)."
+    )
+
+    @field_validator("value", mode="after")
+    @classmethod
+    def _needs_value(cls, value: Any, info: ValidationInfo) -> Any:
+        operator = info.data.get("operator", "equals")
+        if operator not in NO_VALUE_OPERATORS and value is None:
+            raise ValueError(f"the operator {operator} needs a value")
+        if isinstance(value, dict | list):
+            raise ValueError("give a string, number or true/false")
+        return value
+
+
+class CreateRecordConfig(NodeConfig):
+    model: str = ModelKey
+    values: dict[str, Any] = Field(
+        description="Field key to value; strings may use placeholders such as {{record.title}}.",
+        min_length=1,
+    )
+
+
+class UpdateRecordConfig(NodeConfig):
+    model: str | None = Field(
+        None,
+        description="Model key of the record to update; default: the trigger's model.",
+        max_length=40,
+    )
+    record_id: int | str = Field(
+        "{{record.id}}",
+        description="Id of the record to update; default: the triggering record "
+        "({{record.id}}); {{nodes.<id>.record_id}} names a record made by an earlier node.",
+    )
+    values: dict[str, Any] = Field(
+        description="Only the fields to change; strings may use placeholders.", min_length=1
+    )
+
+
+class SendWebhookConfig(NodeConfig):
+    url: str = Field(description="An http:// or https:// URL to POST JSON to.", max_length=2000)
+    payload: dict[str, Any] | None = Field(
+        None,
+        description="The JSON body (strings may use placeholders); default: the automation, "
+        "the trigger and the record.",
+    )
+    timeout_seconds: float = Field(5.0, gt=0, le=30, description="Give up after this long.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_only(cls, url: str) -> str:
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("give an http:// or https:// URL with a host")
+        if parts.username or parts.password:
+            raise ValueError("the URL must not hold a user name or password")
+        if has_placeholder(url):
+            raise ValueError("the URL cannot hold placeholders; put values in the payload")
+        return url.strip()
+
+
+class AddAuditNoteConfig(NodeConfig):
+    note: str = Field(
+        description="Text for the audit log; may use {{record.id}}, {{trigger.*}}, "
+        "{{automation.*}} and {{nodes.*}}, never record values.",
+        min_length=1,
+        max_length=500,
+    )

@@ -1,0 +1,319 @@
+"""The engine: after a transaction commits, the enabled automations its record events trigger run.
+
+``after_flush`` notes the record events each flush writes (with the record's values as of
+that flush), ``after_commit`` hands them to the runner and ``after_rollback`` forgets them,
+so an event that never commits never triggers anything. Inside a unit of work (the
+assistant's tool calls) a session's commit only releases a SAVEPOINT, so the runner waits
+for the unit's real commit (``monark.core.uow.on_commit``) and is dropped if it rolls back.
+
+The runner works in a fresh app context, hence a fresh session and transaction: the
+caller's commit is already done and nothing a run does (or fails to do) reaches the caller.
+
+Tenancy: an event triggers only automations of its own org, whose actions run as
+``Principal.for_automation`` in that org. Depth: events written by a run's actions carry
+that run's depth; an event at ``AUTOMATION_MAX_DEPTH`` triggers a stored ``skipped`` run
+instead of another execution, which stops an automation that retriggers itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from functools import partial
+from time import perf_counter
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import event as sa_event
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from monark.automations.actions import RunContext, StepFailed
+from monark.automations.graph import Graph, Node, parse_graph
+from monark.automations.models import Automation, AutomationRun
+from monark.automations.nodes import RECORD_EVENTS, REGISTRY
+from monark.automations.template import render
+from monark.core.errors import AppError
+from monark.core.models import Event, utcnow
+from monark.core.rbac import Principal
+from monark.core.uow import on_commit
+from monark.extensions import db
+from monark.records.models import Record, RecordModel
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_DEPTH = 5
+PENDING = "monark.automation_triggers"
+_depth: ContextVar[int] = ContextVar("automation_depth", default=0)
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What started a run: an event (or a test), its record and how deep the chain is."""
+
+    type: str
+    org_id: int
+    model_key: str | None
+    record_id: int | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    private: bool = False
+    event_id: int | None = None
+    model_id: int | None = None
+    fields: tuple[str, ...] = ()
+    depth: int = 0  # depth of the run whose action wrote the event; 0 for people and keys
+
+
+# ---- collecting events ----------------------------------------------------------------
+
+
+def _record_of(session: Any, record_id: int | None) -> Record | None:
+    """The triggering record as this flush left it (no SQL: the session is mid-flush)."""
+    record = session.identity_map.get(session.identity_key(Record, record_id))
+    if record is None:  # deleted in this flush
+        record = next(
+            (o for o in session.deleted if isinstance(o, Record) and o.id == record_id), None
+        )
+    return record
+
+
+def _collect(session: Any, _flush_context: Any) -> None:
+    events = sorted(
+        (o for o in session.new if isinstance(o, Event) and o.type in RECORD_EVENTS),
+        key=lambda e: e.id,
+    )
+    if not events:
+        return
+    pending = session.info.setdefault(PENDING, [])
+    for event in events:
+        record = _record_of(session, event.subject_id)
+        pending.append(
+            Trigger(
+                type=event.type,
+                org_id=event.org_id,
+                model_key=None,  # resolved by the runner
+                record_id=event.subject_id,
+                values=dict(record.values or {}) if record is not None else {},
+                private=record is not None and record.visibility == "private",
+                event_id=event.id,
+                model_id=(event.payload or {}).get("model_id"),
+                fields=tuple((event.payload or {}).get("fields") or ()),
+                depth=_depth.get(),
+            )
+        )
+
+
+def _forget(session: Any, *_args: Any) -> None:
+    session.info.pop(PENDING, None)
+
+
+def _run_all(app: Any, triggers: list[Trigger]) -> None:
+    for trigger in triggers:
+        # The caller's transaction is committed: a failing run must never look like its error.
+        try:
+            with app.app_context():
+                run_triggered(trigger)
+        except Exception:
+            log.exception("automations for event %s failed to run", trigger.event_id)
+
+
+def _after_commit(session: Any) -> None:
+    triggers = session.info.pop(PENDING, None)
+    if not triggers:
+        return
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    # Inside a unit of work this commit only released a SAVEPOINT: wait for the real one.
+    if not on_commit(partial(_run_all, app, triggers)):
+        _run_all(app, triggers)
+
+
+def install_engine() -> None:
+    """Listen to every ORM session (Flask-SQLAlchemy's and units of work's), once per process."""
+    for name, listener in (
+        ("after_flush", _collect),
+        ("after_commit", _after_commit),
+        ("after_rollback", _forget),
+    ):
+        if not sa_event.contains(Session, name, listener):
+            sa_event.listen(Session, name, listener)
+
+
+# ---- running --------------------------------------------------------------------------
+
+
+def run_triggered(trigger: Trigger) -> list[int]:
+    """Run the org's enabled automations that ``trigger`` matches; the ids of their runs."""
+    model_key = db.session.scalar(
+        select(RecordModel.key).where(
+            RecordModel.id == trigger.model_id, RecordModel.org_id == trigger.org_id
+        )
+    )
+    if model_key is None:
+        return []
+    automations = db.session.scalars(
+        select(Automation)
+        .where(
+            Automation.org_id == trigger.org_id,
+            Automation.enabled.is_(True),
+            Automation.trigger_type == trigger.type,
+            Automation.trigger_model == model_key,
+        )
+        .order_by(Automation.id)
+    ).all()
+    trigger = replace(trigger, model_key=model_key)
+    max_depth = current_app.config.get("AUTOMATION_MAX_DEPTH", DEFAULT_MAX_DEPTH)
+    run_ids = []
+    for automation in automations:
+        if not _fields_match(automation, trigger):
+            continue
+        if trigger.depth >= max_depth:
+            run_ids.append(_skip(automation, trigger, max_depth))
+        else:
+            run_ids.append(execute(automation, trigger))
+    return run_ids
+
+
+def _fields_match(automation: Automation, trigger: Trigger) -> bool:
+    if trigger.type != "record.updated":
+        return True
+    node = next((n for n in automation.graph.get("nodes", []) if n.get("type") == trigger.type), {})
+    wanted = set((node.get("config") or {}).get("fields") or ())
+    return not wanted or bool(wanted & set(trigger.fields))
+
+
+def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> AutomationRun:
+    run = AutomationRun(
+        org_id=automation.org_id,
+        automation_id=automation.id,
+        automation_version=automation.version,
+        trigger_type=automation.trigger_type,
+        trigger_event_id=trigger.event_id,
+        record_id=trigger.record_id,
+        record_private=trigger.private,
+        depth=trigger.depth + 1,
+        **extra,
+    )
+    db.session.add(run)
+    return run
+
+
+def _skip(automation: Automation, trigger: Trigger, max_depth: int) -> int:
+    run = _new_run(automation, trigger, status="skipped", finished_at=utcnow())
+    run.error = (
+        f"Not run: this event was written by a chain of {trigger.depth} automation runs, "
+        f"and the limit is {max_depth} (an automation that retriggers itself stops here)."
+    )
+    db.session.commit()
+    return run.id
+
+
+def execute(
+    automation: Automation,
+    trigger: Trigger,
+    *,
+    is_test: bool = False,
+    started_by_id: int | None = None,
+) -> int:
+    """Run one automation's graph for ``trigger`` and store the run with its steps."""
+    graph, _ = parse_graph(automation.graph, REGISTRY)
+    run = _new_run(automation, trigger, is_test=is_test, started_by_id=started_by_id)
+    db.session.commit()
+    run_id, depth = run.id, run.depth
+    record = {**trigger.values, "id": trigger.record_id} if trigger.model_key else {}
+    ctx = RunContext(
+        principal=Principal.for_automation(automation.id, automation.org_id),
+        automation_id=automation.id,
+        trigger_model=trigger.model_key,
+        values={
+            "record": record,
+            "trigger": {
+                "type": trigger.type,
+                "model": trigger.model_key,
+                "event_id": trigger.event_id,
+            },
+            "automation": {"id": automation.id, "name": automation.name},
+            "nodes": {},
+        },
+        allow_private_webhooks=bool(current_app.config.get("AUTOMATION_WEBHOOK_ALLOW_PRIVATE")),
+    )
+    token = _depth.set(depth)
+    try:
+        steps = _walk(graph, ctx)
+    finally:
+        _depth.reset(token)
+    run = db.session.get(AutomationRun, run_id)
+    run.steps = steps
+    failed = [s["node_id"] for s in steps if s["status"] == "failed"]
+    run.status = "failed" if failed else "succeeded"
+    run.error = f"Failed at {', '.join(failed)}." if failed else None
+    run.finished_at = utcnow()
+    db.session.commit()
+    return run_id
+
+
+def _error_text(err: Exception) -> str:
+    if isinstance(err, AppError):
+        details = "; ".join(f"{d.get('field')}: {d.get('message')}" for d in err.details)
+        return f"{err.message} {details}".strip()
+    if isinstance(err, StepFailed):
+        return str(err)
+    return f"Unexpected error ({type(err).__name__})."
+
+
+def _run_node(node: Node, ctx: RunContext) -> tuple[str, Any, str | None]:
+    """Execute one node: (status, output, error). A node's failure is its step's, only."""
+    try:
+        return "succeeded", node.node_type.run(node.config, ctx), None
+    except Exception as err:  # the step boundary: any failure becomes the step's error
+        db.session.rollback()
+        if not isinstance(err, AppError | StepFailed):
+            log.exception("automation %s node %s failed", ctx.automation_id, node.id)
+        return "failed", None, _error_text(err)
+
+
+def _skip_reason(graph: Graph, node_id: str, status: dict[str, str]) -> str:
+    sources = [status.get(e.source) for e in graph.incoming(node_id)]
+    if any(state in ("failed", "blocked") for state in sources):
+        return "An earlier step failed."
+    return "Not reached: a condition before it did not let the run through."
+
+
+def _walk(graph: Graph, ctx: RunContext) -> list[dict[str, Any]]:
+    """Run the nodes in order; a node runs when an edge into it fired.
+
+    Each step is ``{"node_id", "type", "status", "input", "output", "error", "reason",
+    "started_at", "duration_ms"}``; ``reason`` says why a skipped node did not run.
+    """
+    steps: list[dict[str, Any]] = []
+    fired: set[int] = set()
+    status: dict[str, str] = {}  # "blocked": skipped because something before it failed
+    for node_id in graph.order():
+        node = graph.nodes[node_id]
+        started, clock = utcnow(), perf_counter()
+        step: dict[str, Any] = {"node_id": node_id, "type": node.type_key, "input": None}
+        output, error, reason = None, None, None
+        if node is graph.trigger:
+            state, output = "succeeded", {"record_id": ctx.values["record"].get("id")}
+        elif not any(e.index in fired for e in graph.incoming(node_id)):
+            state, reason = "skipped", _skip_reason(graph, node_id, status)
+        else:
+            step["input"] = render(node.raw_config, ctx.values)
+            state, output, error = _run_node(node, ctx)
+        status[node_id] = "blocked" if reason == "An earlier step failed." else state
+        ctx.values["nodes"][node_id] = output or {}
+        if state == "succeeded":
+            fired |= {
+                e.index
+                for e in graph.outgoing(node_id)
+                if e.when is None or e.when == bool((output or {}).get("matched"))
+            }
+        step |= {
+            "status": state,
+            "output": output,
+            "error": error,
+            "reason": reason,
+            "started_at": started.isoformat(),
+            "duration_ms": round((perf_counter() - clock) * 1000, 1),
+        }
+        steps.append(step)
+    return steps

@@ -1,0 +1,304 @@
+"""Automation services: plain functions over a Principal; every query is scoped to its org."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+
+from monark.automations.engine import Trigger, execute
+from monark.automations.graph import parse_graph, validate_graph
+from monark.automations.models import Automation, AutomationRun
+from monark.automations.nodes import REGISTRY, NodeType, trigger_types
+from monark.automations.references import OrgSchema, load_org_schema
+from monark.core.errors import Conflict, NotFound, ValidationFailed
+from monark.core.events import record_event
+from monark.core.rbac import Principal
+from monark.extensions import db
+from monark.records import services as records
+
+NAME_MAX = 120
+RUNS_PAGE = 20
+
+
+# ---- reading --------------------------------------------------------------------------
+
+
+def list_automations(principal: Principal) -> list[Automation]:
+    """The org's automations by name."""
+    principal.require("automation.view")
+    stmt = select(Automation).where(Automation.org_id == principal.org_id)
+    return list(db.session.scalars(stmt.order_by(Automation.name)))
+
+
+def last_runs(principal: Principal, automation_ids: list[int]) -> dict[int, AutomationRun]:
+    """The newest run of each of the given automations (of the principal's org)."""
+    if not automation_ids:
+        return {}
+    newest = (
+        select(func.max(AutomationRun.id))
+        .where(
+            AutomationRun.org_id == principal.org_id,
+            AutomationRun.automation_id.in_(automation_ids),
+        )
+        .group_by(AutomationRun.automation_id)
+    )
+    runs = db.session.scalars(select(AutomationRun).where(AutomationRun.id.in_(newest)))
+    return {run.automation_id: run for run in runs}
+
+
+def get_automation(principal: Principal, automation_id: int) -> Automation:
+    """One automation of the org; ``NotFound`` otherwise."""
+    principal.require("automation.view")
+    automation = db.session.scalar(
+        select(Automation).where(
+            Automation.id == automation_id, Automation.org_id == principal.org_id
+        )
+    )
+    if automation is None:
+        raise NotFound(f"No automation {automation_id} in this organization.")
+    return automation
+
+
+def list_runs(
+    principal: Principal, automation: Automation, limit: int = RUNS_PAGE
+) -> list[AutomationRun]:
+    """An automation's runs, newest first."""
+    principal.require("automation.view")
+    stmt = (
+        select(AutomationRun)
+        .where(
+            AutomationRun.org_id == principal.org_id,
+            AutomationRun.automation_id == automation.id,
+        )
+        .order_by(AutomationRun.id.desc())
+        .limit(max(1, min(limit, 100)))
+    )
+    return list(db.session.scalars(stmt))
+
+
+def get_run(principal: Principal, run_id: int, automation_id: int | None = None) -> AutomationRun:
+    """One run of the org (of one automation, when given); ``NotFound`` otherwise."""
+    principal.require("automation.view")
+    stmt = select(AutomationRun).where(
+        AutomationRun.id == run_id, AutomationRun.org_id == principal.org_id
+    )
+    if automation_id is not None:
+        stmt = stmt.where(AutomationRun.automation_id == automation_id)
+    run = db.session.scalar(stmt)
+    if run is None:
+        raise NotFound(f"No automation run {run_id} in this organization.")
+    return run
+
+
+def shows_run_details(principal: Principal, run: AutomationRun) -> bool:
+    """Step inputs and outputs of a run on a private record are for those who may see it."""
+    return not run.record_private or principal.can("records.view_private")
+
+
+def node_types(principal: Principal) -> list[NodeType]:
+    """Every node type a graph may use."""
+    principal.require("automation.view")
+    return list(REGISTRY.values())
+
+
+def trigger_events(principal: Principal) -> tuple[list[NodeType], OrgSchema]:
+    """The trigger types, and the org's models and fields a trigger may name."""
+    principal.require("automation.view")
+    return trigger_types(), load_org_schema(principal.org_id)
+
+
+# ---- writing --------------------------------------------------------------------------
+
+
+def _check(
+    principal: Principal, name: str | None, graph: Any, exclude_id: int | None = None
+) -> list[dict[str, str]]:
+    """Problems with a name and a graph, all together."""
+    problems: list[dict[str, str]] = []
+    if name is not None:
+        clean = name.strip()
+        if not clean or len(clean) > NAME_MAX or "\n" in clean:
+            problems.append({"field": "name", "message": f"Give 1-{NAME_MAX} characters."})
+        else:
+            taken = db.session.scalar(
+                select(Automation.id).where(
+                    Automation.org_id == principal.org_id,
+                    Automation.name == clean,
+                    Automation.id != (exclude_id or 0),
+                )
+            )
+            if taken:
+                message = f"Another automation is named {clean!r}."
+                problems.append({"field": "name", "message": message})
+    org = load_org_schema(principal.org_id)
+    problems += [p.as_detail() for p in validate_graph(graph, REGISTRY, org)]
+    return problems
+
+
+def _raise(problems: list[dict[str, str]]) -> None:
+    if problems:
+        count = len(problems)
+        message = (
+            f"The automation has {count} problem{'s' if count > 1 else ''}; nothing was saved."
+        )
+        raise ValidationFailed(message, problems)
+
+
+def _normalized(graph: dict[str, Any]) -> dict[str, Any]:
+    """The graph as stored: every node with a config, edges always present."""
+    nodes = [
+        {"id": n["id"], "type": n["type"], "config": n.get("config") or {}} for n in graph["nodes"]
+    ]
+    return {"nodes": nodes, "edges": list(graph.get("edges") or [])}
+
+
+def _trigger_of(graph: dict[str, Any]) -> tuple[str, str | None]:
+    parsed, _ = parse_graph(graph, REGISTRY)
+    trigger = parsed.trigger
+    return trigger.type_key, getattr(trigger.config, "model", None)
+
+
+def create_automation(
+    principal: Principal, name: str, graph: Any, enabled: bool = False
+) -> Automation:
+    """Validate and store a new automation; an invalid graph is never saved."""
+    principal.require("automation.create")
+    _raise(_check(principal, name, graph))
+    clean = _normalized(graph)
+    trigger_type, trigger_model = _trigger_of(clean)
+    automation = Automation(
+        org_id=principal.org_id,
+        name=name.strip(),
+        enabled=bool(enabled),
+        graph=clean,
+        trigger_type=trigger_type,
+        trigger_model=trigger_model,
+        created_by_id=principal.user_id,
+    )
+    db.session.add(automation)
+    db.session.flush()
+    record_event(
+        principal,
+        "automation.created",
+        "automation",
+        automation.id,
+        {"automation_id": automation.id, "version": 1, "enabled": automation.enabled},
+    )
+    db.session.commit()
+    return automation
+
+
+def update_automation(
+    principal: Principal,
+    automation_id: int,
+    *,
+    graph: Any,
+    name: str | None = None,
+    version: int | None = None,
+) -> Automation:
+    """Replace the graph (and the name, when given); ``version`` guards against lost updates."""
+    principal.require("automation.manage")
+    automation = get_automation(principal, automation_id)
+    if version is not None and version != automation.version:
+        raise Conflict(
+            f"The automation changed meanwhile: it is at version {automation.version}, "
+            f"not {version}. Reload it and apply your change again."
+        )
+    _raise(_check(principal, name, graph, exclude_id=automation.id))
+    clean = _normalized(graph)
+    changed = []
+    if name is not None and name.strip() != automation.name:
+        automation.name = name.strip()
+        changed.append("name")
+    if clean != automation.graph:
+        automation.graph = clean
+        automation.trigger_type, automation.trigger_model = _trigger_of(clean)
+        changed.append("graph")
+    if changed:
+        automation.version += 1
+        record_event(
+            principal,
+            "automation.updated",
+            "automation",
+            automation.id,
+            {"automation_id": automation.id, "version": automation.version, "fields": changed},
+        )
+    db.session.commit()
+    return automation
+
+
+def set_enabled(principal: Principal, automation_id: int, enabled: bool) -> Automation:
+    """Turn an automation on or off."""
+    principal.require("automation.manage")
+    automation = get_automation(principal, automation_id)
+    if automation.enabled != enabled:
+        automation.enabled = enabled
+        kind = "automation.enabled" if enabled else "automation.disabled"
+        record_event(principal, kind, "automation", automation.id, {"automation_id": automation.id})
+    db.session.commit()
+    return automation
+
+
+def delete_automation(principal: Principal, automation_id: int) -> None:
+    """Delete an automation and its runs."""
+    principal.require("automation.manage")
+    automation = get_automation(principal, automation_id)
+    db.session.execute(db.delete(AutomationRun).where(AutomationRun.automation_id == automation.id))
+    db.session.delete(automation)
+    record_event(
+        principal,
+        "automation.deleted",
+        "automation",
+        automation_id,
+        {"automation_id": automation_id},
+    )
+    db.session.commit()
+
+
+def run_test(
+    principal: Principal, automation_id: int, record_id: int | None = None
+) -> AutomationRun:
+    """Run an automation now (enabled or not) on a chosen record, or the newest one.
+
+    A test run really performs its actions, as the automation would.
+    """
+    principal.require("automation.run")
+    automation = get_automation(principal, automation_id)
+    trigger = Trigger(type=automation.trigger_type, org_id=principal.org_id, model_key=None)
+    if automation.trigger_model:
+        model = records.get_model(principal, automation.trigger_model)
+        if record_id is not None:
+            record = records.get_record(principal, model, record_id)
+        else:
+            newest = records.list_records(principal, model, limit=1).items
+            record = newest[0] if newest else None
+        trigger = Trigger(
+            type=automation.trigger_type,
+            org_id=principal.org_id,
+            model_key=model.key,
+            model_id=model.id,
+            record_id=record.id if record else None,
+            values=dict(record.values) if record else {},
+            private=record is not None and record.visibility == "private",
+        )
+    elif record_id is not None:
+        raise ValidationFailed(
+            "This automation's trigger has no model.",
+            [
+                {
+                    "field": "record_id",
+                    "message": "The trigger names no model to take a record from.",
+                }
+            ],
+        )
+    run_id = execute(automation, trigger, is_test=True, started_by_id=principal.user_id)
+    record_event(
+        principal,
+        "automation.test_run",
+        "automation",
+        automation_id,
+        {"automation_id": automation_id, "run_id": run_id},
+    )
+    db.session.commit()
+    return get_run(principal, run_id)

@@ -1,0 +1,203 @@
+"""Web views of automations: list, detail with the JSON editor, enable, test run, runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+
+from monark.automations import services
+from monark.automations.models import Automation
+from monark.automations.nodes import REGISTRY
+from monark.core.auth import guard, require_principal
+from monark.core.errors import ValidationFailed
+from monark.core.rbac import Principal
+
+bp = Blueprint("automations", __name__, url_prefix="/automations")
+
+
+def starter_graph(principal: Principal) -> dict[str, Any]:
+    """A harmless first graph for the editor: note each new record of the first model."""
+    models = services.trigger_events(principal)[1].models
+    model = next(iter(models), "tasks")
+    return {
+        "nodes": [
+            {"id": "created", "type": "record.created", "config": {"model": model}},
+            {
+                "id": "note",
+                "type": "add_audit_note",
+                "config": {"note": "Record {{record.id}} was created."},
+            },
+        ],
+        "edges": [{"from": "created", "to": "note"}],
+    }
+
+
+def _graph_text(graph: Any) -> str:
+    return json.dumps(graph, indent=2, ensure_ascii=False)
+
+
+def _parse_graph_text(text: str) -> tuple[Any, list[dict[str, str]]]:
+    try:
+        return json.loads(text), []
+    except json.JSONDecodeError as err:
+        where = f"line {err.lineno}, column {err.colno}"
+        return None, [{"field": "graph", "message": f"Not valid JSON ({where}): {err.msg}."}]
+
+
+def _editor_context(principal: Principal) -> dict[str, Any]:
+    return {"node_types": services.node_types(principal)}
+
+
+@bp.get("")
+@guard("automation.view")
+def index():
+    """The org's automations."""
+    principal = require_principal()
+    automations = services.list_automations(principal)
+    return render_template(
+        "automations/list.html",
+        automations=automations,
+        last_runs=services.last_runs(principal, [a.id for a in automations]),
+    )
+
+
+@bp.route("/new", methods=["GET", "POST"])
+@guard("automation.create")
+def new():
+    """Write a new automation; every problem of the graph is listed, nothing is saved."""
+    principal = require_principal()
+    name, text, problems = "", _graph_text(starter_graph(principal)), []
+    if request.method == "POST":
+        name, text = request.form.get("name", ""), request.form.get("graph", "")
+        graph, problems = _parse_graph_text(text)
+        if not problems:
+            try:
+                automation = services.create_automation(principal, name, graph)
+            except ValidationFailed as err:
+                problems = err.details
+            else:
+                flash(f"Automation {automation.name} created. It is off until you enable it.")
+                return redirect(url_for("automations.detail", automation_id=automation.id), 303)
+    return render_template(
+        "automations/new.html",
+        name=name,
+        graph_text=text,
+        problems=problems,
+        **_editor_context(principal),
+    ), (422 if problems else 200)
+
+
+def _detail(
+    automation: Automation,
+    *,
+    text: str | None = None,
+    name: str | None = None,
+    problems: list[dict[str, str]] | None = None,
+    status: int = 200,
+):
+    principal = require_principal()
+    return render_template(
+        "automations/detail.html",
+        automation=automation,
+        registry=REGISTRY,
+        runs=services.list_runs(principal, automation, limit=5),
+        name=automation.name if name is None else name,
+        graph_text=_graph_text(automation.graph) if text is None else text,
+        problems=problems or [],
+        **_editor_context(principal),
+    ), status
+
+
+@bp.route("/<int:automation_id>", methods=["GET", "POST"])
+@guard("automation.view")
+def detail(automation_id: int):
+    """One automation: its nodes and edges, runs, and (for managers) the JSON editor."""
+    principal = require_principal()
+    automation = services.get_automation(principal, automation_id)
+    if request.method == "GET":
+        return _detail(automation)
+    principal.require("automation.manage")
+    name, text = request.form.get("name", ""), request.form.get("graph", "")
+    graph, problems = _parse_graph_text(text)
+    if not problems:
+        try:
+            services.update_automation(
+                principal,
+                automation_id,
+                graph=graph,
+                name=name,
+                version=request.form.get("version", type=int),
+            )
+        except ValidationFailed as err:
+            problems = err.details
+        else:
+            flash("Automation saved.")
+            return redirect(url_for("automations.detail", automation_id=automation_id), 303)
+    return _detail(automation, text=text, name=name, problems=problems, status=422)
+
+
+@bp.post("/<int:automation_id>/enabled")
+@guard("automation.manage")
+def set_enabled(automation_id: int):
+    """Turn an automation on or off."""
+    enabled = request.form.get("enabled") == "true"
+    automation = services.set_enabled(require_principal(), automation_id, enabled)
+    flash(f"{automation.name} is {'on' if enabled else 'off'}.")
+    return redirect(url_for("automations.detail", automation_id=automation_id), 303)
+
+
+@bp.post("/<int:automation_id>/test")
+@guard("automation.run")
+def test_run(automation_id: int):
+    """Run it now on a record (default: the newest) and show the run."""
+    principal = require_principal()
+    raw = request.form.get("record_id", "").strip()
+    if raw and not raw.isdigit():
+        flash("The record id is a number (or leave it empty for the newest record).", "error")
+        return redirect(url_for("automations.detail", automation_id=automation_id), 303)
+    run = services.run_test(principal, automation_id, int(raw) if raw else None)
+    flash(f"Test run {run.status}.", "info" if run.status == "succeeded" else "error")
+    return redirect(
+        url_for("automations.run_detail", automation_id=automation_id, run_id=run.id), 303
+    )
+
+
+@bp.post("/<int:automation_id>/delete")
+@guard("automation.manage")
+def delete(automation_id: int):
+    """Delete an automation and its run history."""
+    principal = require_principal()
+    name = services.get_automation(principal, automation_id).name
+    services.delete_automation(principal, automation_id)
+    flash(f"Automation {name} deleted.")
+    return redirect(url_for("automations.index"), 303)
+
+
+@bp.get("/<int:automation_id>/runs")
+@guard("automation.view")
+def runs(automation_id: int):
+    """The run history, newest first."""
+    principal = require_principal()
+    automation = services.get_automation(principal, automation_id)
+    return render_template(
+        "automations/runs.html",
+        automation=automation,
+        runs=services.list_runs(principal, automation, limit=100),
+    )
+
+
+@bp.get("/<int:automation_id>/runs/<int:run_id>")
+@guard("automation.view")
+def run_detail(automation_id: int, run_id: int):
+    """One run with its steps: input, output, error and timing per node."""
+    principal = require_principal()
+    automation = services.get_automation(principal, automation_id)
+    run = services.get_run(principal, run_id, automation_id=automation.id)
+    return render_template(
+        "automations/run.html",
+        automation=automation,
+        run=run,
+        show_details=services.shows_run_details(principal, run),
+    )

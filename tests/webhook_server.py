@@ -1,0 +1,48 @@
+"""A real loopback HTTP server that records webhook POSTs and answers a chosen status."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class WebhookServer:
+    """``start()`` on 127.0.0.1 and a free port; ``received`` holds each POST's JSON body."""
+
+    def __init__(self, status: int = 200):
+        self.status = status
+        self.received: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                server.received.append(
+                    {"path": self.path, "headers": dict(self.headers), "json": json.loads(body)}
+                )
+                self.send_response(server.status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"ok": true}')
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/hook"
+
+    def start(self) -> WebhookServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
