@@ -1,12 +1,14 @@
 """Flask extensions, created here and bound to the app in ``create_app``."""
 
+import sqlite3
 from datetime import datetime
+from typing import Any
 
 from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
-from sqlalchemy import DateTime, MetaData
+from sqlalchemy import DateTime, Engine, MetaData, event
 from sqlalchemy.orm import DeclarativeBase, registry
 
 # Named constraints keep Alembic migrations identical on SQLite and PostgreSQL.
@@ -31,3 +33,12 @@ db = SQLAlchemy(model_class=Base)
 migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
+
+
+@event.listens_for(Engine, "connect")
+def _sqlite_wal(dbapi_connection: Any, connection_record: Any) -> None:
+    """SQLite in WAL mode: readers never wait for the writer (many streaming turns at once)."""
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
