@@ -52,6 +52,8 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     from monark.core.web import register_web
     from monark.records.views import bp as records_bp
     from monark.settings.views import bp as settings_bp
+    from monark.wiki.internal import bp as wiki_internal_bp
+    from monark.wiki.views import bp as wiki_bp
 
     register_web(app)
     app.register_blueprint(core_bp)
@@ -59,7 +61,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(settings_bp)
     app.register_blueprint(audit_bp)
     app.register_blueprint(assistant_bp)
-    for feature_bp in (automations_bp, automations_internal_bp):
+    for feature_bp in (automations_bp, automations_internal_bp, wiki_bp, wiki_internal_bp):
         app.register_blueprint(feature_bp)
     register_api(app)
     register_error_handlers(app)

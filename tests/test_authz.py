@@ -37,6 +37,8 @@ from monark.core.models import ApiKey, Event, Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.extensions import db
 from monark.records import services
+from monark.wiki import services as wiki
+from monark.wiki.models import WikiPage
 from tests import factories
 
 CALLERS = ("signed_out", *ROLES, "other_org")
@@ -459,6 +461,49 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("automations_internal.automation_get_run", "GET", "acme's",
             lambda c: f"/internal/automations/runs/{_run(c)}",
             row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=404)),
+    # ---- the wiki (web) ----
+    WebCase("wiki.index", "GET", "", _url("/wiki"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("wiki.page", "GET", "acme's", lambda c: f"/wiki/{_page(c)}",
+            row(owner=200, admin=200, member=200, viewer=200, other=404)),
+    WebCase("wiki.new", "GET", "", _url("/wiki/new"),
+            row(owner=200, admin=200, member=200, viewer=403, other=200)),
+    WebCase("wiki.new", "POST", "", _url("/wiki/new"),
+            row(owner=303, admin=303, member=303, viewer=403, other=303),
+            data=lambda c, who: {"title": f"Notes of {who}"}, writes="own"),
+    WebCase("wiki.edit", "GET", "acme's", lambda c: f"/wiki/{_page(c)}/edit",
+            row(owner=200, admin=200, member=200, viewer=403, other=404)),
+    WebCase("wiki.edit", "POST", "acme's", lambda c: f"/wiki/{_page(c)}/edit",
+            row(owner=303, admin=303, member=303, viewer=403, other=404),
+            data=lambda c, who: {"title": f"Edited by {who}", "icon": "", "body": who},
+            writes="own"),
+    WebCase("wiki.move", "POST", "acme's", lambda c: f"/wiki/{_page(c)}/move",
+            row(owner=303, admin=303, member=303, viewer=403, other=404),
+            data=lambda c, who: {"parent_id": "", "position": "1"}, writes="own"),
+    WebCase("wiki.archive", "POST", "acme's", lambda c: f"/wiki/{_page(c)}/archive",
+            row(owner=303, admin=303, member=303, viewer=403, other=404), writes="same"),
+    # ---- the wiki (internal JSON; form bodies as above) ----
+    WebCase("wiki_internal.wiki_list_pages", "GET", "", _url("/internal/wiki/pages"),
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("wiki_internal.wiki_create_page", "POST", "form body", _url("/internal/wiki/pages"),
+            row(signed_out=401, owner=400, admin=400, member=400, viewer=403, other=400)),
+    WebCase("wiki_internal.wiki_get_page", "GET", "acme's",
+            lambda c: f"/internal/wiki/pages/{_page(c)}",
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=404)),
+    WebCase("wiki_internal.wiki_rename_page", "POST", "acme's, form body",
+            lambda c: f"/internal/wiki/pages/{_page(c)}/rename",
+            row(signed_out=401, owner=400, admin=400, member=400, viewer=403, other=404)),
+    WebCase("wiki_internal.wiki_set_icon", "POST", "acme's, form body",
+            lambda c: f"/internal/wiki/pages/{_page(c)}/icon",
+            row(signed_out=401, owner=400, admin=400, member=400, viewer=403, other=404)),
+    WebCase("wiki_internal.wiki_move_page", "POST", "acme's, form body",
+            lambda c: f"/internal/wiki/pages/{_page(c)}/move",
+            row(signed_out=401, owner=400, admin=400, member=400, viewer=403, other=404)),
+    # Archive takes no body: the form post archives.
+    WebCase("wiki_internal.wiki_archive_page", "POST", "acme's",
+            lambda c: f"/internal/wiki/pages/{_page(c)}/archive",
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=403, other=404),
+            writes="same"),
 )
 # fmt: on
 
@@ -791,10 +836,11 @@ def test_signing_in_returns_to_the_page_asked_for(world, app, browser):
     assert response.headers["Location"] == "/models/tasks/records?q=launch"
 
 
-# ---- automations: Acme's data for their rows -----------------------------------------------
+# ---- automations and the wiki: Acme's data for their rows ------------------------------
 # Made on first use (Ctx predates these features), before the rows' requests count events.
 
 AUTHZ_AUTOMATION = "Audit trail"
+AUTHZ_PAGE = "Handbook"
 
 
 def _acme_owner(c: Ctx) -> Principal:
@@ -835,3 +881,11 @@ def _run(c: Ctx) -> int:
         select(AutomationRun.id).where(AutomationRun.automation_id == automation_id)
     )
     return found or automations.run_test(_acme_owner(c), automation_id).id
+
+
+def _page(c: Ctx) -> int:
+    """Acme's wiki page, made on first use."""
+    found = db.session.scalar(
+        select(WikiPage.id).where(WikiPage.org_id == c.acme_org, WikiPage.title == AUTHZ_PAGE)
+    )
+    return found or wiki.create_page(_acme_owner(c), AUTHZ_PAGE, "📘", body="Hello").id

@@ -1,0 +1,160 @@
+"""Web views of the wiki: the page tree, page view, editor, create, move and archive."""
+
+from __future__ import annotations
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+
+from monark.assistant.render import render_markdown
+from monark.core.auth import guard, require_principal
+from monark.core.errors import ValidationFailed
+from monark.core.rbac import Principal
+from monark.wiki import services
+from monark.wiki.models import WikiPage
+
+bp = Blueprint("wiki", __name__, url_prefix="/wiki")
+
+
+def _optional_int(raw: str | None, field: str) -> int | None:
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ValidationFailed("Not a number.", [{"field": field, "message": "Give a number."}])
+    return int(raw)
+
+
+def _tree_context(principal: Principal, current: WikiPage | None = None) -> dict:
+    tree = services.page_tree(principal)
+    return {"tree": tree, "current_id": current.id if current else None}
+
+
+@bp.get("")
+@guard("wiki.view")
+def index():
+    """The wiki's start: the tree and its top-level pages."""
+    return render_template("wiki/index.html", **_tree_context(require_principal()))
+
+
+@bp.get("/<int:page_id>")
+@guard("wiki.view")
+def page(page_id: int):
+    """One page, its Markdown rendered and sanitized."""
+    principal = require_principal()
+    page = services.get_page(principal, page_id)
+    context = _tree_context(principal, page)
+    movable = []
+    if principal.can("wiki.edit"):
+        skip = {page.id}
+        for node, depth in services.flatten(context["tree"]):
+            if node.id in skip or node.parent_id in skip:
+                skip.add(node.id)  # itself and its subpages cannot be its parent
+            else:
+                movable.append((node, depth))
+    siblings = services.flatten(context["tree"])
+    count = sum(1 for node, _ in siblings if node.parent_id == page.parent_id)
+    return render_template(
+        "wiki/page.html",
+        page=page,
+        body_html=render_markdown(page.body),
+        path=services.path_to(principal, page),
+        parents=movable,
+        sibling_count=count,
+        **context,
+    )
+
+
+@bp.route("/new", methods=["GET", "POST"])
+@guard("wiki.edit")
+def new():
+    """Create a page (under ``parent_id`` when given)."""
+    principal = require_principal()
+    form = request.values
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        try:
+            parent_id = _optional_int(form.get("parent_id"), "parent_id")
+            page = services.create_page(
+                principal, form.get("title", ""), form.get("icon", ""), parent_id, form.get("body")
+            )
+        except ValidationFailed as err:
+            errors = err.field_errors()
+        else:
+            flash(f"Page {page.title} created.")
+            return redirect(url_for("wiki.page", page_id=page.id), 303)
+    context = _tree_context(principal)
+    return render_template(
+        "wiki/form.html",
+        page=None,
+        form=form,
+        errors=errors,
+        parents=services.flatten(context["tree"]),
+        **context,
+    ), (422 if errors else 200)
+
+
+@bp.route("/<int:page_id>/edit", methods=["GET", "POST"])
+@guard("wiki.edit")
+def edit(page_id: int):
+    """Edit a page's title, icon and Markdown body."""
+    principal = require_principal()
+    page = services.get_page(principal, page_id)
+    form = (
+        request.form
+        if request.method == "POST"
+        else {
+            "title": page.title,
+            "icon": page.icon,
+            "body": page.body,
+        }
+    )
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        try:
+            services.update_page(
+                principal,
+                page_id,
+                title=form.get("title", ""),
+                icon=form.get("icon", ""),
+                body=form.get("body", ""),
+            )
+        except ValidationFailed as err:
+            errors = err.field_errors()
+        else:
+            flash("Page saved.")
+            return redirect(url_for("wiki.page", page_id=page_id), 303)
+    return render_template(
+        "wiki/form.html", page=page, form=form, errors=errors, **_tree_context(principal, page)
+    ), (422 if errors else 200)
+
+
+@bp.post("/<int:page_id>/move")
+@guard("wiki.edit")
+def move(page_id: int):
+    """Reparent or reorder a page (position 1 is first; empty: last)."""
+    principal = require_principal()
+    try:
+        parent_id = _optional_int(request.form.get("parent_id"), "parent_id")
+        position = _optional_int(request.form.get("position"), "position")
+        services.move_page(
+            principal, page_id, parent_id, None if position is None else position - 1
+        )
+    except ValidationFailed as err:
+        flash("; ".join(d["message"] for d in err.details) or err.message, "error")
+    else:
+        flash("Page moved.")
+    return redirect(url_for("wiki.page", page_id=page_id), 303)
+
+
+@bp.post("/<int:page_id>/archive")
+@guard("wiki.edit")
+def archive(page_id: int):
+    """Archive a page and its subpages."""
+    principal = require_principal()
+    page = services.get_page(principal, page_id)
+    title, parent_id = page.title, page.parent_id
+    ids = services.archive_page(principal, page_id)
+    more = f" and {len(ids) - 1} subpage{'s' if len(ids) > 2 else ''}" if len(ids) > 1 else ""
+    flash(f"Archived {title}{more}.")
+    if parent_id:
+        return redirect(url_for("wiki.page", page_id=parent_id), 303)
+    return redirect(url_for("wiki.index"), 303)
