@@ -9,12 +9,16 @@ import click
 from flask import Flask, current_app
 from sqlalchemy import func, select
 
+from monark.automations import services as automations
+from monark.automations.models import Automation
 from monark.core.auth import hash_password
 from monark.core.models import Membership, Org, User
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records import services
 from monark.records.models import Record, RecordModel
+from monark.wiki import services as wiki
+from monark.wiki.models import WikiPage
 
 DEMO_PASSWORD = "monark-demo"
 
@@ -140,11 +144,77 @@ def seed_org(org: Org, users: list[User], n_tasks: int, n_contacts: int, rng: ra
             services.create_record(owner, contacts, values, "private" if i == 3 else "org")
 
 
+WIKI_PAGES = [
+    # (key, parent key, title, icon, body)
+    ("handbook", None, "Handbook", "📘", "How we work at Acme. Start with **Onboarding**."),
+    (
+        "onboarding",
+        "handbook",
+        "Onboarding",
+        "👋",
+        "# Your first week\n\n1. Meet your buddy\n2. Set up your laptop\n3. Read the "
+        "[Runbooks](/wiki)\n\n| Day | What |\n|---|---|\n| Mon | Accounts |\n| Tue | Shadowing |",
+    ),
+    ("holidays", "handbook", "Holidays", "🏖️", "Book time off two weeks ahead; tell your team."),
+    ("runbooks", None, "Runbooks", "🛠️", "Step-by-step guides for things that break."),
+    (
+        "incidents",
+        "runbooks",
+        "Incident response",
+        "🚨",
+        "1. Say so in #ops\n2. Name an incident lead\n3. Write it up within a day",
+    ),
+]
+
+REVIEW_AUTOMATION = "Review finished tasks"
+REVIEW_GRAPH = {
+    "nodes": [
+        {"id": "status_changed", "type": "record.updated",
+         "config": {"model": "tasks", "fields": ["status"]}},
+        {"id": "is_done", "type": "field_matches",
+         "config": {"field": "status", "operator": "equals", "value": "done"}},
+        {"id": "review", "type": "create_record",
+         "config": {"model": "tasks", "values": {"title": "Review: {{record.title}}",
+                                                 "status": "todo"}}},
+        {"id": "note", "type": "add_audit_note",
+         "config": {"note": "Task {{record.id}} is done; review task {{nodes.review.record_id}}."}},
+    ],
+    "edges": [
+        {"from": "status_changed", "to": "is_done"},
+        {"from": "is_done", "to": "review", "when": True},
+        {"from": "review", "to": "note"},
+    ],
+}  # fmt: skip
+
+
+def seed_wiki(owner: Principal) -> None:
+    """A small page tree (only if the org's wiki is empty)."""
+    if db.session.scalar(select(func.count()).where(WikiPage.org_id == owner.org_id)):
+        return
+    ids: dict[str, int] = {}
+    for key, parent, title, icon, body in WIKI_PAGES:
+        ids[key] = wiki.create_page(owner, title, icon, ids.get(parent or ""), body).id
+
+
+def seed_automation(owner: Principal) -> None:
+    """One enabled example automation (only if it is missing)."""
+    exists = db.session.scalar(
+        select(Automation.id).where(
+            Automation.org_id == owner.org_id, Automation.name == REVIEW_AUTOMATION
+        )
+    )
+    if not exists:
+        automations.create_automation(owner, REVIEW_AUTOMATION, REVIEW_GRAPH, enabled=True)
+
+
 def seed_demo() -> None:
     """Create (or complete) the demo orgs, users, models and records; safe to rerun."""
     rng = random.Random(42)
     acme, acme_users = _org("Acme", "acme", ACME_USERS)
     seed_org(acme, acme_users, n_tasks=40, n_contacts=20, rng=rng)
+    acme_owner = Principal.for_user(acme_users[0].id, acme.id, "owner")
+    seed_wiki(acme_owner)
+    seed_automation(acme_owner)  # after the records: seeding them triggers nothing
     globex, globex_users = _org("Globex", "globex", GLOBEX_USERS)
     seed_org(globex, globex_users, n_tasks=8, n_contacts=4, rng=rng)
 
