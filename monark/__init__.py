@@ -38,6 +38,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     from monark import models  # noqa: F401  (every table, for Alembic and create_all)
     from monark.api.routes import V1_ROUTES
     from monark.api.views import register_api
+    from monark.assistant.internal_tools import IN_APP_TOOLS
     from monark.assistant.navigate import NavigateTool
     from monark.assistant.tools import build_chat_toolset
     from monark.assistant.views import bp as assistant_bp
@@ -67,5 +68,5 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     register_error_handlers(app)
     register_cli(app)
     install_engine()
-    set_chat_tool_executor(build_chat_toolset(V1_ROUTES, [NavigateTool()]))
+    set_chat_tool_executor(build_chat_toolset(V1_ROUTES, [NavigateTool(), *IN_APP_TOOLS]))
     return app

@@ -16,7 +16,7 @@ from monark.api.dispatch import dispatch
 from monark.chat.tools import ToolOutcome, ToolSpec
 from monark.core.rbac import Principal
 
-NOT_PAGES = ("/api/", "/chat/", "/static/", "/login", "/logout")
+NOT_PAGES = ("/api/", "/internal/", "/chat/", "/static/", "/login", "/logout")
 ENCODED_SEPARATOR = re.compile(r"%(2f|5c|2e)", re.IGNORECASE)
 
 
@@ -44,7 +44,7 @@ def check_path(path: str) -> str | None:
         return "Only paths inside this app are allowed."
     if any(segment in (".", "..") for segment in parts.path.split("/")):
         return "The path must not contain . or .. segments."
-    if parts.path.startswith(NOT_PAGES) or parts.path in ("/chat", "/api"):
+    if parts.path.startswith(NOT_PAGES) or parts.path in ("/chat", "/api", "/internal"):
         return "That path is not a page the user can open."
     return None
 

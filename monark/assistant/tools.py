@@ -34,13 +34,21 @@ class RouteTool:
     route: RouteDescriptor
     spec: ToolSpec
 
-    def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
-        route = self.route
+    def precheck(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome | None:
+        """The route's own models reject the arguments: fail before asking the user."""
         try:
-            call = prepare_call(route, arguments)
+            prepare_call(self.route, arguments)
         except ValidationFailed as err:
             error = describe_error("Invalid arguments.", err.details)
             return ToolOutcome(ok=False, error=error, details=err.details)
+        return None
+
+    def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
+        route = self.route
+        invalid = self.precheck(principal, arguments)
+        if invalid is not None:
+            return invalid
+        call = prepare_call(route, arguments)
         response = dispatch(
             principal, route.method, API_PREFIX + call.path, query=call.query, json_body=call.body
         )
@@ -105,6 +113,13 @@ class ChatToolset:
         if describer is not None:
             return describer(principal, arguments)
         return {"headline": tool.spec.action_label or f"run {name}"}
+
+    def precheck(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> ToolOutcome | None:
+        tool = self._tools.get(name)
+        check = getattr(tool, "precheck", None)
+        return check(principal, arguments) if check is not None else None
 
 
 def build_chat_toolset(

@@ -111,10 +111,10 @@ def trigger_events(principal: Principal) -> tuple[list[NodeType], OrgSchema]:
 # ---- writing --------------------------------------------------------------------------
 
 
-def _check(
+def check_automation(
     principal: Principal, name: str | None, graph: Any, exclude_id: int | None = None
 ) -> list[dict[str, str]]:
-    """Problems with a name and a graph, all together."""
+    """Every problem with a name and a graph, together (nothing is saved here)."""
     problems: list[dict[str, str]] = []
     if name is not None:
         clean = name.strip()
@@ -164,7 +164,7 @@ def create_automation(
 ) -> Automation:
     """Validate and store a new automation; an invalid graph is never saved."""
     principal.require("automation.create")
-    _raise(_check(principal, name, graph))
+    _raise(check_automation(principal, name, graph))
     clean = _normalized(graph)
     trigger_type, trigger_model = _trigger_of(clean)
     automation = Automation(
@@ -205,7 +205,7 @@ def update_automation(
             f"The automation changed meanwhile: it is at version {automation.version}, "
             f"not {version}. Reload it and apply your change again."
         )
-    _raise(_check(principal, name, graph, exclude_id=automation.id))
+    _raise(check_automation(principal, name, graph, exclude_id=automation.id))
     clean = _normalized(graph)
     changed = []
     if name is not None and name.strip() != automation.name:

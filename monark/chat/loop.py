@@ -157,6 +157,18 @@ def _describe(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> d
         return None
 
 
+def _precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> None:
+    try:
+        outcome = executor.precheck(actor, call.name, dict(call.input))
+    except Exception:  # a check that breaks must not block the call: the user still decides
+        current_app.logger.exception("prechecking %s failed", call.name)
+        return
+    if outcome is not None and not outcome.ok:
+        call.status = "FAILED"
+        call.error = outcome.error or "The arguments are invalid."
+        call.result = {"details": outcome.details} if outcome.details else None
+
+
 # ---- the loop ----------------------------------------------------------------------------
 
 
@@ -253,6 +265,28 @@ def advance_conversation(
         else:
             status = "incomplete" if step.stopped else "complete"
         actor = principal.via_assistant(conversation.id)
+        # Calls of a broken-off reply are dropped: the model would see a call without result.
+        requested_calls = step.calls if status == "complete" else []
+        stored: list[ToolCall] = []
+        for position, requested in enumerate(requested_calls):
+            spec = specs.get(requested.name)
+            call = ToolCall(
+                org_id=conversation.org_id,
+                conversation_id=conversation.id,
+                position=position,
+                provider_call_id=requested.id,
+                name=requested.name,
+                input=requested.input,
+                # A tool nobody registered fails safe: it is treated as a write.
+                mutates=spec.mutates if spec is not None else True,
+                status="PROPOSED",
+            )
+            # Previews and checks may read through the dispatcher, so they run before this
+            # step writes anything (SQLite allows one writer at a time).
+            call.preview = _describe(executor, actor, call)
+            if call.mutates:
+                _precheck(executor, actor, call)
+            stored.append(call)
         message = store.add_message(
             conversation,
             actor,
@@ -269,31 +303,16 @@ def advance_conversation(
             cache_creation_tokens=step.usage.cache_creation_tokens,
         )
         result.message_ids.append(message.id)
-        # Calls of a broken-off reply are dropped: the model would see a call without result.
-        calls = step.calls if status == "complete" else []
-        stored: list[ToolCall] = []
-        for position, requested in enumerate(calls):
-            spec = specs.get(requested.name)
-            call = ToolCall(
-                org_id=conversation.org_id,
-                conversation_id=conversation.id,
-                message_id=message.id,
-                position=position,
-                provider_call_id=requested.id,
-                name=requested.name,
-                input=requested.input,
-                # A tool nobody registered fails safe: it is treated as a write.
-                mutates=spec.mutates if spec is not None else True,
-                status="PROPOSED",
-            )
-            db.session.add(call)
-            stored.append(call)
         for call in stored:
-            call.preview = _describe(executor, actor, call)
+            call.message_id = message.id
+            db.session.add(call)
         db.session.flush()
         for call in stored:
             if call.mutates:
-                store.tool_call_event(actor, call, "proposed")
+                # A write whose arguments cannot work failed at once: no card to confirm.
+                store.tool_call_event(
+                    actor, call, "proposed" if call.status == "PROPOSED" else "failed"
+                )
         db.session.commit()
         hooks.on_message_saved(message)
 
@@ -313,6 +332,6 @@ def advance_conversation(
                 db.session.commit()
                 hooks.on_tool_call(call)
                 run_tool_call(principal, call, executor, hooks)
-        if any(c.mutates for c in stored):
+        if any(c.status == "PROPOSED" for c in stored):
             result.status = "awaiting_confirmation"
             return result

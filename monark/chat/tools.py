@@ -46,6 +46,16 @@ class ChatToolExecutor(Protocol):
         """What the call would do, for its card: ``{"headline", "changes"?, ...}``."""
         ...
 
+    def precheck(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> ToolOutcome | None:
+        """A failed outcome if a write's arguments can never work (so no card is shown).
+
+        It checks shape only, never permissions: a refused write still asks the user, and
+        fails when confirmed, as the same click in the app would.
+        """
+        ...
+
 
 class NoTools:
     """The executor before the host injects one: no tools, every call fails closed."""
@@ -59,6 +69,11 @@ class NoTools:
     def describe(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> dict[str, Any] | None:
+        return None
+
+    def precheck(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> ToolOutcome | None:
         return None
 
 

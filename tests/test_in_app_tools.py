@@ -1,0 +1,195 @@
+"""The in-app-only tools (automations, wiki tree, navigate) through the assistant's loop."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from monark.api.openapi import build_openapi
+from monark.api.routes import V1_ROUTES
+from monark.assistant.internal_tools import IN_APP_TOOLS
+from monark.assistant.navigate import NavigateTool
+from monark.automations.models import Automation
+from monark.chat import service
+from monark.chat.models import ToolCall
+from monark.chat.service import SendInput
+from monark.extensions import db
+from monark.wiki import services as wiki
+from monark.wiki.models import WikiPage
+from tests.llm_script import Call, Say
+
+VALID = {
+    "nodes": [
+        {"id": "t", "type": "record.created", "config": {"model": "tasks"}},
+        {"id": "note", "type": "add_audit_note", "config": {"note": "Task {{record.id}} made"}},
+    ],
+    "edges": [{"from": "t", "to": "note"}],
+}
+INVALID = {
+    "nodes": [
+        {"id": "t", "type": "record.created", "config": {"model": "nope"}},
+        {"id": "x", "type": "teleport", "config": {}},
+    ],
+    "edges": [{"from": "t", "to": "ghost"}],
+}
+
+
+def calls(conversation_id: int) -> list[ToolCall]:
+    db.session.rollback()
+    stmt = select(ToolCall).where(ToolCall.conversation_id == conversation_id).order_by(ToolCall.id)
+    return list(db.session.scalars(stmt))
+
+
+def test_the_model_fixes_an_invalid_graph_before_the_user_confirms(world, scripted):
+    admin = world.a.principal("admin")
+    scripted.script.add(
+        [Call("automation_list_node_types")],
+        [Call("automation_create", {"name": "Note new tasks", "graph": INVALID})],
+        [Call("automation_create", {"name": "Note new tasks", "graph": VALID})],
+        [Say("Created, and it starts disabled.")],
+    )
+    proposed = service.send_message(admin, SendInput(text="Note every new task in the audit log"))
+    assert proposed.status == "awaiting_confirmation"
+    types, invalid, valid = calls(proposed.conversation_id)
+    assert types.status == "SUCCEEDED"
+    assert {t["type"] for t in types.result["node_types"]} >= {"record.created", "add_audit_note"}
+    # The invalid graph never reached a card: the model got the problem list at once.
+    assert invalid.status == "FAILED" and invalid.decided_by_id is None
+    for where in ("nodes[t].config.model", "nodes[x].type", "ghost"):
+        assert where in invalid.error
+    seen = scripted.requests[2].messages[-1].content[0]
+    assert seen.is_error and "nodes[x].type" in seen.content
+    assert db.session.scalar(select(Automation)) is None
+    assert valid.status == "PROPOSED"
+    assert valid.preview["headline"] == "create the automation “Note new tasks”"
+    done = service.confirm_tool_call(admin, valid.id)
+    assert done.status == "done"
+    automation = db.session.scalar(select(Automation))
+    assert automation.name == "Note new tasks" and not automation.enabled
+
+
+def test_a_member_confirming_an_automation_create_gets_a_permission_failure(world, scripted):
+    member = world.a.principal("member")
+    scripted.script.add(
+        [Call("automation_create", {"name": "Sneaky", "graph": VALID})],
+        [Say("You may not create automations.")],
+    )
+    proposed = service.send_message(member, SendInput(text="Make an automation"))
+    (call,) = calls(proposed.conversation_id)
+    assert call.status == "PROPOSED"
+    service.confirm_tool_call(member, call.id)
+    (call,) = calls(proposed.conversation_id)
+    assert call.status == "FAILED" and "automation.create" in call.error
+    assert db.session.scalar(select(Automation)) is None
+
+
+@pytest.fixture
+def tree(world):
+    editor = world.a.principal("member")
+    handbook = wiki.create_page(editor, "Handbook", "📘")
+    wiki.create_page(editor, "Onboarding", "👋", handbook.id, "# Welcome aboard")
+    return handbook
+
+
+def test_the_wiki_tree_and_a_page_body_are_reads(world, scripted, tree):
+    scripted.script.add(
+        [Call("wiki_list_pages")], [Call("wiki_get_page", {"page_id": tree.id})], [Say("Done.")]
+    )
+    result = service.send_message(
+        world.a.principal("viewer"), SendInput(text="What's in the wiki?")
+    )
+    assert result.status == "done"
+    listing, page = calls(result.conversation_id)
+    assert not listing.mutates and listing.status == "SUCCEEDED"
+    assert listing.result["pages"][0]["title"] == "Handbook"
+    assert listing.result["pages"][0]["children"][0]["title"] == "Onboarding"
+    assert page.result["title"] == "Handbook" and "body" in page.result
+
+
+def test_a_rename_is_proposed_with_before_and_after_then_confirmed(world, scripted, tree):
+    member = world.a.principal("member")
+    scripted.script.add(
+        [Call("wiki_rename_page", {"page_id": tree.id, "title": "Staff handbook"})],
+        [Say("Renamed.")],
+    )
+    proposed = service.send_message(member, SendInput(text="Rename the handbook"))
+    (call,) = calls(proposed.conversation_id)
+    assert call.status == "PROPOSED" and call.mutates
+    assert call.preview["changes"] == [
+        {"field": "Title", "before": "Handbook", "after": "Staff handbook"}
+    ]
+    assert db.session.get(WikiPage, tree.id).title == "Handbook"
+    service.confirm_tool_call(member, call.id)
+    db.session.rollback()
+    assert db.session.get(WikiPage, tree.id).title == "Staff handbook"
+
+
+def test_a_viewer_cannot_rename_through_the_assistant(world, scripted, tree):
+    viewer = world.a.principal("viewer")
+    scripted.script.add(
+        [Call("wiki_rename_page", {"page_id": tree.id, "title": "Mine now"})], [Say("No.")]
+    )
+    proposed = service.send_message(viewer, SendInput(text="Rename it"))
+    (call,) = calls(proposed.conversation_id)
+    service.confirm_tool_call(viewer, call.id)
+    (call,) = calls(proposed.conversation_id)
+    assert call.status == "FAILED" and "wiki.edit" in call.error
+    db.session.rollback()
+    assert db.session.get(WikiPage, tree.id).title == "Handbook"
+
+
+REJECTED_PATHS = [
+    "//evil.example/models",
+    "/\\evil.example",
+    "https://evil.example/models",
+    "javascript:alert(1)",
+    "/models%2f..%2fapi",
+    "/models/%2Fevil",
+    "/no/such/page",
+    "/api/v1/me",
+    "/internal/wiki/pages",
+    "/models/tasks/records/999999",
+]
+
+
+@pytest.mark.parametrize("path", REJECTED_PATHS)
+def test_navigate_rejects_paths_outside_the_apps_pages(world, app, path):
+    outcome = NavigateTool().run(world.a.principal("member"), {"path": path, "label": "There"})
+    assert not outcome.ok
+    assert "Cannot navigate" in outcome.error or "Invalid" in outcome.error
+
+
+def test_navigate_rejects_a_page_the_user_may_not_open(world):
+    outcome = NavigateTool().run(world.a.principal("member"), {"path": "/settings", "label": "S"})
+    assert not outcome.ok and "may not open" in outcome.error
+    private = f"/models/tasks/records/{world.a.private.id}"
+    assert not NavigateTool().run(world.a.principal("viewer"), {"path": private, "label": "P"}).ok
+
+
+def test_navigate_accepts_an_in_app_page_and_returns_it(world):
+    path = f"/models/tasks/records/{world.a.public.id}"
+    outcome = NavigateTool().run(world.a.principal("viewer"), {"path": path, "label": "Task"})
+    assert outcome.ok and outcome.result == {"path": path, "label": "Task"}
+
+
+def test_in_app_tools_are_not_in_the_public_api():
+    names = {t.name for t in IN_APP_TOOLS} | {"navigate"}
+    document = build_openapi(V1_ROUTES)
+    tools = {
+        op["x-mcp-tool"]["name"]
+        for item in document["paths"].values()
+        for op in item.values()
+        if "x-mcp-tool" in op
+    }
+    assert tools and not tools & names
+    paths = " ".join(document["paths"])
+    assert "/internal/" not in paths and "automation" not in paths and "wiki" not in paths
+
+
+def test_every_in_app_tool_is_in_the_assistants_set(app):
+    from monark.chat.tools import get_chat_tool_executor
+
+    specs = {s.name: s for s in get_chat_tool_executor().specs()}
+    for tool in IN_APP_TOOLS:
+        assert specs[tool.name].mutates == (tool.method != "GET")
+        assert specs[tool.name].input_schema["additionalProperties"] is False
