@@ -27,7 +27,11 @@ ACME_USERS = [
     ("ben@acme.test", "Ben Okafor", "member"),
     ("cy@acme.test", "Cy Tanaka", "viewer"),
 ]
-GLOBEX_USERS = [("gil@globex.test", "Gil Moreau", "owner")]
+# Ada is in both orgs, so the demo shows the org switcher.
+GLOBEX_USERS = [
+    ("gil@globex.test", "Gil Moreau", "owner"),
+    ("ada@acme.test", "Ada Lovelace", "member"),
+]
 
 TASK_TITLES = [
     "Renew the office lease",
