@@ -70,7 +70,7 @@ def dispatch(
         environ = builder.get_environ()
     finally:
         builder.close()
-    with unit_of_work() as unit:
+    with unit_of_work(read_only=method in ("GET", "HEAD")) as unit:
         body, status, headers = run_wsgi_app(app, environ, buffered=True)
         response = app.response_class(body, status, headers)
         if response.status_code >= 400:

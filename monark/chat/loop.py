@@ -130,7 +130,7 @@ def run_tool_call(
     started = time.perf_counter()
     try:
         # The tool's writes are kept only if it succeeds (the unit rolls back otherwise).
-        with unit_of_work() as unit:
+        with unit_of_work(read_only=not call.mutates) as unit:
             outcome = executor.execute(actor, call.name, dict(call.input))
             if not outcome.ok:
                 unit.fail()

@@ -63,11 +63,12 @@ def _begin_for_savepoints(connection: Connection) -> Callable[[], None] | None:
 
 
 @contextmanager
-def unit_of_work() -> Iterator[UnitOfWork]:
+def unit_of_work(read_only: bool = False) -> Iterator[UnitOfWork]:
     """A fresh app context whose ``db.session`` writes only if the block succeeds.
 
     Nested units share the outermost one's transaction, so a tool that makes several
-    in-process calls keeps all of them or none.
+    in-process calls keeps all of them or none. A ``read_only`` unit outside any other is
+    just a fresh app context and session, rolled back at the end: reads need no write lock.
     """
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     outer = _current.get()
@@ -80,6 +81,12 @@ def unit_of_work() -> Iterator[UnitOfWork]:
             finally:
                 # Leave the shared session open: the outermost unit closes it.
                 db.session.registry.clear()
+            return
+        if read_only:
+            try:
+                yield UnitOfWork(db.session(), failed=True)
+            finally:
+                db.session.rollback()
             return
         connection = db.engine.connect()
         restore = _begin_for_savepoints(connection)
