@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask
 
-from monark.config import load_config
+from monark.config import engine_options, load_config
 from monark.extensions import csrf, db, login_manager, migrate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +24,10 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     app.config.from_mapping(load_config(app.instance_path))
     if overrides:
         app.config.update(overrides)
+    # After the overrides: the options must fit the database actually used.
+    app.config.setdefault(
+        "SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config["SQLALCHEMY_DATABASE_URI"])
+    )
     os.makedirs(app.instance_path, exist_ok=True)
 
     db.init_app(app)

@@ -25,7 +25,8 @@ def _database_url(instance_path: str) -> str:
     return url
 
 
-def _engine_options(url: str) -> dict[str, Any]:
+def engine_options(url: str) -> dict[str, Any]:
+    """Engine settings that suit the database behind ``url``."""
     if url.startswith("sqlite"):
         # Wait up to 15 s for another writer instead of failing with "database is locked".
         return {"connect_args": {"timeout": 15}}
@@ -37,7 +38,6 @@ def load_config(instance_path: str) -> dict[str, Any]:
     return {
         "SECRET_KEY": os.environ.get("SECRET_KEY", "dev-only-change-me"),
         "SQLALCHEMY_DATABASE_URI": _database_url(instance_path),
-        "SQLALCHEMY_ENGINE_OPTIONS": _engine_options(_database_url(instance_path)),
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
         "SESSION_COOKIE_SECURE": _bool("SESSION_COOKIE_SECURE", False),
