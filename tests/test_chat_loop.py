@@ -412,3 +412,16 @@ def test_an_update_card_previews_each_field_before_and_after(world, scripted):
     service.confirm_tool_call(member, call.id)
     db.session.refresh(call)
     assert call.preview["changes"][0]["before"] == "todo"
+
+
+def test_a_write_the_role_may_not_do_is_still_asked_but_the_card_warns(world, scripted):
+    viewer = world.a.principal("viewer")
+    scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "No"}})])
+    proposed = send(viewer, "Add")
+    (call,) = calls_of(proposed.conversation_id)
+    assert call.status == "PROPOSED"
+    assert "lacks records.create" in call.preview["warning"]
+    member = world.a.principal("member")
+    scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Yes"}})])
+    allowed = send(member, "Add")
+    assert "warning" not in calls_of(allowed.conversation_id)[0].preview

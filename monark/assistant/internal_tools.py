@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flask import current_app
 from pydantic import BaseModel, ValidationError
 
 from monark.api.dispatch import dispatch
@@ -126,6 +127,12 @@ class InternalTool:
             error = describe_error(response.error_message(), details)
             return ToolOutcome(ok=False, error=error, details=details)
         return ToolOutcome(ok=True, result=response.body)
+
+    def required_permission(self) -> str | None:
+        """The permission the endpoint's guard asks for (read from the view itself)."""
+        path = self.path.format(**{name: 1 for name, _ in self.ids})
+        endpoint, _ = current_app.url_map.bind("localhost").match(path, method=self.method)
+        return getattr(current_app.view_functions[endpoint], "required_permission", None)
 
     def describe(self, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
         if callable(self.headline):

@@ -178,6 +178,7 @@ class _Renderer:
 
     live: str | None = None
     count: int = 0
+    changed: bool = False  # a write went through: the page behind may need a refresh
 
     def _open_live(self) -> Iterator[str]:
         self.count += 1
@@ -213,6 +214,8 @@ class _Renderer:
         # Every call is on the page already: new ones came inside their message's bubble,
         # older ones (confirm, retry) were rendered with the thread.
         html = render_fragment("assistant/_call.html", c=view)
+        if view.mutates and view.status == "SUCCEEDED":
+            self.changed = True
         yield sse(partial(f"#call-{view.id}", "outerHTML", html))
 
     def _finish(self, finish: _Finish) -> Iterator[str]:
@@ -230,6 +233,8 @@ class _Renderer:
             yield sse(
                 partial("#chat-conversation-id", "outerHTML", _id_input(finish.conversation_id))
             )
+        if self.changed:
+            yield sse("{}", event="changed")
         data = json.dumps({"conversation_id": finish.conversation_id, "status": finish.status})
         if finish.status == "error":
             yield sse(json.dumps({**json.loads(data), "message": finish.error}), event="error")

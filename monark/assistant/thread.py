@@ -41,6 +41,13 @@ class CallView:
     reject_reason: str | None
     nav_path: str | None = None
     nav_label: str | None = None
+    warning: str | None = None
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def refused_before_asking(self) -> bool:
+        """A write that failed its checks before any card asked the user."""
+        return self.mutates and self.status == "FAILED" and self.decided_at is None
 
     @property
     def status_text(self) -> str:
@@ -98,6 +105,10 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         reject_reason=call.reject_reason,
         nav_path=nav_path,
         nav_label=nav_label,
+        warning=preview.get("warning"),
+        details=list(result.get("details") or [])
+        if call.status == "FAILED" and isinstance(result, dict)
+        else [],
     )
 
 

@@ -111,8 +111,18 @@ class ChatToolset:
             return {"headline": f"run a tool nobody registered (“{name}”)"}
         describer = DESCRIBERS.get(name) or getattr(tool, "describe", None)
         if describer is not None:
-            return describer(principal, arguments)
-        return {"headline": tool.spec.action_label or f"run {name}"}
+            preview = describer(principal, arguments)
+        else:
+            preview = {"headline": tool.spec.action_label or f"run {name}"}
+        permission = tool.spec.permission
+        if permission is None and hasattr(tool, "required_permission"):
+            permission = tool.required_permission()
+        if tool.spec.mutates and permission and not principal.can(permission):
+            # The card still asks (the click is what the app would refuse), but says so.
+            preview["warning"] = (
+                f"Your role ({principal.role}) lacks {permission}: confirming will be refused."
+            )
+        return preview
 
     def precheck(
         self, principal: Principal, name: str, arguments: dict[str, Any]

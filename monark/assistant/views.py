@@ -57,13 +57,25 @@ def new_conversation():
 @bp.get("/conversations/<int:conversation_id>")
 @guard("chat.use")
 def conversation(conversation_id: int):
-    """One conversation's thread screen, from the database."""
+    """One conversation's thread screen, from the database (the list if it is gone)."""
     principal = require_principal()
-    return render_template(
-        "assistant/_thread.html",
-        thread=thread_view(principal, conversation_id),
-        gate=_gate_or_none(principal),
-    )
+    try:
+        thread = thread_view(principal, conversation_id)
+    except NotFound:
+        return render_template(
+            "assistant/_list.html",
+            conversations=store.list_conversations(principal),
+            gate=_gate_or_none(principal),
+            missing=True,
+        ), 404
+    return render_template("assistant/_thread.html", thread=thread, gate=_gate_or_none(principal))
+
+
+@bp.errorhandler(AppError)
+def _panel_error(err: AppError):
+    """Errors in the panel's fragments show as a notice inside the panel, not a page."""
+    db.session.rollback()
+    return _notice(err.message, err.status)
 
 
 @bp.post("/conversations/<int:conversation_id>/rename")

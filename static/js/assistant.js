@@ -5,7 +5,16 @@
   const toggle = () => document.getElementById("assistant-toggle");
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content || "";
   const sources = ["chat-composer", "chat-decide", "chat-retry"];
+  const CONVERSATION_KEY = "monark.assistant.conversation";
   let streamingSource = null;
+  let turn = 0; // counts turns, so a late Stop timer cannot abort the next one
+  let lastText = ""; // the composer's text, restored if the send is refused
+
+  function focusPanel(aside) {
+    const target = document.getElementById("chat-text")
+      || aside.querySelector("#chat-screen button, #chat-screen a, .assistant-head button");
+    target?.focus();
+  }
 
   function setOpen(open, focus = true) {
     const aside = panel();
@@ -14,13 +23,18 @@
     toggle()?.setAttribute("aria-expanded", String(open));
     document.body.classList.toggle("assistant-open", open);
     try { localStorage.setItem(OPEN_KEY, open ? "1" : "0"); } catch (e) { /* private mode */ }
-    if (open && focus) (document.getElementById("chat-text") || aside).focus?.();
-    if (!open) toggle()?.focus();
+    if (!focus) return;
+    if (open) focusPanel(aside);
+    else toggle()?.focus();
   }
+
+  // The panel never takes more than what leaves the page a usable width.
+  const maxWidth = () => Math.max(320, Math.min(960, window.innerWidth - 420));
+  const clampWidth = (width) => Math.min(maxWidth(), Math.max(320, width));
 
   function applyWidth(aside) {
     const width = parseInt(aside.dataset.width || "", 10);
-    if (width) aside.style.width = `${width}px`;
+    if (width) aside.style.width = `${clampWidth(width)}px`;
   }
 
   function post(url, data) {
@@ -42,8 +56,7 @@
       const startX = down.clientX;
       const startWidth = aside.getBoundingClientRect().width;
       const move = (event) => {
-        const width = Math.min(960, Math.max(320, startWidth + (startX - event.clientX)));
-        aside.style.width = `${width}px`;
+        aside.style.width = `${clampWidth(startWidth + (startX - event.clientX))}px`;
       };
       const up = () => {
         handle.removeEventListener("pointermove", move);
@@ -56,13 +69,13 @@
     handle.addEventListener("keydown", (event) => {
       if (event.key !== "ArrowLeft" && event.key !== "ArrowRight") return;
       const step = event.key === "ArrowLeft" ? 24 : -24;
-      const width = Math.min(960, Math.max(320, aside.getBoundingClientRect().width + step));
-      aside.style.width = `${width}px`;
+      aside.style.width = `${clampWidth(aside.getBoundingClientRect().width + step)}px`;
       save();
     });
   }
 
   function setStreaming(source) {
+    if (source) turn += 1;
     streamingSource = source;
     const aside = panel();
     aside?.classList.toggle("streaming", Boolean(source));
@@ -80,6 +93,8 @@
     if (!aside) return;
     applyWidth(aside);
     setupResize(aside);
+    window.addEventListener("resize", () => applyWidth(aside));
+    loadFirstScreen();
     let open = false;
     try { open = localStorage.getItem(OPEN_KEY) === "1"; } catch (e) { /* private mode */ }
     setOpen(open, false);
@@ -120,9 +135,46 @@
       body.set("page_model", main?.dataset.model || "");
       body.set("page_record_id", main?.dataset.recordId || "");
       const text = document.getElementById("chat-text");
-      if (text) text.value = "";
+      if (text) { lastText = text.value; text.value = ""; }
     }
     setStreaming(source);
+  });
+
+  // A refused send (an error notice instead of a stream) gives the text back.
+  document.addEventListener("htmx:after:request", (event) => {
+    const ctx = event.detail?.ctx;
+    if (ctx?.sourceElement?.id !== "chat-composer") return;
+    const status = ctx.response?.status ?? 0;
+    const text = document.getElementById("chat-text");
+    if (status >= 400 && text && !text.value) text.value = lastText;
+  });
+
+  // After a confirmed change the page behind the panel may be stale: reload the main area.
+  document.addEventListener("changed", (event) => {
+    if (!sources.includes(event.target?.id)) return;
+    if (!document.getElementById("main")) return;
+    htmx.ajax("GET", location.pathname + location.search, {
+      target: "#main", select: "#main", swap: "outerHTML",
+    });
+  });
+
+  // The first screen: the conversation the user had open before a full page load, or the list.
+  function loadFirstScreen() {
+    const screen = document.getElementById("chat-screen");
+    const url = screen?.dataset.listUrl;
+    if (!url) return;
+    let id = null;
+    try { id = localStorage.getItem(CONVERSATION_KEY); } catch (e) { /* private mode */ }
+    const target = id && /^\d+$/.test(id) ? `${url}/${id}` : url;
+    htmx.ajax("GET", target, {target: "#chat-screen", swap: "innerHTML"});
+  }
+  document.addEventListener("htmx:after:swap", () => {
+    const id = document.getElementById("chat-conversation-id")?.value;
+    const inThread = Boolean(document.getElementById("chat-thread"));
+    try {
+      if (inThread && id) localStorage.setItem(CONVERSATION_KEY, id);
+      else if (!inThread && document.querySelector(".chat-list")) localStorage.removeItem(CONVERSATION_KEY);
+    } catch (e) { /* private mode */ }
   });
 
   document.addEventListener("htmx:finally:request", (event) => {
@@ -144,6 +196,9 @@
     const url = panel()?.dataset.stopUrl?.replace(/\/0\/stop$/, `/${id}/stop`);
     if (id && url) post(url, {});
     // If this instance is not the one streaming, closing the connection stops it too.
-    setTimeout(() => { if (streamingSource === source) htmx.trigger(source, "htmx:abort"); }, 3000);
+    const stopping = turn;
+    setTimeout(() => {
+      if (turn === stopping && streamingSource === source) htmx.trigger(source, "htmx:abort");
+    }, 3000);
   }
 })();

@@ -68,10 +68,9 @@ def test_tokens_appear_progressively_then_the_persisted_message(world, browse, f
     expect(final.locator(".bubble.md")).to_have_text(words)
     assert final.get_attribute("id").startswith("msg-")
     s.shot("01-streamed-reply")
-    # Reloading shows the same persisted thread.
+    # Reloading shows the same persisted thread (the open conversation is remembered).
     s.page.reload()
     panel = s.page.get_by_role("complementary", name="Assistant")
-    panel.locator(".chat-open").first.click()
     expect(panel.locator(".msg-assistant .bubble")).to_have_text(words)
     assert not s.errors, s.errors
 
@@ -288,3 +287,41 @@ def test_the_conversation_list_new_rename_delete_reopen(world, browse, fake_anth
     expect(panel.locator(".msg-user .bubble")).to_have_text("First topic about invoices")
     expect(panel.locator(".msg-assistant .md")).to_have_text("First answer.")
     s.shot("11-reopened")
+
+
+def test_after_a_confirmed_change_the_page_behind_shows_it(world, browse, fake_anthropic):
+    record = world.a.public
+    fake_anthropic.script.add(
+        [
+            Call(
+                "records_update",
+                {"model": "tasks", "record_id": record.id, "values": {"status": "done"}},
+            )
+        ],
+        [Say("Marked as done.")],
+    )
+    s = browse("member@acme.test")
+    s.goto(f"/models/tasks/records/{record.id}")
+    expect(s.page.locator("dl.record")).to_contain_text("todo")
+    panel = new_conversation(s)
+    send(panel, "Mark this task done")
+    card = panel.locator(".call-write")
+    expect(card).to_contain_text("Status")
+    expect(card.locator(".before")).to_have_text("todo")
+    wait_turn(panel)
+    card.get_by_role("button", name="Confirm").click()
+    expect(s.page.locator("dl.record")).to_contain_text("done")
+    expect(panel).to_be_visible()
+    s.shot("17-page-refreshed")
+
+
+def test_the_open_conversation_comes_back_after_a_reload(world, browse, fake_anthropic):
+    fake_anthropic.script.add([Say("Remember me.")])
+    s = browse("member@acme.test")
+    panel = new_conversation(s)
+    send(panel, "A conversation to come back to")
+    wait_turn(panel)
+    s.page.reload()
+    panel = s.page.get_by_role("complementary", name="Assistant")
+    expect(panel.locator("#chat-title")).to_have_text("A conversation to come back to")
+    expect(panel.locator(".msg-assistant .md")).to_have_text("Remember me.")

@@ -27,8 +27,8 @@ from monark.chat.llm.types import (
 
 EPHEMERAL = {"type": "ephemeral"}
 NO_KEY = (
-    "The assistant is not configured: set ANTHROPIC_API_KEY (and optionally "
-    "ANTHROPIC_BASE_URL) on the server, then retry."
+    "The assistant is not connected to a model yet. An administrator needs to set "
+    "ANTHROPIC_API_KEY on the server; then press Retry."
 )
 
 
