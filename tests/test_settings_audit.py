@@ -478,3 +478,24 @@ def test_audit_filters_by_type_and_actor(app, login, world):
     html = fragment.get_data(as_text=True)
     assert "<main" not in html and html.lstrip().startswith('<div id="audit-table">')
     assert [r[0] for r in _audit_rows(soup_of(fragment))] == ["model.created"]
+
+
+def test_audit_filter_by_user_includes_their_assistant_actions(login, world):
+    member = world.a.users["member"]
+    via_assistant = world.a.principal("member").via_assistant(7)
+    made = factories.make_record(via_assistant, world.a.model, "By the assistant")
+    # Someone else's assistant work is not the member's.
+    factories.make_record(world.a.principal("owner").via_assistant(8), world.a.model, "Other")
+    browser = login("admin@acme.test")
+    rows = _audit_rows(soup_of(browser.get(f"/audit?actor=user:{member.id}")))
+    assert rows == [
+        (
+            "record.created",
+            "Acme Member via the assistant (conversation #7)",
+            f"record #{made.id}",
+        ),
+        ("record.created", "Acme Member", f"record #{world.a.private.id}"),
+    ]
+    # "The assistant (any user)" still lists every assistant action, and only those.
+    rows = _audit_rows(soup_of(browser.get("/audit?actor=assistant")))
+    assert [r[1].split(" via ")[0] for r in rows] == ["Acme Owner", "Acme Member"]

@@ -14,6 +14,7 @@ from monark.records.models import ModelField, Record, RecordModel
 from tests import factories
 
 LIST = "/models/tasks/records"
+API_LIST = "/api/v1/models/tasks/records"
 
 
 # ---- helpers --------------------------------------------------------------------------
@@ -146,6 +147,71 @@ def test_filter_by_field_value(login, world):
     assert bad.status_code == 200
     alert = soup_of(bad).select_one("#records-table [role=alert]")
     assert "not a valid number" in alert.get_text()
+
+
+def test_a_value_for_any_field_asks_for_a_field(login, world):
+    browser = login("member@acme.test")
+    response = browser.get(LIST, query_string={"field": "", "value": "done"})
+    assert response.status_code == 200
+    table = soup_of(response).select_one("#records-table")
+    assert table.select_one("[role=alert]").get_text(strip=True) == "Choose a field to filter by."
+    assert "match" not in table.get_text()  # no "N records match" beside the error
+    assert row_titles(table) == []
+    # The htmx partial says the same.
+    fragment = browser.get(
+        LIST,
+        query_string={"value": "done"},
+        headers={"HX-Request": "true", "HX-Target": "#records-table"},
+    )
+    assert "Choose a field to filter by." in fragment.get_data(as_text=True)
+
+
+def test_filters_match_select_options_any_case_and_members_by_name(login, world):
+    member = world.a.users["member"]  # "Acme Member"
+    make(world, "Finished", status="done", assignee=member.id, due="2030-01-31")
+    make(world, "Started", status="doing")
+    browser = login("member@acme.test")
+
+    def titles(field: str, value: str) -> set[str]:
+        response = browser.get(LIST, query_string={"field": field, "value": value})
+        soup = soup_of(response)
+        assert soup.select_one("#records-table [role=alert]") is None, soup.get_text()
+        return set(row_titles(soup))
+
+    for value in ("done", "Done", "DONE"):
+        assert titles("status", value) == {"Finished"}
+    for value in (str(member.id), "Acme Member", "acme member"):
+        assert titles("assignee", value) == {"Finished"}
+    assert titles("due", "2030-01-31") == {"Finished"}
+
+    def alert(field: str, value: str) -> str:
+        response = browser.get(LIST, query_string={"field": field, "value": value})
+        return soup_of(response).select_one("#records-table [role=alert]").get_text(strip=True)
+
+    assert "not a valid date" in alert("due", "31/01/2030")
+    assert "not a valid date" in alert("due", "2030-02-30")
+    assert "not an option of Status" in alert("status", "blocked")
+    assert "No member is called 'Nobody'" in alert("assignee", "Nobody")
+
+
+def test_api_filters_match_options_any_case_and_members_by_name(app, world):
+    member = world.a.users["member"]
+    make(world, "Finished", status="done", assignee=member.id, due="2030-01-31")
+    client = app.test_client()
+    headers = {"Authorization": f"Bearer {world.a.keys['member']}"}
+
+    def titles(flt: str) -> set[str]:
+        response = client.get(f"{API_LIST}?filter={flt}", headers=headers)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return {item["title"] for item in response.get_json()["items"]}
+
+    assert titles("status:Done") == titles("status:done") == {"Finished"}
+    assert titles("assignee:acme%20member") == {"Finished"}
+    assert titles("due:2030-01-31") == {"Finished"}
+    for bad in ("due:tomorrow", "status:blocked", "assignee:nobody"):
+        response = client.get(f"{API_LIST}?filter={bad}", headers=headers)
+        assert response.status_code == 400
+        assert [d["field"] for d in response.get_json()["error"]["details"]] == ["filter"]
 
 
 def test_pagination_with_a_next_page_link(login, world):

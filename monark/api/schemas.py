@@ -27,7 +27,11 @@ class RecordsQuery(Strict):
     q: str | None = Field(None, description="Text to search for in text fields.", max_length=200)
     filter: str | None = Field(
         None,
-        description="Only records whose field equals a value, as field:value (e.g. status:done).",
+        description=(
+            "Only records whose field equals a value, as field:value (e.g. status:done). "
+            "Select options match in any case; a user field takes a member's id or name; "
+            "dates are YYYY-MM-DD."
+        ),
         max_length=200,
     )
     limit: int = Field(25, ge=1, le=100, description="Page size, at most 100.")

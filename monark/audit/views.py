@@ -28,7 +28,11 @@ def audit_log():
         stmt = stmt.where(Event.type == event_type)
     if actor:
         kind, _, actor_id = actor.partition(":")
-        stmt = stmt.where(Event.actor_kind == kind)
+        if kind == "user" and actor_id.isdigit():
+            # A person's actions include those they made through the assistant.
+            stmt = stmt.where(Event.actor_kind.in_(("user", "assistant")))
+        else:
+            stmt = stmt.where(Event.actor_kind == kind)
         if actor_id.isdigit():
             stmt = stmt.where(Event.actor_id == int(actor_id))
     if before:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Response, request
+from flask import Response, redirect, request
 
 
 def is_htmx() -> bool:
@@ -24,6 +24,18 @@ def redirect_htmx(response: Response, url: str) -> Response:
     """Tell htmx to navigate to ``url`` (boosted-style, keeping the panel)."""
     response.headers["HX-Location"] = url
     return response
+
+
+def redirect_full(url: str) -> Response:
+    """After a save that changes the header, nav or assistant panel: a full page load of ``url``.
+
+    A boosted form swaps only ``#main``, so htmx gets ``HX-Redirect`` (htmx then sets
+    ``location.href``; it honours the header whatever the status, so 204 with no body).
+    Anything else gets the usual 303. Flashed messages wait in the session for that load.
+    """
+    if is_htmx():
+        return Response(status=204, headers={"HX-Redirect": url})
+    return redirect(url, 303)
 
 
 def trigger(response: Response, event: str) -> Response:

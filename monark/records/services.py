@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, or_, select, true
@@ -244,6 +245,10 @@ def _member_ids_for(model: RecordModel, org_id: int) -> set[int]:
     return member_ids(org_id) if any(f.type == "user" for f in model.fields) else set()
 
 
+def _filter_error(message: str) -> ValidationFailed:
+    return ValidationFailed("Invalid filter value.", [{"field": "filter", "message": message}])
+
+
 def _filter_clause(model: RecordModel, field_key: str, raw: str) -> ColumnElement[bool]:
     field = next((f for f in model.fields if f.key == field_key), None)
     if field is None:
@@ -253,20 +258,39 @@ def _filter_clause(model: RecordModel, field_key: str, raw: str) -> ColumnElemen
             [{"field": "filter", "message": f"Unknown field '{field_key}' (known: {known})."}],
         )
     element = Record.values[field_key]
-    try:
-        if field.type == "number":
+    invalid = _filter_error(f"'{raw}' is not a valid {field.type} value.")
+    if field.type == "number":
+        try:
             return element.as_float() == float(raw)
-        if field.type == "boolean":
-            if raw.lower() not in ("true", "false"):
-                raise ValueError
-            return element.as_boolean() == (raw.lower() == "true")
-        if field.type == "user":
+        except ValueError:
+            raise invalid from None
+    if field.type == "boolean":
+        if raw.lower() not in ("true", "false"):
+            raise invalid
+        return element.as_boolean() == (raw.lower() == "true")
+    if field.type == "user":
+        # A member's id, or their name (exact, any case; namesakes all match).
+        if raw.isdecimal():
             return element.as_integer() == int(raw)
-    except ValueError:
-        raise ValidationFailed(
-            "Invalid filter value.",
-            [{"field": "filter", "message": f"'{raw}' is not a valid {field.type} value."}],
-        ) from None
+        ids = [u.id for u in members(model.org_id) if u.name.lower() == raw.lower()]
+        if not ids:
+            raise _filter_error(f"No member is called '{raw}' ({field.label} takes a name or id).")
+        return element.as_integer().in_(ids)
+    if field.type == "select":
+        # Stored values are the options as written: match "done" to "Done".
+        option = next((o for o in field.options or [] if o.lower() == raw.lower()), None)
+        if option is None:
+            allowed = ", ".join(field.options or [])
+            raise _filter_error(f"'{raw}' is not an option of {field.label} (options: {allowed}).")
+        return element.as_string() == option
+    if field.type == "date":
+        try:
+            day = date.fromisoformat(raw) if len(raw) == 10 else None
+        except ValueError:
+            day = None
+        if day is None:
+            raise _filter_error(f"'{raw}' is not a valid date (use YYYY-MM-DD).")
+        return element.as_string() == day.isoformat()
     return element.as_string() == raw
 
 
@@ -363,6 +387,16 @@ def _check_visibility(visibility: str | None) -> str:
     return visibility
 
 
+def can_change_visibility(principal: Principal, record: Record) -> bool:
+    """Only a record's creator, or a role that sees private records, may change its visibility.
+
+    Anyone else making a shared record private would hide it from everyone (themselves too).
+    """
+    if principal.can("records.view_private"):
+        return True
+    return principal.user_id is not None and record.creator_id == principal.user_id
+
+
 def create_record(
     principal: Principal, model: RecordModel, values: dict[str, Any], visibility: str | None = None
 ) -> Record:
@@ -410,6 +444,20 @@ def update_record(
     clean, problems = validate_values(
         model.fields, values, partial=True, member_ids=_member_ids_for(model, principal.org_id)
     )
+    if visibility is not None:
+        try:
+            visibility = _check_visibility(visibility)
+        except ValidationFailed as err:
+            problems.extend(err.details)
+        else:
+            if visibility != record.visibility and not can_change_visibility(principal, record):
+                problems.append(
+                    {
+                        "field": "visibility",
+                        "message": "Only the record's creator or an admin can change its "
+                        "visibility.",
+                    }
+                )
     if problems:
         raise ValidationFailed("The record has invalid values.", problems)
     merged = dict(record.values)
@@ -421,11 +469,9 @@ def update_record(
             merged.pop(key, None)
         else:
             merged[key] = value
-    if visibility is not None:
-        visibility = _check_visibility(visibility)
-        if visibility != record.visibility:
-            record.visibility = visibility
-            changed.append("visibility")
+    if visibility is not None and visibility != record.visibility:
+        record.visibility = visibility
+        changed.append("visibility")
     if changed:
         record.values = merged
         record.title = display_title(model.fields, merged)

@@ -6,7 +6,7 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
-from monark.core.htmx import is_partial
+from monark.core.htmx import is_partial, redirect_full
 from monark.records import services
 from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, RecordModel
 from monark.records.values import parse_form_values
@@ -55,7 +55,8 @@ def model_new():
             errors = err.field_errors()
         else:
             flash(f"Model {model.name} created. Add its fields below.", "info")
-            return redirect(url_for("records.model_settings", key=model.key), 303)
+            # The nav lists the models: a full page load shows the new one there.
+            return redirect_full(url_for("records.model_settings", key=model.key))
     status = 422 if errors else 200
     return render_template("records/model_new.html", errors=errors, form=form), status
 
@@ -73,6 +74,11 @@ def record_list(key: str):
     flt = (filter_field, filter_value) if filter_field and filter_value else None
     error = None
     try:
+        if filter_value and not filter_field:
+            # A value for "any field" would silently filter nothing: say so instead.
+            raise ValidationFailed(
+                "No filter field.", [{"field": "filter", "message": "Choose a field to filter by."}]
+            )
         page = services.list_records(
             principal, model, q=q, filter=flt, limit=PAGE_SIZE, cursor=cursor
         )
@@ -104,9 +110,12 @@ def _record_form(model: RecordModel, record=None):
     errors: dict[str, str] = {}
     values = dict(record.values) if record else {}
     visibility = record.visibility if record else "org"
+    # Editing someone else's record: its visibility is shown, not offered (see the service).
+    may_set_visibility = record is None or services.can_change_visibility(principal, record)
     if request.method == "POST":
         parsed = parse_form_values(model.fields, request.form)
-        visibility = request.form.get("visibility", "org")
+        # Without radios in the form, the record keeps its visibility.
+        visibility = request.form.get("visibility", visibility)
         values = {**values, **parsed}
         try:
             if record is None:
@@ -127,6 +136,7 @@ def _record_form(model: RecordModel, record=None):
         record=record,
         values=values,
         visibility=visibility,
+        may_set_visibility=may_set_visibility,
         errors=errors,
         members=services.members(principal.org_id),
         **_focus(model, record.id if record else None),
@@ -216,7 +226,7 @@ def model_settings(key: str):
         except ValidationFailed as err:
             return _settings_page(model, err.field_errors(), 422)
         flash("Model saved.", "info")
-        return redirect(url_for("records.model_settings", key=model.key), 303)
+        return redirect_full(url_for("records.model_settings", key=model.key))
     return _settings_page(model)
 
 
@@ -289,7 +299,7 @@ def model_delete(key: str):
     name = model.name
     services.delete_model(principal, model)
     flash(f"Model {name} and its records deleted.", "info")
-    return redirect(url_for("records.models"), 303)
+    return redirect_full(url_for("records.models"))
 
 
 @bp.app_template_global()

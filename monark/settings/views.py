@@ -7,6 +7,7 @@ from flask import Blueprint, flash, redirect, render_template, request, session,
 from monark.api import keys
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
+from monark.core.htmx import redirect_full
 from monark.core.models import User
 from monark.core.rbac import ROLES
 from monark.extensions import db
@@ -46,7 +47,8 @@ def org_settings():
         except ValidationFailed as err:
             return _org_page(err.field_errors(), 422)
         flash("Settings saved.", "info")
-        return redirect(url_for("settings.org_settings"), 303)
+        # The header shows the org and assistant names and the panel its switches.
+        return redirect_full(url_for("settings.org_settings"))
     return _org_page()
 
 
@@ -113,5 +115,6 @@ def profile():
     if request.method == "POST":
         services.set_user_ai_agent(principal, request.form.get("ai_agent_enabled") == "on")
         flash("Profile saved.", "info")
-        return redirect(url_for("settings.profile"), 303)
+        # The user's assistant switch opens or closes the header button and the panel.
+        return redirect_full(url_for("settings.profile"))
     return render_template("settings/profile.html", user=db.session.get(User, principal.user_id))

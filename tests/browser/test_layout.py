@@ -1,0 +1,89 @@
+"""Layout and navigation in a real browser: narrow screens, and saves that reload the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import factories
+
+NARROW = {"viewport": {"width": 390, "height": 800}}
+
+
+def _overflow(s) -> dict:
+    """How wide the page is against the window, and the widest table box's own scrolling."""
+    return s.page.evaluate(
+        """() => ({
+            page: document.documentElement.scrollWidth,
+            window: window.innerWidth,
+            header: document.querySelector('.topbar').getBoundingClientRect().height,
+            wraps: [...document.querySelectorAll('.table-wrap')].map(w => ({
+                scroll: w.scrollWidth, client: w.clientWidth,
+                right: w.getBoundingClientRect().right,
+            })),
+        })"""
+    )
+
+
+@pytest.mark.parametrize("path", ["/models/tasks/records", "/settings", "/audit"])
+def test_wide_tables_scroll_in_their_own_box_on_a_phone(path, world, browse):
+    owner = world.a.principal("owner")
+    for i in range(3):
+        factories.make_record(
+            owner,
+            world.a.model,
+            f"A rather long task title number {i}",
+            status="doing",
+            due="2031-12-31",
+            assignee=world.a.users["viewer"].id,
+        )
+    s = browse("owner@acme.test", **NARROW)
+    s.goto(path)
+    sizes = _overflow(s)
+    assert sizes["page"] <= sizes["window"], sizes  # the page itself never scrolls sideways
+    assert sizes["wraps"], sizes
+    for wrap in sizes["wraps"]:
+        assert wrap["right"] <= sizes["window"], sizes
+    assert any(w["scroll"] > w["client"] for w in sizes["wraps"]), sizes  # the table does
+    assert sizes["header"] < 100, sizes  # two short rows, not five
+    assert not s.errors
+    s.shot(f"narrow{path.replace('/', '_')}")
+
+
+def test_the_header_keeps_one_row_on_a_wide_screen(world, browse):
+    s = browse("owner@acme.test", viewport={"width": 1280, "height": 800})
+    s.goto("/models/tasks/records")
+    sizes = _overflow(s)
+    assert sizes["header"] < 70 and sizes["page"] <= sizes["window"], sizes
+
+
+def test_renaming_a_model_reloads_the_page_so_the_nav_shows_it(world, browse):
+    s = browse("owner@acme.test")
+    s.goto("/models/tasks/settings")
+    s.page.evaluate("window.__sameDocument = true")
+    form = s.page.locator("form", has=s.page.get_by_role("button", name="Save")).first
+    form.get_by_label("Name").fill("Chores")
+    form.get_by_role("button", name="Save").click()
+    nav = s.page.get_by_role("navigation", name="Main")
+    nav.get_by_role("link", name="Chores").wait_for()
+    assert nav.get_by_role("link", name="Tasks").count() == 0
+    assert s.page.locator(".flashes .flash").inner_text() == "Model saved."
+    # A full page load: the old document (and its window) is gone.
+    assert s.page.evaluate("window.__sameDocument === undefined")
+    assert s.page.url.endswith("/models/tasks/settings")
+    assert not s.errors
+
+
+def test_a_new_api_key_shows_once_and_a_reload_creates_nothing(world, browse):
+    s = browse("admin@acme.test")
+    s.goto("/settings/api-keys")
+    s.page.get_by_label("Name").fill("Phone")
+    s.page.get_by_role("button", name="Create key").click()
+    token = s.page.locator("#new-token").inner_text()
+    assert token.startswith("mrk_")
+    assert s.page.url.endswith("/settings/api-keys")
+    s.page.reload()
+    s.page.get_by_role("heading", name="API keys").wait_for()
+    assert s.page.locator("#new-token").count() == 0
+    rows = s.page.locator("tbody tr", has_text="Phone")
+    assert rows.count() == 1
+    assert not s.errors
