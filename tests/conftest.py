@@ -15,6 +15,7 @@ from sqlalchemy import event, text
 from werkzeug.serving import make_server
 
 from monark import create_app
+from monark.core.throttle import login_throttle
 from monark.extensions import db
 from tests import factories
 
@@ -74,6 +75,7 @@ def _empty_tables() -> None:
 
 @pytest.fixture(autouse=True)
 def _clean_db(app: Flask) -> Iterator[None]:
+    login_throttle.reset()  # every test starts with no failed sign-ins counted
     with app.app_context():
         _empty_tables()
         yield

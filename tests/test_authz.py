@@ -352,13 +352,13 @@ WEB_CASES: tuple[WebCase, ...] = (
             data=lambda c, who: {"role": "owner"}, writes="same"),
     WebCase("settings.api_keys", "GET", "", _url("/settings/api-keys"),
             row(owner=200, admin=200, member=403, viewer=403, other=200)),
-    # A redirect; the new token is shown once on the page after it.
+    # 201 and a page, not a redirect: the new token is shown once, in this answer only.
     WebCase("settings.api_keys", "POST", "viewer key", _url("/settings/api-keys"),
-            row(owner=303, admin=303, member=403, viewer=403, other=303),
+            row(owner=201, admin=201, member=403, viewer=403, other=201),
             data=lambda c, who: {"name": f"CI of {who}", "role": "viewer"}, writes="own"),
     # A key cannot outrank its maker: an admin asking for an owner key gets 422.
     WebCase("settings.api_keys", "POST", "owner key", _url("/settings/api-keys"),
-            row(owner=303, admin=422, member=403, viewer=403, other=303),
+            row(owner=201, admin=422, member=403, viewer=403, other=201),
             data=lambda c, who: {"name": f"CI of {who}", "role": "owner"}, writes="own"),
     WebCase("settings.api_key_revoke", "POST", "",
             lambda c: f"/settings/api-keys/{c.viewer_key}/revoke",

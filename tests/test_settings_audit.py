@@ -267,10 +267,13 @@ def test_profile_ai_switch(login, world):
 
 
 def _create_key(browser, name: str = "CI bot", role: str = "member") -> tuple[str, ApiKey]:
+    # 201 and the page with the token, once, in the answer to the POST itself.
     response = browser.post(KEYS, {"name": name, "role": role})
-    assert response.status_code == 303, response.get_data(as_text=True)[:1000]
-    assert response.headers["Location"] == KEYS
-    token = soup_of(browser.get(KEYS)).select_one("#new-token").get_text(strip=True)
+    assert response.status_code == 201, response.get_data(as_text=True)[:1000]
+    assert response.headers["Cache-Control"] == "no-store"
+    page = soup_of(response)
+    token = page.select_one("#new-token").get_text(strip=True)
+    assert flashes(page) == [f"Key {name} created. Copy it now: it is not shown again."]
     assert re.fullmatch(r"mrk_[A-Za-z0-9_-]{40,}", token), token
     key = db.session.scalar(select(ApiKey).where(ApiKey.name == name))
     return token, key
@@ -355,6 +358,30 @@ def test_using_and_revoking_a_key(app, login, world):
     # Other keys still work.
     other = api.get("/api/v1/me", headers={"Authorization": f"Bearer {world.a.keys['viewer']}"})
     assert other.status_code == 200
+
+
+def _session_data(app, browser) -> str:
+    """The decoded session cookie (signed, not encrypted: anyone holding it can read it)."""
+    cookie = browser.client.get_cookie("session")
+    if cookie is None:
+        return ""
+    serializer = app.session_interface.get_signing_serializer(app)
+    return json.dumps(serializer.loads(cookie.value))
+
+
+def test_a_new_key_never_enters_the_session_cookie(app, login, world):
+    browser = login("admin@acme.test")
+    token, _ = _create_key(browser)
+    assert "_user_id" in _session_data(app, browser)  # a real, decodable session
+    assert token not in _session_data(app, browser)
+    assert token[4:20] not in _session_data(app, browser)
+    # The flash went out with the 201 page; a reload is a plain GET: no key, no token.
+    since = last_event_id()
+    again = browser.get(KEYS)
+    assert again.status_code == 200 and token not in again.get_data(as_text=True)
+    assert flashes(soup_of(again)) == []
+    assert events_since(since) == []
+    assert token not in _session_data(app, browser)
 
 
 def test_a_key_cannot_outrank_its_creator(login, world):

@@ -36,9 +36,22 @@ def hash_password(password: str, method: str = "scrypt") -> str:
     return generate_password_hash(password, method=method)
 
 
-def verify_password(user: User, password: str) -> bool:
-    """Check a password against the user's stored hash."""
+def verify_password(user: User | None, password: str, method: str = "scrypt") -> bool:
+    """Check a password against the user's stored hash.
+
+    For an unknown user (``None``) the check still runs, against a fixed hash made with
+    ``method``, and fails: the answer takes as long as for a real account, so timing does
+    not tell which emails exist.
+    """
+    if user is None:
+        check_password_hash(_dummy_hash(method), password)
+        return False
     return check_password_hash(user.password_hash, password)
+
+
+@functools.cache
+def _dummy_hash(method: str) -> str:
+    return generate_password_hash("monark: no such user", method=method)
 
 
 def memberships_of(user_id: int) -> list[Membership]:

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+import math
+
+from flask import (
+    Blueprint,
+    current_app,
+    flash,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_login import login_user, logout_user
 from sqlalchemy import func, select
 
 from monark.core.auth import current_principal, guard, memberships_of, verify_password
 from monark.core.models import Membership, User
+from monark.core.throttle import login_throttle
 from monark.extensions import db
 
 bp = Blueprint("auth", __name__)
@@ -34,17 +47,37 @@ def login():
     if request.method == "POST":
         email = request.form.get("email", "").strip().lower()
         password = request.form.get("password", "")
+        # Behind a reverse proxy remote_addr is the proxy's, shared by every client, unless
+        # the app is wrapped in werkzeug's ProxyFix.
+        keys = (f"email:{email}", f"ip:{request.remote_addr}")
+        wait = login_throttle.retry_after(*keys)
+        if wait:
+            return _throttled(email, wait)
         user = db.session.scalar(select(User).where(func.lower(User.email) == email))
-        if user is None or not verify_password(user, password):
+        method = current_app.config["PASSWORD_HASH_METHOD"]
+        if not verify_password(user, password, method):
+            login_throttle.failed(*keys)
             error = "Wrong email or password."
         elif not memberships_of(user.id):
             error = "This account belongs to no organization yet."
         else:
+            login_throttle.clear(keys[0])
             login_user(user)
             session["org_id"] = memberships_of(user.id)[0].org_id
             return redirect(_safe_next(request.args.get("next")))
     status = 401 if error else 200
     return render_template("auth/login.html", error=error, email=email), status
+
+
+def _throttled(email: str, wait: int):
+    """The 429 answer to a throttled sign-in (the password was not checked)."""
+    minutes = max(1, math.ceil(wait / 60))
+    error = (
+        f"Too many sign-in attempts; try again in {minutes} minute{'' if minutes == 1 else 's'}."
+    )
+    response = make_response(render_template("auth/login.html", error=error, email=email), 429)
+    response.headers["Retry-After"] = str(wait)
+    return response
 
 
 @bp.post("/logout")

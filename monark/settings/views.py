@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask import Blueprint, flash, make_response, redirect, render_template, request, url_for
 
 from monark.api import keys
 from monark.core.auth import guard, require_principal
@@ -92,10 +92,13 @@ def api_keys():
         except ValidationFailed as err:
             return _keys_page(errors=err.field_errors(), status=422)
         flash(f"Key {key.name} created. Copy it now: it is not shown again.", "info")
-        # Shown once on the page after the redirect, so a reload cannot create a second key.
-        session["new_api_key"] = token
-        return redirect(url_for("settings.api_keys"), 303)
-    return _keys_page(new_token=session.pop("new_api_key", None))
+        # The token goes out in this response only: never into the (signed, readable)
+        # session cookie, never into a cache. The form is boosted, so the address bar
+        # keeps /settings/api-keys and a reload is a GET that creates nothing.
+        response = make_response(_keys_page(new_token=token, status=201))
+        response.headers["Cache-Control"] = "no-store"
+        return response
+    return _keys_page()
 
 
 @bp.post("/settings/api-keys/<int:key_id>/revoke")

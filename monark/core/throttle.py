@@ -1,0 +1,75 @@
+"""A small sign-in throttle: too many failures for one email or one client IP wait a while.
+
+The counts live in this process's memory, behind a lock. Each process counts on its own:
+with several gunicorn workers or instances an attacker gets up to LIMIT tries per process,
+and a restart forgets everything. That is enough to slow down password guessing; a shared
+store (a table, Redis) would be the next step if it is not.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+LIMIT = 10  # failed sign-ins per email or per IP ...
+WINDOW = 15 * 60  # ... within this many seconds
+_SWEEP_AT = 10_000  # keys kept before stale ones are dropped (at most once a minute)
+
+
+class LoginThrottle:
+    """Failed sign-in times per key (``email:…``, ``ip:…``), the newest ``limit`` of each."""
+
+    def __init__(
+        self,
+        limit: int = LIMIT,
+        window: float = WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.limit = limit
+        self.window = window
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._failures: dict[str, deque[float]] = {}
+        self._swept = 0.0
+
+    def retry_after(self, *keys: str) -> int:
+        """Seconds until any of ``keys`` may try again; 0 when none is blocked."""
+        now = self.clock()
+        wait = 0.0
+        with self._lock:
+            for key in keys:
+                times = self._failures.get(key)
+                if times is not None and len(times) >= self.limit:
+                    # The oldest of the last ``limit`` failures frees a try when it expires.
+                    wait = max(wait, times[0] + self.window - now)
+        return max(0, int(wait + 0.999))
+
+    def failed(self, *keys: str) -> None:
+        """Count a failed attempt against each key."""
+        now = self.clock()
+        with self._lock:
+            if len(self._failures) >= _SWEEP_AT and now - self._swept >= 60:
+                self._sweep(now)
+            for key in keys:
+                self._failures.setdefault(key, deque(maxlen=self.limit)).append(now)
+
+    def clear(self, key: str) -> None:
+        """Forget a key's failures (after a successful sign-in)."""
+        with self._lock:
+            self._failures.pop(key, None)
+
+    def reset(self) -> None:
+        """Forget everything (tests)."""
+        with self._lock:
+            self._failures.clear()
+
+    def _sweep(self, now: float) -> None:
+        self._swept = now
+        stale = [k for k, times in self._failures.items() if times[-1] + self.window <= now]
+        for key in stale:
+            del self._failures[key]
+
+
+login_throttle = LoginThrottle()

@@ -1,0 +1,117 @@
+"""Signing in: no timing hint about which emails exist, and a throttle on failed attempts."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from flask import g
+from werkzeug import security
+
+from monark.core import auth
+from monark.core.throttle import LIMIT, WINDOW, LoginThrottle, login_throttle
+from tests import factories
+
+CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+@pytest.fixture
+def sign_in(app):
+    """``sign_in(email, password, ip=...)`` posts the login form from a fresh client."""
+
+    def _post(email: str, password: str = factories.PASSWORD, ip: str = "10.0.0.1"):
+        for key in list(g):  # the test's app context keeps the CSRF token and user on g
+            g.pop(key, None)
+        client = app.test_client()
+        env = {"REMOTE_ADDR": ip}
+        token = CSRF_RE.search(client.get("/login", environ_base=env).get_data(as_text=True))
+        data = {"email": email, "password": password, "csrf_token": token.group(1)}
+        return client.post("/login", data=data, environ_base=env)
+
+    return _post
+
+
+@pytest.fixture
+def hash_checks(monkeypatch):
+    """The stored hashes ``check_password_hash`` was asked about, in order."""
+    seen: list[str] = []
+
+    def spy(pwhash: str, password: str) -> bool:
+        seen.append(pwhash)
+        return security.check_password_hash(pwhash, password)
+
+    monkeypatch.setattr(auth, "check_password_hash", spy)
+    return seen
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The throttle's clock, moved by hand: ``clock[0] += seconds``."""
+    now = [1000.0]
+    monkeypatch.setattr(login_throttle, "clock", lambda: now[0])
+    return now
+
+
+def test_an_unknown_email_still_costs_a_hash_check(app, world, sign_in, hash_checks):
+    response = sign_in("nobody@acme.test", "whatever")
+    assert response.status_code == 401
+    assert "Wrong email or password." in response.get_data(as_text=True)
+    # One check, against a dummy hash made with the configured method (as for a real user).
+    assert len(hash_checks) == 1
+    assert hash_checks[0].startswith(app.config["PASSWORD_HASH_METHOD"] + "$")
+    hash_checks.clear()
+    assert sign_in("member@acme.test", "wrong").status_code == 401
+    assert hash_checks == [world.a.users["member"].password_hash]
+
+
+def test_ten_failures_for_one_email_throttle_it_without_a_password_check(
+    world, sign_in, hash_checks, clock
+):
+    for i in range(LIMIT):
+        assert sign_in("member@acme.test", "guess", ip=f"10.0.1.{i}").status_code == 401
+    hash_checks.clear()
+    # Even the right password, from yet another address, waits now.
+    response = sign_in("member@acme.test", ip="10.0.2.1")
+    assert response.status_code == 429
+    html = response.get_data(as_text=True)
+    assert "Too many sign-in attempts; try again in 15 minutes." in html
+    assert response.headers["Retry-After"] == str(WINDOW)
+    assert hash_checks == []
+    # Other emails are not affected; the wait shrinks as time passes, then ends.
+    assert sign_in("admin@acme.test", ip="10.0.2.2").status_code == 302
+    clock[0] += WINDOW - 30
+    late = sign_in("member@acme.test", ip="10.0.2.3")
+    assert "try again in 1 minute." in late.get_data(as_text=True)
+    clock[0] += 30
+    assert sign_in("member@acme.test", ip="10.0.2.4").status_code == 302
+
+
+def test_ten_failures_from_one_address_throttle_it(world, sign_in, clock):
+    for i in range(LIMIT):
+        assert sign_in(f"guess{i}@acme.test", "guess", ip="10.0.3.1").status_code == 401
+    assert sign_in("member@acme.test", ip="10.0.3.1").status_code == 429
+    assert sign_in("member@acme.test", ip="10.0.3.2").status_code == 302
+
+
+def test_a_success_clears_the_emails_count(world, sign_in, clock):
+    for i in range(LIMIT - 1):
+        assert sign_in("member@acme.test", "guess", ip=f"10.0.4.{i}").status_code == 401
+    assert sign_in("member@acme.test", ip="10.0.5.1").status_code == 302
+    for i in range(LIMIT - 1):
+        assert sign_in("member@acme.test", "guess", ip=f"10.0.6.{i}").status_code == 401
+    assert sign_in("member@acme.test", ip="10.0.5.2").status_code == 302
+
+
+def test_old_failures_leave_the_window():
+    now = [0.0]
+    throttle = LoginThrottle(limit=3, window=60, clock=lambda: now[0])
+    for _ in range(3):
+        throttle.failed("email:a")
+        now[0] += 10
+    assert throttle.retry_after("email:a", "ip:x") == 30  # the first failure ends at 60
+    now[0] = 60
+    assert throttle.retry_after("email:a") == 0
+    throttle.failed("email:a")
+    assert throttle.retry_after("email:a") == 10
+    throttle.clear("email:a")
+    assert throttle.retry_after("email:a") == 0
