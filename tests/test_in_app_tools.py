@@ -77,6 +77,8 @@ def test_a_member_confirming_an_automation_create_gets_a_permission_failure(worl
     proposed = service.send_message(member, SendInput(text="Make an automation"))
     (call,) = calls(proposed.conversation_id)
     assert call.status == "PROPOSED"
+    # The permission is read from the endpoint's own guard, so the card can warn.
+    assert "lacks automation.create" in call.preview["warning"]
     service.confirm_tool_call(member, call.id)
     (call,) = calls(proposed.conversation_id)
     assert call.status == "FAILED" and "automation.create" in call.error
