@@ -255,3 +255,17 @@ def test_no_database_connection_is_held_while_the_model_streams(world, login, fa
     response.close()
     assert held and max(held) == 0, held
     assert "event: done" in seen
+
+
+def test_a_waiting_card_comes_with_a_hint_about_sending_instead(world, login, scripted):
+    scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Wait"}})])
+    browser = login("member@acme.test")
+    body = post_stream(browser, "Add").get_data(as_text=True)
+    assert "Sending a new message instead rejects it" in body
+    scripted.script.add([Say("Fine.")])
+    conversation_id = db.session.scalar(select(Conversation.id))
+    after = post_stream(browser, "Never mind", conversation_id=str(conversation_id))
+    assert (
+        "Sending a new message instead rejects it"
+        not in after.get_data(as_text=True).split("chat-thread")[-1]
+    )

@@ -138,6 +138,11 @@ class ThreadView:
     messages: list[MessageView]
 
     @property
+    def waiting(self) -> bool:
+        """Whether a proposed write still waits for the user's decision."""
+        return any(c.status == "PROPOSED" for m in self.messages for c in m.calls)
+
+    @property
     def last_status(self) -> str | None:
         """The last assistant message's status (drives Retry)."""
         for message in reversed(self.messages):
