@@ -269,3 +269,15 @@ def test_a_waiting_card_comes_with_a_hint_about_sending_instead(world, login, sc
         "Sending a new message instead rejects it"
         not in after.get_data(as_text=True).split("chat-thread")[-1]
     )
+
+
+def test_without_an_api_key_the_thread_says_so_before_anyone_sends(world, login, app):
+    from monark.chat.llm import set_llm_provider
+
+    set_llm_provider(None)
+    app.config["ANTHROPIC_API_KEY"] = ""
+    try:
+        page = login("member@acme.test").get("/chat/new").get_data(as_text=True)
+    finally:
+        set_llm_provider(None)
+    assert "not connected to a model yet" in page

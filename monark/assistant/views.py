@@ -7,6 +7,7 @@ from flask import Blueprint, Response, current_app, render_template, request
 from monark.assistant.stream import request_stop, stream_turn
 from monark.assistant.thread import ThreadView, thread_view
 from monark.chat import service, store
+from monark.chat.llm import provider_problem
 from monark.chat.prompt import PageContext
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Forbidden, NotFound, ValidationFailed
@@ -51,6 +52,7 @@ def new_conversation():
         "assistant/_thread.html",
         thread=ThreadView(None, "", []),
         gate=_gate_or_none(principal),
+        setup=provider_problem(current_app.config),
     )
 
 
@@ -68,7 +70,12 @@ def conversation(conversation_id: int):
             gate=_gate_or_none(principal),
             missing=True,
         ), 404
-    return render_template("assistant/_thread.html", thread=thread, gate=_gate_or_none(principal))
+    return render_template(
+        "assistant/_thread.html",
+        thread=thread,
+        gate=_gate_or_none(principal),
+        setup=provider_problem(current_app.config),
+    )
 
 
 @bp.errorhandler(AppError)

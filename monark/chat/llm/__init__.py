@@ -21,6 +21,12 @@ def get_llm_provider(config: dict[str, Any]) -> LlmProvider:
     return _provider
 
 
+def provider_problem(config: dict[str, Any]) -> str | None:
+    """What keeps the configured provider from answering, if anything (say, no API key)."""
+    check = getattr(get_llm_provider(config), "problem", None)
+    return check() if check is not None else None
+
+
 def set_llm_provider(provider: LlmProvider | None) -> None:
     """Replace the provider (``None`` forgets it, so the next use rebuilds from config)."""
     global _provider

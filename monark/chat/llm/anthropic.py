@@ -98,6 +98,10 @@ class AnthropicProvider:
         self._client: Any = None
         self._lock = threading.Lock()
 
+    def problem(self) -> str | None:
+        """Why no reply can come yet (no key), before anyone sends a message."""
+        return None if self.api_key else NO_KEY
+
     def _get_client(self) -> Any:
         if self._client is None:
             with self._lock:

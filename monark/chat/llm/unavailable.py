@@ -13,5 +13,8 @@ class UnavailableProvider:
     def __init__(self, reason: str):
         self.reason = reason
 
+    def problem(self) -> str | None:
+        return self.reason
+
     def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
         yield ProviderError(self.reason, kind="configuration")
