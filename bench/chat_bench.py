@@ -51,15 +51,13 @@ import json
 import logging
 import os
 import random
-import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -67,6 +65,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _measure import CaseResult, QueryLog  # noqa: E402
 from flask import Flask, jsonify  # noqa: E402
 from sqlalchemy import delete, event, insert, select  # noqa: E402
 from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
@@ -109,54 +108,7 @@ TARGET_GROWTH = 5.0
 # ---- query counting --------------------------------------------------------------------
 
 
-@dataclass
-class QueryLog:
-    """How many SQL statements the engine ran while ``active``."""
-
-    active: bool = False
-    count: int = 0
-
-    def listener(self, conn, cursor, statement, parameters, context, executemany) -> None:
-        if self.active:
-            self.count += 1
-
-    @contextmanager
-    def capture(self) -> Iterator[QueryLog]:
-        self.count = 0
-        self.active = True
-        try:
-            yield self
-        finally:
-            self.active = False
-
-
 # ---- results ---------------------------------------------------------------------------
-
-
-@dataclass
-class CaseResult:
-    name: str
-    times_ms: list[float] = field(default_factory=list)
-    query_counts: list[int] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times_ms)
-
-    @property
-    def p95(self) -> float:
-        ordered = sorted(self.times_ms)
-        return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-    @property
-    def queries(self) -> int:
-        """The usual count (an occasional extra write, e.g. key last_used_at, is not typical)."""
-        return Counter(self.query_counts).most_common(1)[0][0]
-
-    @property
-    def queries_label(self) -> str:
-        low, high = min(self.query_counts), max(self.query_counts)
-        return str(self.queries) if low == high else f"{self.queries} ({low}-{high})"
 
 
 # ---- seeding ---------------------------------------------------------------------------

@@ -41,14 +41,10 @@ import argparse
 import os
 import random
 import re
-import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,6 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _measure import CaseResult, QueryLog  # noqa: E402
 from flask import Flask  # noqa: E402
 from flask.testing import FlaskClient  # noqa: E402
 from sqlalchemy import event, insert, text  # noqa: E402
@@ -79,27 +76,6 @@ WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel
 
 
 # ---- query counting --------------------------------------------------------------------
-
-
-@dataclass
-class QueryLog:
-    """SQL statements seen on the engine while ``active``."""
-
-    active: bool = False
-    statements: list[tuple[str, Any]] = field(default_factory=list)
-
-    def listener(self, conn, cursor, statement, parameters, context, executemany) -> None:
-        if self.active:
-            self.statements.append((statement, parameters))
-
-    @contextmanager
-    def capture(self) -> Iterator[list[tuple[str, Any]]]:
-        self.statements = []
-        self.active = True
-        try:
-            yield self.statements
-        finally:
-            self.active = False
 
 
 # ---- seeding ---------------------------------------------------------------------------
@@ -196,33 +172,6 @@ def seed(n_records: int, n_other: int) -> Seeded:
 
 
 # ---- measuring -------------------------------------------------------------------------
-
-
-@dataclass
-class CaseResult:
-    name: str
-    times_ms: list[float]
-    query_counts: list[int]
-    last_sql: list[tuple[str, Any]]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times_ms)
-
-    @property
-    def p95(self) -> float:
-        ordered = sorted(self.times_ms)
-        return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-    @property
-    def queries(self) -> int:
-        """The usual count (an occasional extra write, e.g. key last_used_at, is not typical)."""
-        return Counter(self.query_counts).most_common(1)[0][0]
-
-    @property
-    def queries_label(self) -> str:
-        low, high = min(self.query_counts), max(self.query_counts)
-        return str(self.queries) if low == high else f"{self.queries} ({low}-{high})"
 
 
 def run_case(
