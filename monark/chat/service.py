@@ -55,6 +55,15 @@ def require_assistant(principal: Principal, config: Mapping[str, Any]) -> None:
         raise Forbidden(gate.reason)
 
 
+def _open_turn(
+    principal: Principal, hooks: TurnHooks | None, config: Mapping[str, Any] | None
+) -> tuple[TurnHooks, Mapping[str, Any]]:
+    """What every entry point does first: resolve hooks and config, then check the gates."""
+    config = config if config is not None else current_app.config
+    require_assistant(principal, config)
+    return hooks or TurnHooks(), config
+
+
 def send_message(
     principal: Principal,
     data: SendInput,
@@ -62,9 +71,7 @@ def send_message(
     config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Store the user's message (creating the conversation if needed), then advance."""
-    config = config if config is not None else current_app.config
-    require_assistant(principal, config)
-    hooks = hooks or TurnHooks()
+    hooks, config = _open_turn(principal, hooks, config)
     if data.conversation_id is None:
         conversation = store.create_conversation(principal, store.default_title(data.text))
     else:
@@ -95,8 +102,7 @@ def retry_turn(
     config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Advance a conversation again (after an error, a stop or the step limit)."""
-    config = config if config is not None else current_app.config
-    require_assistant(principal, config)
+    hooks, config = _open_turn(principal, hooks, config)
     store.get_conversation(principal, conversation_id)
     return advance_conversation(principal, conversation_id, hooks, config)
 
@@ -133,9 +139,7 @@ def confirm_tool_call(
     config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Run a proposed write with the arguments stored at proposal, then advance the turn."""
-    config = config if config is not None else current_app.config
-    hooks = hooks or TurnHooks()
-    require_assistant(principal, config)
+    hooks, config = _open_turn(principal, hooks, config)
     call = store.get_tool_call(principal, tool_call_id)
     _decide(principal, call, "EXECUTING", None)
     hooks.on_tool_call(call)
@@ -151,9 +155,7 @@ def reject_tool_call(
     config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Refuse a proposed write; the refusal (and reason) goes back to the model."""
-    config = config if config is not None else current_app.config
-    hooks = hooks or TurnHooks()
-    require_assistant(principal, config)
+    hooks, config = _open_turn(principal, hooks, config)
     call = store.get_tool_call(principal, tool_call_id)
     reason = " ".join((reason or "").split())[:500] or None
     _decide(principal, call, "REJECTED", reason)
