@@ -9,6 +9,7 @@ from flask import Flask, current_app, request
 from sqlalchemy import select
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
+from monark.core.errors import Unauthorized
 from monark.core.gates import assistant_name, check_gates
 from monark.core.models import User, as_utc
 from monark.extensions import csrf, db
@@ -34,7 +35,7 @@ def _page_context() -> dict[str, Any]:
         return {}
     try:
         principal = current_principal()
-    except Exception:  # an invalid bearer on a page: render it signed out
+    except Unauthorized:  # an invalid bearer on a page: render it signed out
         principal = None
     if principal is None or principal.user_id is None:
         return {"principal": None}
