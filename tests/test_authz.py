@@ -37,6 +37,7 @@ from monark.core.models import ApiKey, Event, Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.extensions import db
 from monark.records import services
+from monark.settings import members
 from monark.wiki import services as wiki
 from monark.wiki.models import WikiPage
 from tests import factories
@@ -71,6 +72,7 @@ class Ctx:
     proposal: int  # a write proposed in another conversation of the member's
     acme_org: int
     globex_org: int
+    invite: int  # a pending invitation to Acme
     titles: tuple[str, ...]  # Acme's record and conversation titles: never in a refusal
 
 
@@ -98,6 +100,7 @@ def ctx(world: factories.World) -> Ctx:
         proposal=proposal,
         acme_org=a.org.id,
         globex_org=world.b.org.id,
+        invite=members.create_invite(owner, "newcomer@example.test", "member")[0].id,
         titles=(a.public.title, a.private.title, ADMIN_SECRET, CHAT_TITLE),
     )
 
@@ -350,6 +353,28 @@ WEB_CASES: tuple[WebCase, ...] = (
             lambda c: f"/settings/members/{c.viewer_membership}/role",
             row(owner=303, admin=403, member=403, viewer=403, other=404),
             data=lambda c, who: {"role": "owner"}, writes="same"),
+    WebCase("settings.member_remove", "POST", "the viewer",
+            lambda c: f"/settings/members/{c.viewer_membership}/remove",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
+    # 201 and a page: the invitation link is shown once, in this answer only.
+    WebCase("settings.invite_create", "POST", "as member", _url("/settings/invites"),
+            row(owner=201, admin=201, member=403, viewer=403, other=201),
+            data=lambda c, who: {"email": f"new-{who}@example.test", "role": "member"},
+            writes="own"),
+    # Only an owner invites owners.
+    WebCase("settings.invite_create", "POST", "as owner", _url("/settings/invites"),
+            row(owner=201, admin=422, member=403, viewer=403, other=201),
+            data=lambda c, who: {"email": f"boss-{who}@example.test", "role": "owner"},
+            writes="own"),
+    WebCase("settings.invite_revoke", "POST", "",
+            lambda c: f"/settings/invites/{c.invite}/revoke",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
+    # The link itself is the credential (tests/test_members.py); a wrong one is 404 for all.
+    WebCase("settings.invite", "GET", "unknown token", _url("/invite/inv_not-a-real-token"),
+            row(signed_out=404, owner=404, admin=404, member=404, viewer=404, other=404)),
+    WebCase("settings.invite", "POST", "unknown token", _url("/invite/inv_not-a-real-token"),
+            row(signed_out=404, owner=404, admin=404, member=404, viewer=404, other=404),
+            data=lambda c, who: {"name": "Mallory", "password": "long enough password"}),
     WebCase("settings.api_keys", "GET", "", _url("/settings/api-keys"),
             row(owner=200, admin=200, member=403, viewer=403, other=200)),
     # 201 and a page, not a redirect: the new token is shown once, in this answer only.

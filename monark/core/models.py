@@ -71,6 +71,29 @@ class Membership(db.Model):
     org: Mapped[Org] = relationship(back_populates="memberships")
 
 
+class Invite(db.Model):
+    """An invitation to join an org with a role: a one-time link, stored as a hash."""
+
+    __tablename__ = "invites"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(20))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
+    accepted_at: Mapped[datetime | None] = mapped_column(default=None)
+    accepted_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    org: Mapped[Org] = relationship()
+    created_by: Mapped[User | None] = relationship(foreign_keys=[created_by_id])
+
+
 class ApiKey(db.Model):
     __tablename__ = "api_keys"
 

@@ -2,28 +2,50 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, make_response, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    current_app,
+    flash,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from flask_login import current_user, login_user
 
 from monark.api import keys
-from monark.core.auth import guard, require_principal
-from monark.core.errors import ValidationFailed
+from monark.core.auth import guard, require_principal, verify_password
+from monark.core.errors import AppError, ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
 from monark.core.rbac import ROLES
+from monark.core.throttle import login_throttle
 from monark.extensions import db
-from monark.settings import services
+from monark.settings import members, services
 
 bp = Blueprint("settings", __name__)
 
 
-def _org_page(errors: dict[str, str] | None = None, status: int = 200):
+def _org_page(
+    errors: dict[str, str] | None = None,
+    status: int = 200,
+    *,
+    invite_errors: dict[str, str] | None = None,
+    new_invite: tuple[str, str] | None = None,
+):
     principal = require_principal()
     return render_template(
         "settings/org.html",
         org_row=services.get_org(principal),
         members=services.list_members(principal),
+        invites=members.list_pending_invites(principal),
         roles=ROLES,
+        invite_roles=ROLES if principal.role == "owner" else ROLES[1:],
         errors=errors or {},
+        invite_errors=invite_errors or {},
+        new_invite=new_invite,
         form=request.form if request.method == "POST" else None,
     ), status
 
@@ -64,6 +86,105 @@ def member_role(membership_id: int):
     else:
         flash(f"{membership.user.name} is now {membership.role}.", "info")
     return redirect(url_for("settings.org_settings"), 303)
+
+
+@bp.post("/settings/members/<int:membership_id>/remove")
+@guard("org.manage")
+def member_remove(membership_id: int):
+    """Take a member out of the org."""
+    principal = require_principal()
+    try:
+        user = members.remove_member(principal, membership_id)
+    except ValidationFailed as err:
+        flash("; ".join(d["message"] for d in err.details), "error")
+    else:
+        flash(f"{user.name} was removed from the organization.", "info")
+    return redirect(url_for("settings.org_settings"), 303)
+
+
+@bp.post("/settings/invites")
+@guard("org.manage")
+def invite_create():
+    """Invite someone by email; the one-time link is shown in this answer only."""
+    principal = require_principal()
+    try:
+        invite, token = members.create_invite(
+            principal, request.form.get("email", ""), request.form.get("role", "")
+        )
+    except ValidationFailed as err:
+        return _org_page(invite_errors=err.field_errors(), status=422)
+    link = url_for("settings.invite", token=token, _external=True)
+    # As with API keys: the link goes out in this response only, never into the session.
+    response = make_response(_org_page(new_invite=(invite.email, link), status=201))
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.post("/settings/invites/<int:invite_id>/revoke")
+@guard("org.manage")
+def invite_revoke(invite_id: int):
+    """Revoke a pending invitation."""
+    invite = members.revoke_invite(require_principal(), invite_id)
+    flash(f"The invitation for {invite.email} was revoked.", "info")
+    return redirect(url_for("settings.org_settings"), 303)
+
+
+@bp.route("/invite/<token>", methods=["GET", "POST"])
+def invite(token: str):
+    """Accept an invitation: signed in as the invitee, with its password, or a new account."""
+    try:
+        view = members.find_invite(token)
+    except AppError as err:
+        return render_template("settings/invite.html", view=None, gone=err.message), 404
+    errors: dict[str, str] = {}
+    status = 200
+    if request.method == "POST":
+        try:
+            membership = _accept(view)
+        except ValidationFailed as err:
+            errors, status = err.field_errors(), 422
+        except AppError as err:
+            errors, status = {"form": err.message}, err.status
+        else:
+            session["org_id"] = membership.org_id
+            flash(f"Welcome to {view.org.name}.", "info")
+            return redirect(url_for("records.home"), 303)
+    response = make_response(
+        render_template("settings/invite.html", view=view, errors=errors, form=request.form),
+        status,
+    )
+    response.headers["Cache-Control"] = "no-store"  # the address holds the token
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _accept(view: members.InviteView):
+    if current_user.is_authenticated:
+        return members.accept_as(view, current_user._get_current_object())
+    method = current_app.config["PASSWORD_HASH_METHOD"]
+    if view.account is None:
+        membership = members.accept_new_account(
+            view, request.form.get("name", ""), request.form.get("password", ""), method
+        )
+        login_user(membership.user)
+        return membership
+    # An existing account proves itself with its password, throttled like sign-in.
+    keys_ = (f"email:{view.invite.email}", f"ip:{request.remote_addr}")
+    wait = login_throttle.retry_after(*keys_)
+    if wait:
+        raise ValidationFailed(
+            "Too many attempts.",
+            [{"field": "password", "message": "Too many attempts; try again in a few minutes."}],
+        )
+    if not verify_password(view.account, request.form.get("password", ""), method):
+        login_throttle.failed(*keys_)
+        raise ValidationFailed(
+            "Wrong password.", [{"field": "password", "message": "That password is not right."}]
+        )
+    login_throttle.clear(keys_[0])
+    membership = members.accept_as(view, view.account)
+    login_user(view.account)
+    return membership
 
 
 def _keys_page(new_token: str | None = None, errors=None, status: int = 200):
