@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask
 
-from monark.config import engine_options, load_config
+from monark.config import engine_options, instance_secret_key, load_config
 from monark.extensions import csrf, db, login_manager, migrate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +29,8 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
         "SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config["SQLALCHEMY_DATABASE_URI"])
     )
     os.makedirs(app.instance_path, exist_ok=True)
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)
 
     db.init_app(app)
     migrate.init_app(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,37 @@ def engine_options(url: str) -> dict[str, Any]:
     return {"pool_pre_ping": True}
 
 
+def instance_secret_key(instance_path: str) -> str:
+    """A random key made once and kept in ``instance/secret_key`` (mode 0600).
+
+    Used when ``SECRET_KEY`` is not set, so that no deployment ever runs with a key that is
+    published in the source. Instances that share sessions (several machines behind a load
+    balancer) must set ``SECRET_KEY`` to one value instead.
+    """
+    path = Path(instance_path) / "secret_key"
+    if not path.exists():
+        # Written aside, then linked into place: two workers starting at once agree on one.
+        tmp = path.with_name(f".secret_key.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    key = path.read_text().strip()
+    if len(key) < 32:
+        raise RuntimeError(f"{path} holds no usable key; delete it to make a new one.")
+    return key
+
+
 def load_config(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     return {
-        "SECRET_KEY": os.environ.get("SECRET_KEY", "dev-only-change-me"),
+        # Empty: create_app falls back on a random key kept in the instance folder.
+        "SECRET_KEY": os.environ.get("SECRET_KEY", "").strip(),
         "SQLALCHEMY_DATABASE_URI": _database_url(instance_path),
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
