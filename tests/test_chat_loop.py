@@ -371,7 +371,7 @@ class ExplodingTool:
         raise RuntimeError("the disk is on fire")
 
 
-def test_a_tool_that_raises_fails_and_its_writes_are_rolled_back(world, scripted):
+def test_a_tool_that_raises_fails_and_its_writes_are_rolled_back(world, scripted, caplog):
     from monark.api.routes import V1_ROUTES
     from monark.assistant.tools import build_chat_toolset
     from monark.chat.tools import get_chat_tool_executor, set_chat_tool_executor
@@ -388,10 +388,44 @@ def test_a_tool_that_raises_fails_and_its_writes_are_rolled_back(world, scripted
         set_chat_tool_executor(original)
     assert result.status == "done"
     db.session.refresh(call)
-    assert call.status == "FAILED" and "the disk is on fire" in call.error
+    # The model and the user learn that it failed; the exception's text stays in the log.
+    assert call.status == "FAILED" and "RuntimeError" in call.error
+    assert "the disk is on fire" not in call.error
+    assert "the disk is on fire" in caplog.text
     assert records_titled("Half-done") == 0
     (res,) = scripted.requests[1].messages[-1].content
-    assert res.is_error and "the disk is on fire" in res.content
+    assert res.is_error and "failed unexpectedly (RuntimeError)" in res.content
+
+
+def test_a_read_left_executing_by_a_dead_worker_fails_and_frees_the_conversation(world, scripted):
+    from datetime import timedelta
+
+    from monark.core.models import utcnow
+
+    viewer = world.a.principal("viewer")
+    scripted.script.add([Call("records_list", {"model": "tasks"})], [Say("One task.")])
+    first = send(viewer, "What are my tasks?")
+    (call,) = calls_of(first.conversation_id)
+    # As if the process died mid-read: EXECUTING, never decided, ten minutes ago.
+    call.status, call.decided_at = "EXECUTING", None
+    call.created_at = utcnow() - timedelta(minutes=10)
+    db.session.commit()
+    scripted.script.add([Say("Still here.")])
+    again = send(viewer, "Hello?", conversation_id=first.conversation_id)
+    assert again.status == "done"
+    db.session.refresh(call)
+    assert call.status == "FAILED" and "Interrupted" in call.error
+
+
+def test_a_card_of_a_deleted_conversation_cannot_be_confirmed(world, scripted):
+    member = world.a.principal("member")
+    scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Late"}})])
+    proposed = send(member, "Add a task: late")
+    (call,) = calls_of(proposed.conversation_id)
+    store.archive_conversation(member, proposed.conversation_id)
+    with pytest.raises(NotFound):
+        service.confirm_tool_call(member, call.id)
+    assert records_titled("Late") == 0
 
 
 def test_an_update_card_previews_each_field_before_and_after(world, scripted):

@@ -136,7 +136,11 @@ def run_tool_call(
                 unit.fail()
     except Exception as err:  # the tool boundary: a failure becomes a result the model sees
         current_app.logger.exception("tool %s failed", call.name)
-        outcome = ToolOutcome(ok=False, error=f"The tool raised an error: {err}")
+        # The exception's text may hold SQL or internals: it goes to the log, not the model.
+        outcome = ToolOutcome(
+            ok=False,
+            error=f"The tool failed unexpectedly ({type(err).__name__}); the server logged it.",
+        )
     call.duration_ms = int((time.perf_counter() - started) * 1000)
     if outcome.ok:
         call.status, call.result, call.error = "SUCCEEDED", outcome.result, None

@@ -238,7 +238,8 @@ def pending_calls(conversation_id: int) -> list[ToolCall]:
         .where(
             ToolCall.conversation_id == conversation_id,
             ToolCall.status == "EXECUTING",
-            ToolCall.decided_at < cutoff,
+            # Reads start EXECUTING with no decision: they count from their creation.
+            func.coalesce(ToolCall.decided_at, ToolCall.created_at) < cutoff,
         )
         .values(status="FAILED", error="Interrupted: the server stopped while this ran.")
     )
@@ -261,6 +262,7 @@ def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
             ToolCall.id == tool_call_id,
             ToolCall.org_id == principal.org_id,
             Conversation.creator_id == principal.user_id,
+            Conversation.archived.is_(False),  # a deleted conversation takes no decisions
         )
     )
     if call is None:
