@@ -541,3 +541,52 @@ def test_error_bodies_are_json_documents(member_api):
             ],
         }
     }
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/models/tasks/records/99999999999999999999999",
+        "/models/tasks/records/2147483648/edit",
+        "/automations/99999999999999999999999",
+        "/wiki/99999999999999999999999",
+    ],
+)
+def test_ids_beyond_the_database_range_are_not_found(world, login, url):
+    assert login("owner@acme.test").get(url).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/models/tasks/records?field=assignee&value=99999999999999999999999",
+        "/models/tasks/records?cursor=99999999999999999999999",
+    ],
+)
+def test_ids_beyond_the_database_range_in_a_list_are_named_errors(world, login, url):
+    response = login("owner@acme.test").get(url)
+    assert response.status_code == 200  # the list shows the problem inline, as for any filter
+    text = response.get_data(as_text=True)
+    assert "No member has the id" in text or "Use the next_cursor given" in text
+
+
+def test_audit_filters_with_ids_beyond_the_database_range_match_nothing(world, login):
+    owner = login("owner@acme.test")
+    for query in ("actor=user:99999999999999999999999", "before=99999999999999999999999"):
+        assert owner.get(f"/audit?{query}").status_code == 200
+
+
+def test_api_names_an_out_of_range_record_id(world, app):
+    client = app.test_client()
+    token = world.a.keys["owner"]
+    response = client.get(
+        "/api/v1/models/tasks/records/99999999999999999999999",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code in (400, 404)
+    filtered = client.get(
+        "/api/v1/models/tasks/records?filter=assignee:99999999999999999999999",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert filtered.status_code == 400
+    assert "No member has the id" in json.dumps(filtered.get_json())

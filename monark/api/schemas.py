@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from monark.core.models import MAX_ID
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -20,7 +22,7 @@ class ModelPath(Strict):
 
 
 class RecordPath(ModelPath):
-    record_id: int = Field(description="The record's id.", ge=1)
+    record_id: int = Field(description="The record's id.", ge=1, le=MAX_ID)
 
 
 class RecordsQuery(Strict):

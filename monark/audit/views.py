@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from flask import Blueprint, render_template, request
-from sqlalchemy import select
+from sqlalchemy import false, select
 
 from monark.core.auth import guard, require_principal
 from monark.core.htmx import is_partial
-from monark.core.models import ApiKey, Event, User
+from monark.core.models import MAX_ID, ApiKey, Event, User
 from monark.extensions import db
 from monark.records.services import members
 
@@ -34,8 +34,10 @@ def audit_log():
         else:
             stmt = stmt.where(Event.actor_kind == kind)
         if actor_id.isdigit():
-            stmt = stmt.where(Event.actor_id == int(actor_id))
-    if before:
+            # An id no column can hold matches nobody (and could not even be bound).
+            too_big = int(actor_id) > MAX_ID
+            stmt = stmt.where(false() if too_big else Event.actor_id == int(actor_id))
+    if before and before <= MAX_ID:  # every event is before a larger one
         stmt = stmt.where(Event.id < before)
     rows = list(db.session.scalars(stmt.order_by(Event.id.desc()).limit(PAGE_SIZE + 1)))
     next_before = rows[PAGE_SIZE - 1].id if len(rows) > PAGE_SIZE else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask, jsonify, render_template, request
+from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
 from monark.extensions import db
@@ -103,6 +104,18 @@ def register_error_handlers(app: Flask) -> None:
             details = [{"field": "body", "in": "body", "message": message}] if status == 413 else []
             return error_json(_HTTP_CODES.get(status, "error"), message, status, details)
         return render_template("error.html", status=status, message=message), status
+
+    @app.errorhandler(OverflowError)
+    @app.errorhandler(DataError)
+    def handle_out_of_range(err: Exception):
+        # A number too large for the database's integer columns (SQLite raises
+        # OverflowError while binding it, PostgreSQL a DataError): bad input, not a crash.
+        db.session.rollback()
+        app.logger.info("out-of-range value in %s %s: %s", request.method, request.path, err)
+        message = "A number or value in the request is out of range."
+        if wants_json():
+            return error_json("bad_request", message, 400)
+        return render_template("error.html", status=400, message=message), 400
 
     @app.errorhandler(500)
     def handle_server_error(err):

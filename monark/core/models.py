@@ -11,6 +11,10 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.extensions import db
 
+# The largest id an ``Integer`` column holds on PostgreSQL (int4); URLs and API inputs cap ids
+# at this, so a larger one is a clean 404 or validation error.
+MAX_ID = 2**31 - 1
+
 
 def utcnow() -> datetime:
     """Timezone-aware now, stored as UTC."""

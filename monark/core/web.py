@@ -7,11 +7,12 @@ from typing import Any
 
 from flask import Flask, current_app, request
 from sqlalchemy import select
+from werkzeug.routing import IntegerConverter
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
 from monark.core.errors import Unauthorized
 from monark.core.gates import assistant_name, check_gates
-from monark.core.models import User, as_utc
+from monark.core.models import MAX_ID, User, as_utc
 from monark.extensions import csrf, db
 
 CSP = "; ".join(
@@ -62,8 +63,17 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
 
 
+class IdConverter(IntegerConverter):
+    """``<int:...>`` in URLs, capped at ``MAX_ID``: a larger id is a 404, not a crash."""
+
+    def __init__(self, map: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max", MAX_ID)
+        super().__init__(map, *args, **kwargs)
+
+
 def register_web(app: Flask) -> None:
-    """Context processor, filters and headers for HTML pages."""
+    """URL converters, context processor, filters and headers for HTML pages."""
+    app.url_map.converters["int"] = IdConverter
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False  # ``csrf_check`` below decides
     app.context_processor(_page_context)
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import joinedload, selectinload
 
 from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
-from monark.core.models import Membership, User
+from monark.core.models import MAX_ID, Membership, User
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records.models import FIELD_TYPES, ModelField, Record, RecordModel
@@ -277,6 +277,8 @@ def _filter_clause(model: RecordModel, field_key: str, raw: str) -> ColumnElemen
     if field.type == "user":
         # A member's id, or their name (exact, any case; namesakes all match).
         if raw.isdecimal():
+            if int(raw) > MAX_ID:
+                raise _filter_error(f"No member has the id {raw}.")
             return element.as_integer() == int(raw)
         ids = [u.id for u in members(model.org_id) if u.name.lower() == raw.lower()]
         if not ids:
@@ -347,6 +349,8 @@ def list_records(
     if cursor:
         try:
             before = int(cursor)
+            if not 0 < before <= MAX_ID:
+                raise ValueError(cursor)
         except ValueError:
             raise ValidationFailed(
                 "Invalid cursor.", [{"field": "cursor", "message": "Use the next_cursor given."}]
