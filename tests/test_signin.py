@@ -9,7 +9,14 @@ from flask import g
 from werkzeug import security
 
 from monark.core import auth
-from monark.core.throttle import LIMIT, WINDOW, LoginThrottle, login_throttle
+from monark.core.throttle import (
+    ACCOUNT_LIMIT,
+    IP_LIMIT,
+    LIMIT,
+    WINDOW,
+    LoginThrottle,
+    login_throttle,
+)
 from tests import factories
 
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -64,42 +71,71 @@ def test_an_unknown_email_still_costs_a_hash_check(app, world, sign_in, hash_che
     assert hash_checks == [world.a.users["member"].password_hash]
 
 
-def test_ten_failures_for_one_email_throttle_it_without_a_password_check(
+def test_ten_failures_for_one_email_from_one_address_throttle_that_pair(
     world, sign_in, hash_checks, clock
 ):
-    for i in range(LIMIT):
-        assert sign_in("member@acme.test", "guess", ip=f"10.0.1.{i}").status_code == 401
+    for _ in range(LIMIT):
+        assert sign_in("member@acme.test", "guess", ip="10.0.1.1").status_code == 401
     hash_checks.clear()
-    # Even the right password, from yet another address, waits now.
-    response = sign_in("member@acme.test", ip="10.0.2.1")
+    # Even the right password waits now, from that address, without a password check.
+    response = sign_in("member@acme.test", ip="10.0.1.1")
     assert response.status_code == 429
     html = response.get_data(as_text=True)
     assert "Too many sign-in attempts; try again in 15 minutes." in html
     assert response.headers["Retry-After"] == str(WINDOW)
     assert hash_checks == []
-    # Other emails are not affected; the wait shrinks as time passes, then ends.
-    assert sign_in("admin@acme.test", ip="10.0.2.2").status_code == 302
+    # The wait shrinks as time passes, then ends.
     clock[0] += WINDOW - 30
-    late = sign_in("member@acme.test", ip="10.0.2.3")
+    late = sign_in("member@acme.test", ip="10.0.1.1")
     assert "try again in 1 minute." in late.get_data(as_text=True)
     clock[0] += 30
-    assert sign_in("member@acme.test", ip="10.0.2.4").status_code == 302
+    assert sign_in("member@acme.test", ip="10.0.1.1").status_code == 302
 
 
-def test_ten_failures_from_one_address_throttle_it(world, sign_in, clock):
-    for i in range(LIMIT):
+def test_a_stranger_cannot_lock_someone_out_with_a_few_wrong_passwords(world, sign_in, clock):
+    for _ in range(LIMIT):
+        assert sign_in("member@acme.test", "guess", ip="203.0.113.9").status_code == 401
+    assert sign_in("member@acme.test", "guess", ip="203.0.113.9").status_code == 429
+    # The member, from their own address, signs in as usual.
+    assert sign_in("member@acme.test", ip="10.0.2.1").status_code == 302
+
+
+def test_guessing_one_email_from_many_addresses_is_capped(world, sign_in, hash_checks, clock):
+    for i in range(ACCOUNT_LIMIT):
+        ip = f"10.1.{i // 200}.{i % 200}"
+        assert sign_in("member@acme.test", "guess", ip=ip).status_code == 401
+    hash_checks.clear()
+    assert sign_in("member@acme.test", ip="10.9.9.9").status_code == 429
+    assert hash_checks == []
+    # Other emails are not affected.
+    assert sign_in("admin@acme.test", ip="10.9.9.9").status_code == 302
+
+
+def test_many_failures_from_one_address_throttle_it(world, sign_in, clock):
+    for i in range(IP_LIMIT):
         assert sign_in(f"guess{i}@acme.test", "guess", ip="10.0.3.1").status_code == 401
     assert sign_in("member@acme.test", ip="10.0.3.1").status_code == 429
     assert sign_in("member@acme.test", ip="10.0.3.2").status_code == 302
 
 
 def test_a_success_clears_the_emails_count(world, sign_in, clock):
-    for i in range(LIMIT - 1):
-        assert sign_in("member@acme.test", "guess", ip=f"10.0.4.{i}").status_code == 401
-    assert sign_in("member@acme.test", ip="10.0.5.1").status_code == 302
-    for i in range(LIMIT - 1):
-        assert sign_in("member@acme.test", "guess", ip=f"10.0.6.{i}").status_code == 401
-    assert sign_in("member@acme.test", ip="10.0.5.2").status_code == 302
+    for _ in range(LIMIT - 1):
+        assert sign_in("member@acme.test", "guess", ip="10.0.4.1").status_code == 401
+    assert sign_in("member@acme.test", ip="10.0.4.1").status_code == 302
+    for _ in range(LIMIT - 1):
+        assert sign_in("member@acme.test", "guess", ip="10.0.4.1").status_code == 401
+    assert sign_in("member@acme.test", ip="10.0.4.1").status_code == 302
+
+
+def test_limits_per_key_prefix():
+    now = [0.0]
+    throttle = LoginThrottle(limit=2, window=60, clock=lambda: now[0], limits={"email:": 3})
+    for _ in range(2):
+        throttle.failed("ip:x", "email:a")
+    assert throttle.retry_after("ip:x") == 60
+    assert throttle.retry_after("email:a") == 0
+    throttle.failed("email:a")
+    assert throttle.retry_after("email:a") == 60
 
 
 def test_old_failures_leave_the_window():

@@ -1,4 +1,10 @@
-"""A small sign-in throttle: too many failures for one email or one client IP wait a while.
+"""A small sign-in throttle: too many failures wait a while.
+
+Three counts, each over ``WINDOW``: one email from one client IP (``LIMIT``), one client IP
+whatever the email (``IP_LIMIT``: an office behind one address has typos too), and one email
+from anywhere (``ACCOUNT_LIMIT``).
+The last one caps guessing spread over many addresses; it is high so that a stranger cannot
+lock someone out of their account with a handful of wrong passwords.
 
 The counts live in this process's memory, behind a lock. Each process counts on its own:
 with several gunicorn workers or instances an attacker gets up to LIMIT tries per process,
@@ -13,21 +19,28 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-LIMIT = 10  # failed sign-ins per email or per IP ...
+LIMIT = 10  # failed sign-ins per email and IP ...
+IP_LIMIT = 50  # ... or per IP, whatever the email ...
+ACCOUNT_LIMIT = 100  # ... or per email, from any address ...
 WINDOW = 15 * 60  # ... within this many seconds
 _SWEEP_AT = 10_000  # keys kept before stale ones are dropped (at most once a minute)
 
 
 class LoginThrottle:
-    """Failed sign-in times per key (``email:…``, ``ip:…``), the newest ``limit`` of each."""
+    """Failed sign-in times per key (``email:…``, ``ip:…``), the newest ``limit`` of each.
+
+    ``limits`` sets another limit for the keys starting with a prefix (``{"email:": 100}``).
+    """
 
     def __init__(
         self,
         limit: int = LIMIT,
         window: float = WINDOW,
         clock: Callable[[], float] = time.monotonic,
+        limits: dict[str, int] | None = None,
     ):
         self.limit = limit
+        self.limits = limits or {}
         self.window = window
         self.clock = clock
         self._lock = threading.Lock()
@@ -41,7 +54,7 @@ class LoginThrottle:
         with self._lock:
             for key in keys:
                 times = self._failures.get(key)
-                if times is not None and len(times) >= self.limit:
+                if times is not None and len(times) >= self._limit_of(key):
                     # The oldest of the last ``limit`` failures frees a try when it expires.
                     wait = max(wait, times[0] + self.window - now)
         return max(0, int(wait + 0.999))
@@ -53,7 +66,11 @@ class LoginThrottle:
             if len(self._failures) >= _SWEEP_AT and now - self._swept >= 60:
                 self._sweep(now)
             for key in keys:
-                self._failures.setdefault(key, deque(maxlen=self.limit)).append(now)
+                times = self._failures.setdefault(key, deque(maxlen=self._limit_of(key)))
+                times.append(now)
+
+    def _limit_of(self, key: str) -> int:
+        return next((n for p, n in self.limits.items() if key.startswith(p)), self.limit)
 
     def clear(self, key: str) -> None:
         """Forget a key's failures (after a successful sign-in)."""
@@ -72,4 +89,9 @@ class LoginThrottle:
             del self._failures[key]
 
 
-login_throttle = LoginThrottle()
+login_throttle = LoginThrottle(limits={"ip:": IP_LIMIT, "email:": ACCOUNT_LIMIT})
+
+
+def sign_in_keys(email: str, ip: str | None) -> tuple[str, str, str]:
+    """The throttle keys of one attempt: email and IP, IP, and email (see the module)."""
+    return (f"email-ip:{email}|{ip}", f"ip:{ip}", f"email:{email}")

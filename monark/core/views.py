@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 
 from monark.core.auth import current_principal, guard, memberships_of, verify_password
 from monark.core.models import Membership, User
-from monark.core.throttle import login_throttle
+from monark.core.throttle import login_throttle, sign_in_keys
 from monark.extensions import db
 
 bp = Blueprint("auth", __name__)
@@ -49,7 +49,7 @@ def login():
         password = request.form.get("password", "")
         # Behind a reverse proxy remote_addr is the proxy's, shared by every client, unless
         # the app is wrapped in werkzeug's ProxyFix.
-        keys = (f"email:{email}", f"ip:{request.remote_addr}")
+        keys = sign_in_keys(email, request.remote_addr)
         wait = login_throttle.retry_after(*keys)
         if wait:
             return _throttled(email, wait)
@@ -62,6 +62,7 @@ def login():
             error = "This account belongs to no organization yet."
         else:
             login_throttle.clear(keys[0])
+            login_throttle.clear(keys[2])
             login_user(user)
             session["org_id"] = memberships_of(user.id)[0].org_id
             return redirect(_safe_next(request.args.get("next")))

@@ -21,7 +21,7 @@ from monark.core.errors import AppError, ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
 from monark.core.rbac import ROLES
-from monark.core.throttle import login_throttle
+from monark.core.throttle import login_throttle, sign_in_keys
 from monark.extensions import db
 from monark.settings import members, services
 
@@ -169,7 +169,7 @@ def _accept(view: members.InviteView):
         login_user(membership.user)
         return membership
     # An existing account proves itself with its password, throttled like sign-in.
-    keys_ = (f"email:{view.invite.email}", f"ip:{request.remote_addr}")
+    keys_ = sign_in_keys(view.invite.email, request.remote_addr)
     wait = login_throttle.retry_after(*keys_)
     if wait:
         raise ValidationFailed(
@@ -182,6 +182,7 @@ def _accept(view: members.InviteView):
             "Wrong password.", [{"field": "password", "message": "That password is not right."}]
         )
     login_throttle.clear(keys_[0])
+    login_throttle.clear(keys_[2])
     membership = members.accept_as(view, view.account)
     login_user(view.account)
     return membership
