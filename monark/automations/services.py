@@ -14,6 +14,7 @@ from monark.automations.references import OrgSchema, load_org_schema
 from monark.core.errors import Conflict, NotFound, ValidationFailed
 from monark.core.events import record_event
 from monark.core.rbac import Principal
+from monark.core.uow import for_update
 from monark.extensions import db
 from monark.records import services as records
 
@@ -47,14 +48,17 @@ def last_runs(principal: Principal, automation_ids: list[int]) -> dict[int, Auto
     return {run.automation_id: run for run in runs}
 
 
-def get_automation(principal: Principal, automation_id: int) -> Automation:
-    """One automation of the org; ``NotFound`` otherwise."""
+def get_automation(principal: Principal, automation_id: int, *, lock: bool = False) -> Automation:
+    """One automation of the org; ``NotFound`` otherwise.
+
+    ``lock`` holds its row until commit (see ``for_update``), so a read-check-write such as
+    the version check cannot interleave.
+    """
     principal.require("automation.view")
-    automation = db.session.scalar(
-        select(Automation).where(
-            Automation.id == automation_id, Automation.org_id == principal.org_id
-        )
+    stmt = select(Automation).where(
+        Automation.id == automation_id, Automation.org_id == principal.org_id
     )
+    automation = db.session.scalar(for_update(stmt) if lock else stmt)
     if automation is None:
         raise NotFound(f"No automation {automation_id} in this organization.")
     return automation
@@ -199,7 +203,7 @@ def update_automation(
 ) -> Automation:
     """Replace the graph (and the name, when given); ``version`` guards against lost updates."""
     principal.require("automation.manage")
-    automation = get_automation(principal, automation_id)
+    automation = get_automation(principal, automation_id, lock=True)
     if version is not None and version != automation.version:
         raise Conflict(
             f"The automation changed meanwhile: it is at version {automation.version}, "

@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from flask import current_app
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Select, text
 from sqlalchemy.orm import Session
 
 from monark.extensions import db
@@ -34,6 +35,19 @@ class UnitOfWork:
 
 
 _current: ContextVar[UnitOfWork | None] = ContextVar("monark_unit_of_work", default=None)
+
+
+def for_update(stmt: Select[Any]) -> Select[Any]:
+    """``stmt`` for rows this transaction will read, change and write back, held until commit.
+
+    PostgreSQL locks the rows (``FOR UPDATE``). SQLite has no row locks: a write that changes
+    nothing takes the database's write lock first, so a concurrent writer waits and then reads
+    what this one committed. Either way two read-modify-writes run one after the other.
+    """
+    if db.session.get_bind().dialect.name == "sqlite":
+        db.session.execute(text("UPDATE orgs SET id = id WHERE 0"))
+        return stmt
+    return stmt.with_for_update()
 
 
 def on_commit(callback: Callable[[], None]) -> bool:

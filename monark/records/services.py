@@ -14,6 +14,7 @@ from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import MAX_ID, Membership, User
 from monark.core.rbac import Principal
+from monark.core.uow import for_update
 from monark.extensions import db
 from monark.records.models import FIELD_TYPES, ModelField, Record, RecordModel
 from monark.records.values import display_title, search_text, validate_values
@@ -370,17 +371,22 @@ def count_records(
     return db.session.scalar(stmt.order_by(None)) or 0
 
 
-def get_record(principal: Principal, model: RecordModel, record_id: int) -> Record:
-    """A record the principal may see; ``NotFound`` for anything else, never Forbidden."""
+def get_record(
+    principal: Principal, model: RecordModel, record_id: int, *, lock: bool = False
+) -> Record:
+    """A record the principal may see; ``NotFound`` for anything else, never Forbidden.
+
+    ``lock`` holds the row until commit (see ``for_update``), so two partial
+    updates merge one after the other instead of one overwriting the other's fields.
+    """
     principal.require("records.view")
-    record = db.session.scalar(
-        select(Record).where(
-            Record.id == record_id,
-            Record.org_id == principal.org_id,
-            Record.model_id == model.id,
-            _visible_to(principal),
-        )
+    stmt = select(Record).where(
+        Record.id == record_id,
+        Record.org_id == principal.org_id,
+        Record.model_id == model.id,
+        _visible_to(principal),
     )
+    record = db.session.scalar(for_update(stmt) if lock else stmt)
     if record is None:
         raise NotFound(f"No record {record_id} in {model.name}.")
     return record
@@ -450,7 +456,7 @@ def update_record(
 ) -> tuple[Record, list[str]]:
     """Apply a partial update; returns the record and the names of the fields that changed."""
     principal.require("records.update")
-    record = get_record(principal, model, record_id)
+    record = get_record(principal, model, record_id, lock=True)
     clean, problems = validate_values(
         model.fields, values, partial=True, member_ids=_member_ids_for(model, principal.org_id)
     )

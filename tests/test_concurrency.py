@@ -1,0 +1,154 @@
+"""Concurrent writers: twenty confirms of one proposed write run it once; read-modify-writes
+of one record or automation run one after the other."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sqlalchemy import func, select
+
+from monark.chat import service
+from monark.chat.models import ToolCall
+from monark.chat.service import SendInput
+from monark.core.errors import Conflict
+from monark.core.models import Event
+from monark.extensions import db
+from monark.records.models import Record
+from tests.llm_script import Call, Say
+
+CLICKS = 20
+
+
+def test_twenty_concurrent_confirms_run_the_write_once(app, world, scripted):
+    member = world.a.principal("member")
+    scripted.script.add(
+        [Call("records_create", {"model": "tasks", "values": {"title": "Exactly once"}})],
+        [Say("Created it.")],
+    )
+    proposed = service.send_message(member, SendInput(text="Add exactly once"))
+    call_id = db.session.scalar(
+        select(ToolCall.id).where(ToolCall.conversation_id == proposed.conversation_id)
+    )
+    db.session.remove()  # the threads use their own sessions; leave nothing open here
+
+    start = threading.Barrier(CLICKS)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def click() -> None:
+        with app.app_context():
+            start.wait()
+            try:
+                result = service.confirm_tool_call(member, call_id)
+                outcome = f"ran:{result.status}"
+            except Conflict:
+                outcome = "conflict"
+            except Exception as err:  # anything else is a bug worth seeing
+                outcome = f"error:{type(err).__name__}:{err}"
+            finally:
+                db.session.remove()
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=click) for _ in range(CLICKS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert sorted(outcomes) == ["conflict"] * (CLICKS - 1) + ["ran:done"], outcomes
+    assert db.session.scalar(select(func.count()).where(Record.title == "Exactly once")) == 1
+    assert db.session.get(ToolCall, call_id).status == "SUCCEEDED"
+    confirmed = db.session.scalar(
+        select(func.count()).where(Event.type == "chat.tool_call.confirmed")
+    )
+    assert confirmed == 1
+
+
+def _in_threads(app, *jobs, stagger: float = 0.1) -> list[str]:
+    """Run each job in its own app context and thread, started ``stagger`` s apart."""
+    outcomes: dict[int, str] = {}
+
+    def run(i, job) -> None:
+        time.sleep(i * stagger)
+        with app.app_context():
+            try:
+                job()
+                outcomes[i] = "ok"
+            except Conflict:
+                outcomes[i] = "conflict"
+            except Exception as err:  # anything else is a bug worth seeing
+                outcomes[i] = f"error:{type(err).__name__}:{err}"
+            finally:
+                db.session.remove()
+
+    threads = [threading.Thread(target=run, args=(i, job)) for i, job in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return [outcomes.get(i, "hung") for i in range(len(jobs))]
+
+
+def _slow_first_call(monkeypatch, module, name: str, seconds: float = 0.4) -> None:
+    """The first call of ``module.name`` waits ``seconds``: a read-modify-write held open."""
+    original = getattr(module, name)
+    first = threading.Lock()
+
+    def slow(*args, **kwargs):
+        if first.acquire(blocking=False):
+            time.sleep(seconds)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, slow)
+
+
+def test_two_concurrent_partial_updates_of_one_record_both_stick(app, world, monkeypatch):
+    from monark.records import services
+
+    owner, member = world.a.principal("owner"), world.a.principal("member")
+    record_id = world.a.public.id
+    db.session.remove()
+    _slow_first_call(monkeypatch, services, "validate_values")
+
+    def update(principal, values):
+        def job():
+            model = services.get_model(principal, "tasks")
+            services.update_record(principal, model, record_id, values)
+
+        return job
+
+    outcomes = _in_threads(app, update(owner, {"status": "done"}), update(member, {"points": 5}))
+    assert outcomes == ["ok", "ok"]
+    values = db.session.get(Record, record_id).values
+    assert (values.get("status"), values.get("points")) == ("done", 5), values
+
+
+def test_two_concurrent_edits_of_one_automation_version_one_wins(app, world, monkeypatch):
+    from monark.automations import services
+
+    owner, admin = world.a.principal("owner"), world.a.principal("admin")
+    graph = {
+        "nodes": [
+            {"id": "t", "type": "record.created", "config": {"model": "tasks"}},
+            {"id": "n", "type": "add_audit_note", "config": {"note": "Seen {{record.id}}."}},
+        ],
+        "edges": [{"from": "t", "to": "n"}],
+    }
+    automation_id = services.create_automation(owner, "Flow", graph).id
+    db.session.remove()
+    _slow_first_call(monkeypatch, services, "check_automation")
+
+    def rename(principal, name):
+        return lambda: services.update_automation(
+            principal, automation_id, graph=graph, name=name, version=1
+        )
+
+    outcomes = _in_threads(app, rename(owner, "By owner"), rename(admin, "By admin"))
+    assert sorted(outcomes) == ["conflict", "ok"], outcomes
+    from monark.automations.models import Automation
+
+    automation = db.session.get(Automation, automation_id)
+    assert automation.version == 2
+    assert automation.name == ("By owner" if outcomes[0] == "ok" else "By admin")
