@@ -85,5 +85,7 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # Automations: how deep runs may trigger runs, and whether webhooks may reach
         # loopback and private addresses (off: an org admin must not probe the network).
         "AUTOMATION_MAX_DEPTH": int(os.environ.get("AUTOMATION_MAX_DEPTH", "5")),
+        # ... and how many runs one change may set off in all, however the chain branches.
+        "AUTOMATION_MAX_RUNS": int(os.environ.get("AUTOMATION_MAX_RUNS", "50")),
         "AUTOMATION_WEBHOOK_ALLOW_PRIVATE": _bool("AUTOMATION_WEBHOOK_ALLOW_PRIVATE", False),
     }

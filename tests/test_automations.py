@@ -378,6 +378,35 @@ def test_the_depth_limit_stops_a_self_triggering_graph(acme, app, monkeypatch):
     assert newest.values["title"] == "Again: Again: Again: Seed"
 
 
+def test_one_change_sets_off_at_most_max_runs_however_the_chain_branches(acme, app, monkeypatch):
+    monkeypatch.setitem(app.config, "AUTOMATION_MAX_RUNS", 10)
+    copy = ("{{record.title}}+",)
+    # Three new tasks per new task: unchecked, depth 5 alone would allow 3+9+27+81+243 runs.
+    fan_out = graph(
+        CREATED,
+        *[
+            (f"c{i}", "create_record", {"model": "tasks", "values": {"title": copy[0]}})
+            for i in range(3)
+        ],
+        edges=[("t", f"c{i}") for i in range(3)],
+    )
+    automation = make_automation(acme, fan_out, name="Fan out")
+    tasks = model(acme, "tasks")
+    before = count(Record, Record.model_id == tasks.id)
+    records.create_record(acme.principal("member"), tasks, {"title": "Seed"})
+    runs = runs_of(automation.id)
+    done = [r for r in runs if r.status == "succeeded"]
+    skipped = [r for r in runs if r.status == "skipped"]
+    assert len(done) == 10
+    assert count(Record, Record.model_id == tasks.id) == before + 1 + 3 * 10
+    # Depth-first, so some stop at the depth limit, and the rest at the budget.
+    assert any("limit for one change" in r.error for r in skipped)
+    assert all(r.error.startswith("Not run:") for r in skipped)
+    # The next change has a budget of its own.
+    records.create_record(acme.principal("member"), tasks, {"title": "Second seed"})
+    assert len([r for r in runs_of(automation.id) if r.status == "succeeded"]) == 20
+
+
 def test_a_failing_webhook_is_a_failed_step_and_loses_nothing_else(acme, webhook):
     webhook.status = 500
     raw = graph(

@@ -12,7 +12,9 @@ caller's commit is already done and nothing a run does (or fails to do) reaches 
 Tenancy: an event triggers only automations of its own org, whose actions run as
 ``Principal.for_automation`` in that org. Depth: events written by a run's actions carry
 that run's depth; an event at ``AUTOMATION_MAX_DEPTH`` triggers a stored ``skipped`` run
-instead of another execution, which stops an automation that retriggers itself.
+instead of another execution, which stops an automation that retriggers itself. Breadth:
+all the runs one change sets off, however they branch, share a budget of
+``AUTOMATION_MAX_RUNS``; beyond it, runs are stored ``skipped`` too.
 """
 
 from __future__ import annotations
@@ -44,8 +46,11 @@ from monark.records.models import Record, RecordModel
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_DEPTH = 5
+DEFAULT_MAX_RUNS = 50
 PENDING = "monark.automation_triggers"
 _depth: ContextVar[int] = ContextVar("automation_depth", default=0)
+# Runs left for the cascade in progress (one list shared by its nested runs); None outside.
+_budget: ContextVar[list[int] | None] = ContextVar("automation_budget", default=None)
 
 
 @dataclass(frozen=True)
@@ -108,13 +113,23 @@ def _forget(session: Any, *_args: Any) -> None:
 
 
 def _run_all(app: Any, triggers: list[Trigger]) -> None:
-    for trigger in triggers:
-        # The caller's transaction is committed: a failing run must never look like its error.
-        try:
-            with app.app_context():
-                run_triggered(trigger)
-        except Exception:
-            log.exception("automations for event %s failed to run", trigger.event_id)
+    # A change made by a person, key or assistant starts a cascade with a fresh budget; the
+    # runs its actions set off (called back in here, nested) draw on the same one.
+    token = None
+    if _budget.get() is None:
+        token = _budget.set([int(app.config.get("AUTOMATION_MAX_RUNS", DEFAULT_MAX_RUNS))])
+    try:
+        for trigger in triggers:
+            # The caller's transaction is committed: a failing run must never look like its
+            # error.
+            try:
+                with app.app_context():
+                    run_triggered(trigger)
+            except Exception:
+                log.exception("automations for event %s failed to run", trigger.event_id)
+    finally:
+        if token is not None:
+            _budget.reset(token)
 
 
 def _after_commit(session: Any) -> None:
@@ -162,13 +177,28 @@ def run_triggered(trigger: Trigger) -> list[int]:
     ).all()
     trigger = replace(trigger, model_key=model_key)
     max_depth = current_app.config.get("AUTOMATION_MAX_DEPTH", DEFAULT_MAX_DEPTH)
+    budget = _budget.get()
     run_ids = []
     for automation in automations:
         if not _fields_match(automation, trigger):
             continue
         if trigger.depth >= max_depth:
-            run_ids.append(_skip(automation, trigger, max_depth))
+            reason = (
+                f"Not run: this event was written by a chain of {trigger.depth} automation "
+                f"runs, and the limit is {max_depth} (an automation that retriggers itself "
+                "stops here)."
+            )
+            run_ids.append(_skip(automation, trigger, reason))
+        elif budget is not None and budget[0] <= 0:
+            limit = current_app.config.get("AUTOMATION_MAX_RUNS", DEFAULT_MAX_RUNS)
+            reason = (
+                f"Not run: the change that started this chain already set off {limit} "
+                "automation runs, the limit for one change."
+            )
+            run_ids.append(_skip(automation, trigger, reason))
         else:
+            if budget is not None:
+                budget[0] -= 1
             run_ids.append(execute(automation, trigger))
     return run_ids
 
@@ -197,12 +227,9 @@ def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> Automati
     return run
 
 
-def _skip(automation: Automation, trigger: Trigger, max_depth: int) -> int:
+def _skip(automation: Automation, trigger: Trigger, reason: str) -> int:
     run = _new_run(automation, trigger, status="skipped", finished_at=utcnow())
-    run.error = (
-        f"Not run: this event was written by a chain of {trigger.depth} automation runs, "
-        f"and the limit is {max_depth} (an automation that retriggers itself stops here)."
-    )
+    run.error = reason
     db.session.commit()
     return run.id
 
