@@ -481,6 +481,46 @@ def test_webhooks_to_private_addresses_are_refused_by_default(acme, app):
     assert server.received == []
 
 
+def test_a_webhook_connects_to_the_address_it_checked(acme, app, monkeypatch):
+    """DNS rebinding: a second lookup answering 127.0.0.1 must not be where it connects."""
+    import socket
+
+    import httpx2
+
+    from monark.automations import actions
+
+    lookups: list[str] = []
+
+    def rebinding_dns(host, port, *args, **kwargs):
+        lookups.append(host)
+        address = "93.184.216.34" if len(lookups) == 1 else "127.0.0.1"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    sent: list[httpx2.Request] = []
+
+    def transport(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(204)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_dns)
+    monkeypatch.setattr(
+        actions,
+        "webhook_client",
+        lambda timeout: httpx2.Client(transport=httpx2.MockTransport(transport), timeout=timeout),
+    )
+    url = "https://hooks.example.com:8443/in"
+    raw = graph(CREATED, ("hook", "send_webhook", {"url": url}), edges=[("t", "hook")])
+    automation = make_automation(acme, raw)
+    records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Probe"})
+    [run] = runs_of(automation.id)
+    assert step(run, "hook")["status"] == "succeeded"
+    assert lookups == ["hooks.example.com"]  # resolved once, by the check
+    [request] = sent
+    assert (request.url.host, request.url.port, request.url.path) == ("93.184.216.34", 8443, "/in")
+    assert request.headers["Host"] == "hooks.example.com:8443"
+    assert request.extensions["sni_hostname"] == "hooks.example.com"
+
+
 def test_update_and_delete_triggers_read_the_record(acme, webhook):
     raw = graph(
         ("t", "record.updated", {"model": "tasks", "fields": ["status"]}),

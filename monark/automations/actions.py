@@ -112,40 +112,56 @@ def update_record(config: configs.UpdateRecordConfig, ctx: RunContext) -> dict[s
     return {"record_id": record.id, "changed": changed}
 
 
-def _check_address(url: str, allow_private: bool) -> None:
-    """Refuse hosts that resolve to loopback, private or link-local addresses (SSRF)."""
-    if allow_private:
-        return
+def _public_address(url: str) -> str:
+    """The address to send to: the host's, resolved once, when every address is public.
+
+    Resolved here and connected to as is: a second lookup at connect time could answer
+    otherwise (DNS rebinding) and reach an internal service after the check passed.
+    """
     parts = urlsplit(url)
     try:
         infos = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         raise StepFailed(f"Cannot resolve the host {parts.hostname}.") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
+    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+    for address in addresses:
         if not address.is_global:
             raise StepFailed(
                 f"{parts.hostname} resolves to a non-public address ({address}); webhooks go "
                 "to public hosts only (AUTOMATION_WEBHOOK_ALLOW_PRIVATE allows others)."
             )
+    if not addresses:
+        raise StepFailed(f"Cannot resolve the host {parts.hostname}.")
+    return str(addresses[0])
+
+
+def webhook_client(timeout: float) -> httpx2.Client:
+    """The HTTP client webhooks are sent with (a seam for tests)."""
+    return httpx2.Client(
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,  # no proxies from the environment
+        headers={"User-Agent": "Monark-Automations/1"},
+    )
 
 
 def send_webhook(config: configs.SendWebhookConfig, ctx: RunContext) -> dict[str, Any]:
     """POST JSON to the URL; any answer but 2xx, or no answer in time, fails the step."""
-    _check_address(config.url, ctx.allow_private_webhooks)
+    address = None if ctx.allow_private_webhooks else _public_address(config.url)
     if config.payload is not None:
         payload = render(config.payload, ctx.values)
     else:
         payload = {k: ctx.values.get(k) for k in ("automation", "trigger", "record")}
     try:
-        response = httpx2.post(
-            config.url,
-            json=payload,
-            timeout=config.timeout_seconds,
-            follow_redirects=False,
-            trust_env=False,  # no proxies from the environment
-            headers={"User-Agent": "Monark-Automations/1"},
-        )
+        with webhook_client(config.timeout_seconds) as client:
+            request = client.build_request("POST", config.url, json=payload)
+            if address is not None:
+                # Connect to the checked address; the Host header (set from the URL) and
+                # the TLS server name (SNI and certificate check) stay the URL's host.
+                hostname = request.url.host
+                request.url = request.url.copy_with(host=address)
+                request.extensions = {**request.extensions, "sni_hostname": hostname}
+            response = client.send(request)
     except httpx2.HTTPError as err:
         raise StepFailed(f"The request failed: {type(err).__name__}: {err}") from None
     if not 200 <= response.status_code < 300:
