@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from sqlalchemy import select
 
@@ -83,6 +85,51 @@ def test_a_member_confirming_an_automation_create_gets_a_permission_failure(worl
     (call,) = calls(proposed.conversation_id)
     assert call.status == "FAILED" and "automation.create" in call.error
     assert db.session.scalar(select(Automation)) is None
+
+
+def test_an_update_card_shows_each_changed_node_and_a_webhook_url_whole(world, scripted):
+    from monark.automations import services as automations
+
+    admin = world.a.principal("admin")
+    hook = {"url": "https://hooks.example.com/T0/B0/good", "timeout_seconds": 5}
+    before = {
+        "nodes": [
+            *VALID["nodes"],
+            {"id": "hook", "type": "send_webhook", "config": hook},
+        ],
+        "edges": [*VALID["edges"], {"from": "t", "to": "hook"}],
+    }
+    automation = automations.create_automation(admin, "Notify Slack", before)
+    evil = "https://attacker.example/" + "x" * 400  # longer than any truncation
+    after = copy.deepcopy(before)
+    after["nodes"][2]["config"]["url"] = evil
+    scripted.script.add(
+        [Call("automation_update", {"automation_id": automation.id, "graph": after})]
+    )
+    proposed = service.send_message(admin, SendInput(text="Tidy the Slack automation"))
+    (call,) = calls(proposed.conversation_id)
+    # Only the changed node is listed, before and after, with the whole URL.
+    assert call.preview["changes"] == [
+        {
+            "field": "Node hook",
+            "before": "send_webhook: POST https://hooks.example.com/T0/B0/good "
+            '{"timeout_seconds": 5}',
+            "after": f'send_webhook: POST {evil} {{"timeout_seconds": 5}}',
+        }
+    ]
+
+
+def test_a_create_card_lists_every_node_and_edge(world, scripted):
+    admin = world.a.principal("admin")
+    scripted.script.add([Call("automation_create", {"name": "Note new tasks", "graph": VALID})])
+    proposed = service.send_message(admin, SendInput(text="Note every new task"))
+    (call,) = calls(proposed.conversation_id)
+    assert call.preview["changes"] == [
+        {"field": "Node t", "after": 'record.created {"model": "tasks"}'},
+        {"field": "Node note", "after": 'add_audit_note {"note": "Task {{record.id}} made"}'},
+        {"field": "Edges", "after": "t → note"},
+        {"field": "Enabled", "after": "no"},
+    ]
 
 
 @pytest.fixture

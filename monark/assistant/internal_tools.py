@@ -10,6 +10,7 @@ They must be kept in step with ``monark/automations/internal.py`` and
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,6 +23,7 @@ from monark.api.registry import describe_error
 from monark.automations import internal as automations_api
 from monark.automations.services import check_automation
 from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.core.models import MAX_ID
 from monark.core.rbac import Principal
 from monark.wiki import internal as wiki_api
 
@@ -159,45 +161,105 @@ def _get(principal: Principal, path: str) -> dict[str, Any]:
     return response.body if response.ok and isinstance(response.body, dict) else {}
 
 
+def _id(value: Any) -> int | None:
+    """An id from the model's arguments, or None: never raw text inside a preview's path."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and 0 < value <= MAX_ID:
+        return value
+    if isinstance(value, str) and value.isdecimal() and 0 < int(value) <= MAX_ID:
+        return int(value)
+    return None
+
+
+def _automation(principal: Principal, automation_id: Any) -> dict[str, Any]:
+    found = _id(automation_id)
+    return _get(principal, f"/internal/automations/{found}") if found else {}
+
+
 def _automation_name(principal: Principal, automation_id: Any) -> str:
-    found = _get(principal, f"/internal/automations/{automation_id}") if automation_id else {}
+    found = _automation(principal, automation_id)
     return f"“{found['name']}”" if found.get("name") else f"#{automation_id}"
 
 
 def _page_title(principal: Principal, page_id: Any) -> tuple[str, dict[str, Any]]:
-    found = _get(principal, f"/internal/wiki/pages/{page_id}") if page_id else {}
+    found = _get(principal, f"/internal/wiki/pages/{_id(page_id)}") if _id(page_id) else {}
     return (f"“{found['title']}”" if found.get("title") else f"#{page_id}"), found
 
 
-def _graph_summary(graph: Any) -> str:
-    if not isinstance(graph, dict):
-        return "—"
-    nodes = graph.get("nodes") if isinstance(graph.get("nodes"), list) else []
-    kinds = [str(n.get("type")) for n in nodes if isinstance(n, dict)]
-    return " → ".join(kinds) if kinds else "no nodes"
+NODE_TEXT_LIMIT = 300
+
+
+def _nodes(graph: Any) -> dict[str, dict[str, Any]]:
+    """A graph's nodes by id (whatever shape the model sent)."""
+    raw = graph.get("nodes") if isinstance(graph, dict) else None
+    nodes = [n for n in raw if isinstance(n, dict)] if isinstance(raw, list) else []
+    return {str(n.get("id")): n for n in nodes}
+
+
+def _node_text(node: dict[str, Any] | None) -> str | None:
+    """What a node does, in full where it matters: a webhook's URL always shows whole."""
+    if node is None:
+        return None
+    config = node.get("config") if isinstance(node.get("config"), dict) else {}
+    kind = str(node.get("type"))
+    if kind == "send_webhook":
+        rest = {k: v for k, v in config.items() if k != "url"}
+        extra = f" {_clip(json.dumps(rest, sort_keys=True, ensure_ascii=False))}" if rest else ""
+        return f"{kind}: POST {config.get('url')}{extra}"
+    return _clip(f"{kind} {json.dumps(config, sort_keys=True, ensure_ascii=False)}")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= NODE_TEXT_LIMIT else text[: NODE_TEXT_LIMIT - 1] + "…"
+
+
+def _edges_text(graph: Any) -> str:
+    raw = graph.get("edges") if isinstance(graph, dict) else None
+    edges = [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
+    parts = []
+    for edge in edges:
+        when = "" if edge.get("when") is None else f" (when {str(edge['when']).lower()})"
+        parts.append(f"{edge.get('from')} → {edge.get('to')}{when}")
+    return ", ".join(parts) or "none"
+
+
+def _graph_changes(before: Any, after: Any) -> list[dict[str, Any]]:
+    """One card row per node added, removed or changed (all of them for a new graph)."""
+    old, new = _nodes(before), _nodes(after)
+    changes = []
+    for node_id in [*new, *(k for k in old if k not in new)]:
+        was, now = _node_text(old.get(node_id)), _node_text(new.get(node_id))
+        if was != now:
+            row: dict[str, Any] = {"field": f"Node {node_id}", "after": now or "(removed)"}
+            if before is not None:
+                row["before"] = was or "(new)"
+            changes.append(row)
+    if before is None or _edges_text(before) != _edges_text(after):
+        row = {"field": "Edges", "after": _edges_text(after)}
+        if before is not None:
+            row["before"] = _edges_text(before)
+        changes.append(row)
+    return changes
 
 
 def _automation_create(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     return {
         "headline": f"create the automation “{args.get('name', '')}”",
         "changes": [
-            {"field": "Nodes", "after": _graph_summary(args.get("graph"))},
+            *_graph_changes(None, args.get("graph")),
             {"field": "Enabled", "after": "yes" if args.get("enabled") else "no"},
         ],
     }
 
 
 def _automation_update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    current = _get(principal, f"/internal/automations/{args.get('automation_id')}")
-    changes = [
-        {
-            "field": "Nodes",
-            "before": _graph_summary(current.get("graph")),
-            "after": _graph_summary(args.get("graph")),
-        }
-    ]
-    if args.get("name"):
+    current = _automation(principal, args.get("automation_id"))
+    changes = _graph_changes(current.get("graph") or {}, args.get("graph"))
+    if args.get("name") and args["name"] != current.get("name"):
         changes.append({"field": "Name", "before": current.get("name"), "after": args["name"]})
+    if not changes:
+        changes.append({"field": "Graph", "after": "no change"})
     name = f"“{current['name']}”" if current.get("name") else f"#{args.get('automation_id')}"
     return {"headline": f"replace the graph of the automation {name}", "changes": changes}
 
