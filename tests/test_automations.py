@@ -869,3 +869,27 @@ def test_a_test_run_through_the_dispatcher_is_kept_with_its_tool_call(acme):
     assert run.status == 201 and run.body["status"] == "succeeded"
     assert [r.id for r in runs_of(automation.id)] == [run.body["id"]]
     assert count(Record, Record.model_id == model(acme, "followups").id) == 1
+
+
+def test_webhook_urls_show_whole_to_managers_only(acme, webhook, login):
+    webhook.status = 500
+    secret_url = webhook.url.rstrip("/") + "/T0123/B0456/s3cr3t-key"
+    raw = graph(CREATED, ("hook", "send_webhook", {"url": secret_url}), edges=[("t", "hook")])
+    automation = make_automation(acme, raw)
+    run = services.run_test(acme.principal("owner"), automation.id, acme.public.id)
+    assert "s3cr3t-key" in step(run, "hook")["error"]  # "<url> answered HTTP 500."
+    pages = (
+        f"/automations/{automation.id}",
+        f"/automations/{automation.id}/runs/{run.id}",
+    )
+    json_urls = (f"{INTERNAL}/{automation.id}", f"{INTERNAL}/runs/{run.id}")
+    admin, viewer = login("admin@acme.test"), login("viewer@acme.test")
+    for url in pages:
+        assert "s3cr3t-key" in admin.get(url).get_data(as_text=True), url
+        shown = viewer.get(url).get_data(as_text=True)
+        assert shown.count("s3cr3t") == 0, url
+        assert "127.0.0.1" in shown  # where it goes stays visible
+    for url in json_urls:
+        assert "s3cr3t-key" in json.dumps(admin.api("GET", url).get_json()), url
+        body = json.dumps(viewer.api("GET", url).get_json())
+        assert "s3cr3t" not in body and "127.0.0.1" in body, url

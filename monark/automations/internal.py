@@ -85,21 +85,20 @@ def run_json(run: AutomationRun, principal: Principal, *, steps: bool = True) ->
         "url": url_for("automations.run_detail", automation_id=run.automation_id, run_id=run.id),
     }
     if steps:
-        if services.shows_run_details(principal, run):
-            out["steps"] = run.steps
-        else:
-            out["steps"] = [
-                {k: s.get(k) for k in ("node_id", "type", "status", "reason", "duration_ms")}
-                for s in run.steps
-            ]
+        out["steps"] = services.shown_steps(principal, run)
+        if not services.shows_run_details(principal, run):
             out["details_hidden"] = "The run's record is private: inputs and outputs are hidden."
     return out
 
 
 def automation_json(
-    automation: Automation, *, graph: bool = True, last_run: AutomationRun | None = None
+    automation: Automation,
+    principal: Principal,
+    *,
+    graph: bool = True,
+    last_run: AutomationRun | None = None,
 ) -> dict[str, Any]:
-    """An automation as JSON."""
+    """An automation as JSON, its graph as the principal may read it."""
     out: dict[str, Any] = {
         "id": automation.id,
         "name": automation.name,
@@ -112,7 +111,7 @@ def automation_json(
         "url": url_for("automations.detail", automation_id=automation.id),
     }
     if graph:
-        out["graph"] = automation.graph
+        out["graph"] = services.shown_graph(principal, automation.graph)
     if last_run is not None:
         out["last_run"] = {"id": last_run.id, "status": last_run.status}
     return out
@@ -125,7 +124,9 @@ def automation_list():
     principal = require_principal()
     automations = services.list_automations(principal)
     last = services.last_runs(principal, [a.id for a in automations])
-    items = [automation_json(a, graph=False, last_run=last.get(a.id)) for a in automations]
+    items = [
+        automation_json(a, principal, graph=False, last_run=last.get(a.id)) for a in automations
+    ]
     return jsonify({"automations": items})
 
 
@@ -136,7 +137,7 @@ def automation_create():
     principal = require_principal()
     body = parse_body(CreateBody)
     automation = services.create_automation(principal, body.name, body.graph, body.enabled)
-    return jsonify(automation_json(automation)), 201
+    return jsonify(automation_json(automation, principal)), 201
 
 
 @bp.get("/node-types")
@@ -201,7 +202,7 @@ def automation_get(automation_id: int):
     """One automation with its graph and its ten newest runs."""
     principal = require_principal()
     automation = services.get_automation(principal, automation_id)
-    out = automation_json(automation)
+    out = automation_json(automation, principal)
     runs = services.list_runs(principal, automation, limit=10)
     out["recent_runs"] = [run_json(r, principal, steps=False) for r in runs]
     return jsonify(out)
@@ -217,7 +218,7 @@ def automation_update(automation_id: int):
     automation = services.update_automation(
         principal, automation_id, graph=body.graph, name=body.name, version=body.version
     )
-    return jsonify(automation_json(automation))
+    return jsonify(automation_json(automation, principal))
 
 
 @bp.post("/<int:automation_id>/enabled")
@@ -228,7 +229,7 @@ def automation_enable(automation_id: int):
     services.get_automation(principal, automation_id)
     body = parse_body(EnabledBody)
     automation = services.set_enabled(principal, automation_id, body.enabled)
-    return jsonify(automation_json(automation, graph=False))
+    return jsonify(automation_json(automation, principal, graph=False))
 
 
 @bp.post("/<int:automation_id>/test")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import func, select
 
@@ -98,6 +100,47 @@ def get_run(principal: Principal, run_id: int, automation_id: int | None = None)
 def shows_run_details(principal: Principal, run: AutomationRun) -> bool:
     """Step inputs and outputs of a run on a private record are for those who may see it."""
     return not run.record_private or principal.can("records.view_private")
+
+
+# Webhook URLs often carry their secret (a Slack hook's path is its key): below
+# automation.manage, people see where a webhook goes (scheme and host), not the whole URL.
+WEBHOOK = "send_webhook"
+
+
+def _redacted_url(url: Any) -> str:
+    parts = urlsplit(str(url or ""))
+    host = parts.netloc.rsplit("@", 1)[-1]  # never any user:password@
+    return f"{parts.scheme}://{host}/…" if host else "…"
+
+
+def shown_graph(principal: Principal, graph: dict[str, Any]) -> dict[str, Any]:
+    """The graph as the principal may read it (webhook URLs whole for managers only)."""
+    if principal.can("automation.manage"):
+        return graph
+    out = copy.deepcopy(graph)
+    for node in out.get("nodes", []):
+        if node.get("type") == WEBHOOK and isinstance(node.get("config"), dict):
+            node["config"]["url"] = _redacted_url(node["config"].get("url"))
+    return out
+
+
+def shown_steps(principal: Principal, run: AutomationRun) -> list[dict[str, Any]]:
+    """A run's steps as the principal may read them: without inputs and outputs for a
+    private record they may not see, and with webhook URLs redacted below managers."""
+    if not shows_run_details(principal, run):
+        keep = ("node_id", "type", "status", "reason", "duration_ms")
+        return [{k: s.get(k) for k in keep} for s in run.steps]
+    if principal.can("automation.manage"):
+        return run.steps
+    steps = copy.deepcopy(run.steps)
+    for step in steps:
+        if step.get("type") == WEBHOOK and isinstance(step.get("input"), dict):
+            url = str(step["input"].get("url") or "")
+            hidden = _redacted_url(url)
+            step["input"]["url"] = hidden
+            if url and step.get("error"):
+                step["error"] = str(step["error"]).replace(url, hidden)
+    return steps
 
 
 def node_types(principal: Principal) -> list[NodeType]:

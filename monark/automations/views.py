@@ -102,6 +102,7 @@ def _detail(
         "automations/detail.html",
         automation=automation,
         registry=REGISTRY,
+        graph=services.shown_graph(principal, automation.graph),
         runs=services.list_runs(principal, automation, limit=5),
         name=automation.name if name is None else name,
         graph_text=_graph_text(automation.graph) if text is None else text,
@@ -199,5 +200,6 @@ def run_detail(automation_id: int, run_id: int):
         "automations/run.html",
         automation=automation,
         run=run,
+        steps=services.shown_steps(principal, run),
         show_details=services.shows_run_details(principal, run),
     )
