@@ -8,6 +8,7 @@ from typing import Any
 from flask import Flask
 
 from monark.config import engine_options, instance_secret_key, load_config
+from monark.core.jsonbody import JSONProvider
 from monark.extensions import csrf, db, login_manager, migrate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,6 +22,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
         static_folder=os.path.join(ROOT, "static"),
         instance_path=os.path.join(ROOT, "instance"),
     )
+    app.json = JSONProvider(app)  # request bodies parse with a nesting limit
     app.config.from_mapping(load_config(app.instance_path))
     if overrides:
         app.config.update(overrides)

@@ -590,3 +590,33 @@ def test_api_names_an_out_of_range_record_id(world, app):
     )
     assert filtered.status_code == 400
     assert "No member has the id" in json.dumps(filtered.get_json())
+
+
+@pytest.mark.parametrize("depth", [100, 5000])
+def test_deeply_nested_json_is_refused_as_malformed(world, app, login, depth):
+    deep = "[" * depth + "]" * depth
+    body = '{"values": {"title": ' + deep + "}}"
+    client = app.test_client()
+    response = client.post(
+        "/api/v1/models/tasks/records",
+        data=body,
+        headers={
+            "Authorization": f"Bearer {world.a.keys['owner']}",
+            "Content-Type": "application/json",
+        },
+    )
+    assert response.status_code == 400
+    assert response.get_json()["error"]["details"][0]["field"] == "body"
+    owner = login("owner@acme.test")
+    wiki = owner.api(
+        "POST",
+        "/internal/wiki/pages",
+        data='{"title": ' + deep + "}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert wiki.status_code == 400
+    editor = owner.post("/automations/new", {"name": "Deep", "graph": deep})
+    assert editor.status_code == 422
+    text = editor.get_data(as_text=True)
+    assert "nested deeper than 64 levels" in text
+    assert deep[:200] in text  # what the user typed is still in the editor

@@ -10,6 +10,7 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from monark.automations import services
 from monark.automations.models import Automation
 from monark.automations.nodes import REGISTRY
+from monark.core import jsonbody
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
@@ -40,10 +41,12 @@ def _graph_text(graph: Any) -> str:
 
 def _parse_graph_text(text: str) -> tuple[Any, list[dict[str, str]]]:
     try:
-        return json.loads(text), []
+        return jsonbody.loads(text), []
     except json.JSONDecodeError as err:
         where = f"line {err.lineno}, column {err.colno}"
         return None, [{"field": "graph", "message": f"Not valid JSON ({where}): {err.msg}."}]
+    except ValueError as err:  # nested too deep
+        return None, [{"field": "graph", "message": f"Not a usable graph: {err}"}]
 
 
 def _editor_context(principal: Principal) -> dict[str, Any]:
