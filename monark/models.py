@@ -2,9 +2,16 @@
 
 from monark.automations.models import Automation, AutomationRun
 from monark.chat.models import Conversation, Message, Participant, ToolCall
-from monark.core.models import ApiKey, Event, Membership, Org, User
+from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.records.models import ModelField, Record, RecordModel
+from monark.extensions import db
 from monark.wiki.models import WikiPage
+
+# On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and
+# creating another gives the new one the old id, and the audit log, chat cards and links
+# that name the old one would point at the new. PostgreSQL sequences never reuse ids anyway.
+for _table in db.metadata.tables.values():
+    _table.dialect_kwargs["sqlite_autoincrement"] = True
 
 __all__ = [
     "ApiKey",
@@ -12,6 +19,7 @@ __all__ = [
     "AutomationRun",
     "Conversation",
     "Event",
+    "Invite",
     "Membership",
     "Message",
     "ModelField",

@@ -81,6 +81,11 @@ def test_upgrade_builds_exactly_the_models_schema(migrated_app):
         context = MigrationContext.configure(conn, opts={"compare_type": True})
         differences = compare_metadata(context, db.metadata)
     assert differences == []
+    if db.engine.dialect.name == "sqlite":  # ids never reused (see migration 0005)
+        with db.engine.connect() as conn:
+            sqls = conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+            plain = [n for n, sql in sqls if n in _tables() and "AUTOINCREMENT" not in sql]
+        assert plain == ["alembic_version"]
 
 
 def test_downgrade_to_base_and_upgrade_again(migrated_app):

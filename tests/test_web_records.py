@@ -587,3 +587,13 @@ def test_csp_forbids_inline_script_and_limits_images(login, world):
     assert "'unsafe-inline'" not in header and "'unsafe-eval'" not in header
     assert response.headers["X-Frame-Options"] == "DENY"
     assert response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_a_deleted_records_id_is_never_given_to_a_new_one(world):
+    from monark.records import services
+
+    owner = world.a.principal("owner")
+    newest = factories.make_record(owner, world.a.model, "Newest")
+    gone = newest.id
+    services.delete_record(owner, world.a.model, gone)
+    assert factories.make_record(owner, world.a.model, "Next").id > gone
