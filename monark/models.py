@@ -3,8 +3,8 @@
 from monark.automations.models import Automation, AutomationRun
 from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
-from monark.records.models import ModelField, Record, RecordModel
 from monark.extensions import db
+from monark.records.models import ModelField, Record, RecordModel
 from monark.wiki.models import WikiPage
 
 # On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and
