@@ -411,10 +411,17 @@ def test_admin_creates_a_model_and_a_select_field(login, world):
     assert model.org_id == world.a.org.id and model.description == "Big things"
 
     no_options = browser.post(
-        "/models/projects/fields", {"key": "stage", "label": "Stage", "type": "select"}
+        "/models/projects/fields",
+        {"key": "stage", "label": "Stage", "type": "select", "required": "on"},
     )
     assert no_options.status_code == 422
-    assert "option" in soup_of(no_options).select_one(".has-error .error").get_text()
+    refused = soup_of(no_options)
+    assert "option" in refused.select_one(".has-error .error").get_text()
+    # Everything typed comes back, not only the field in error.
+    assert refused.select_one("#new-label")["value"] == "Stage"
+    assert refused.select_one("#new-key")["value"] == "stage"
+    assert refused.select_one("#new-type option[selected]")["value"] == "select"
+    assert refused.select_one("input[name=required]").has_attr("checked")
     added = browser.post(
         "/models/projects/fields",
         {
