@@ -163,6 +163,15 @@ def test_web_move_into_a_subpage_is_refused(pages, login):
     assert move_options == ["(top level)", "Runbooks"]  # never itself or its subpages
 
 
+@pytest.mark.parametrize("position", ["0", "-5", "two"])
+def test_web_move_names_a_bad_position_in_the_forms_own_terms(pages, login, position):
+    member = login("member@acme.test")
+    response = member.post(f"/wiki/{pages['laptops']}/move", {"position": position})
+    page = member.get(response.headers["Location"]).get_data(as_text=True)
+    assert "Give a position of 1 (first) or more." in page
+    assert tree_of(member) == HANDBOOK_TREE
+
+
 # ---- writing through JSON ---------------------------------------------------------------
 
 

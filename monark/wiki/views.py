@@ -134,7 +134,13 @@ def move(page_id: int):
     principal = require_principal()
     try:
         parent_id = _optional_int(request.form.get("parent_id"), "parent_id")
-        position = _optional_int(request.form.get("position"), "position")
+        raw_position = (request.form.get("position") or "").strip()
+        if raw_position and not (raw_position.isdecimal() and int(raw_position) >= 1):
+            raise ValidationFailed(
+                "Invalid position.",
+                [{"field": "position", "message": "Give a position of 1 (first) or more."}],
+            )
+        position = int(raw_position) if raw_position else None
         services.move_page(
             principal, page_id, parent_id, None if position is None else position - 1
         )
