@@ -620,3 +620,36 @@ def test_deeply_nested_json_is_refused_as_malformed(world, app, login, depth):
     text = editor.get_data(as_text=True)
     assert "nested deeper than 64 levels" in text
     assert deep[:200] in text  # what the user typed is still in the editor
+
+
+def test_nul_characters_are_refused_up_front_on_every_database(world, app, login):
+    """PostgreSQL text cannot hold NUL: refused by name, never a database error."""
+    owner = login("owner@acme.test")
+    before = db.session.scalar(select(func.count(Record.id)))
+    web = owner.post("/models/tasks/records/new", {"v_title": "a\x00b"})
+    assert web.status_code == 400
+    assert "Text cannot contain NUL characters." in web.get_data(as_text=True)
+    assert owner.get("/models/tasks/records?q=a%00b").status_code == 400
+    assert owner.get("/models/ta%00sks/records").status_code == 404
+    api = app.test_client().post(
+        "/api/v1/models/tasks/records",
+        json={"values": {"title": "a\x00b"}},
+        headers={"Authorization": f"Bearer {world.a.keys['owner']}"},
+    )
+    assert api.status_code == 400
+    assert "NUL" in api.get_json()["error"]["details"][0]["message"]
+    assert db.session.scalar(select(func.count(Record.id))) == before
+
+
+def test_malformed_json_says_what_is_wrong(world, app):
+    response = app.test_client().post(
+        "/api/v1/models/tasks/records",
+        data='{"values": {"title": "x",}}',
+        headers={
+            "Authorization": f"Bearer {world.a.keys['owner']}",
+            "Content-Type": "application/json",
+        },
+    )
+    assert response.status_code == 400
+    message = response.get_json()["error"]["details"][0]["message"]
+    assert message.startswith("Malformed JSON: ") and "line 1" in message

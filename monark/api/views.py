@@ -12,6 +12,7 @@ from monark.api.registry import RouteDescriptor, parse_part
 from monark.api.routes import V1_ROUTES
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
+from monark.core.jsonbody import json_problem
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -26,10 +27,10 @@ def _json_body() -> Any:
         )
     try:
         return request.get_json()
-    except BadRequest:
+    except BadRequest as err:
         raise ValidationFailed(
             "The request body is not valid JSON.",
-            [{"field": "body", "in": "body", "message": "Malformed JSON."}],
+            [{"field": "body", "in": "body", "message": json_problem(err)}],
         ) from None
 
 

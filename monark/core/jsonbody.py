@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from flask import request
 from flask.json.provider import DefaultJSONProvider
 from pydantic import BaseModel, ValidationError
+from werkzeug.exceptions import BadRequest
 
 from monark.core.errors import ValidationFailed
 
@@ -21,32 +22,47 @@ M = TypeVar("M", bound=BaseModel)
 MAX_DEPTH = 64
 
 
-def _depth(value: Any) -> int:
-    """How deeply ``value`` nests lists and objects (iteratively: no recursion to exhaust)."""
-    deepest, stack = 0, [(value, 1)]
+def _check(value: Any) -> None:
+    """``ValueError`` for nesting deeper than ``MAX_DEPTH`` or a NUL in any string (which
+    PostgreSQL text cannot hold). Iterative: no recursion to exhaust."""
+    stack = [(value, 1)]
     while stack:
         item, level = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("JSON text cannot contain NUL characters (\\u0000).")
+        elif isinstance(item, dict | list):
             if level > MAX_DEPTH:
-                return level
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-    return deepest
+                raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels.")
+            if isinstance(item, dict):
+                stack.extend((key, level) for key in item)
+                stack.extend((child, level + 1) for child in item.values())
+            else:
+                stack.extend((child, level + 1) for child in item)
 
 
 def loads(text: str | bytes) -> Any:
-    """``json.loads``, with ``ValueError`` for JSON nested deeper than ``MAX_DEPTH``."""
+    """``json.loads``, with ``ValueError`` for too deep nesting or NUL characters."""
     try:
         value = json.loads(text)
     except RecursionError:
-        value = None
-        too_deep = True
-    else:
-        too_deep = _depth(value) > MAX_DEPTH
-    if too_deep:
-        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels.")
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels.") from None
+    _check(value)
     return value
+
+
+def json_problem(err: BadRequest) -> str:
+    """What was wrong with a JSON body, from the error ``request.get_json`` raised."""
+    # Outside debug mode Flask raises a bare BadRequest; the parser's error is down its chain.
+    seen: BaseException | None = err
+    while seen is not None and not isinstance(seen, ValueError):
+        seen = seen.__cause__ or seen.__context__
+    if seen is not None:
+        return f"Malformed JSON: {seen}"
+    text = str(err.description or "")
+    if text.startswith("Failed to decode JSON object: "):
+        return "Malformed JSON: " + text.removeprefix("Failed to decode JSON object: ")
+    return "Malformed JSON."
 
 
 class JSONProvider(DefaultJSONProvider):
@@ -65,12 +81,13 @@ def parse_body(model: type[M]) -> M:
                 "Send the body as JSON (Content-Type: application/json).",
                 [{"field": "body", "message": "Expected application/json."}],
             )
-        data = request.get_json(silent=True)
-        if data is None:
+        try:
+            data = request.get_json()
+        except BadRequest as err:
             raise ValidationFailed(
                 "The request body is not valid JSON.",
-                [{"field": "body", "message": "Malformed JSON."}],
-            )
+                [{"field": "body", "message": json_problem(err)}],
+            ) from None
     try:
         return model.model_validate(data)
     except ValidationError as err:

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from werkzeug.routing import IntegerConverter
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
-from monark.core.errors import Unauthorized
+from monark.core.errors import NotFound, Unauthorized, ValidationFailed
 from monark.core.gates import assistant_name, check_gates
 from monark.core.models import MAX_ID, User, as_utc
 from monark.extensions import csrf, db
@@ -96,6 +96,20 @@ def register_web(app: Flask) -> None:
         ):
             return
         csrf.protect()
+
+    @app.before_request
+    def refuse_nul() -> None:
+        """PostgreSQL text cannot hold NUL (``\\x00``): refuse it up front, naming the field,
+        on every database alike (JSON bodies: ``monark.core.jsonbody``)."""
+        if "\x00" in request.path:
+            raise NotFound("No such page.")
+        for where, values in (("query", request.args), ("form", request.form)):
+            for name, value in values.items(multi=True):
+                if "\x00" in name or "\x00" in value:
+                    raise ValidationFailed(
+                        "Text cannot contain NUL characters.",
+                        [{"field": name, "in": where, "message": "Remove the NUL character."}],
+                    )
 
     app.add_template_filter(_when, "when")
     app.add_template_filter(lambda s: s[:1].upper() + s[1:] if s else s, "capitalize_first")
