@@ -152,6 +152,25 @@ def test_api_create_rejects_non_finite_numbers(member_api, subtests):
             assert committed_counts() == before
 
 
+@pytest.mark.parametrize("literal", ["9999999999999999999999", "1e308", "-1e16"])
+def test_api_create_rejects_numbers_beyond_exact_range(member_api, literal):
+    before = committed_counts()
+    raw = '{"values": {"title": "x", "points": ' + literal + "}}"
+    response = member_api("POST", RECORDS, data=raw, content_type="application/json")
+    assert_rejected(response, "values.points", "body")
+    assert "between -10^15 and 10^15" in response.get_json()["error"]["details"][0]["message"]
+    assert committed_counts() == before
+
+
+@pytest.mark.parametrize("typed", ["1_000", "1e308"])
+def test_the_form_refuses_numbers_people_do_not_mean(login, world, typed):
+    response = login("member@acme.test").post(
+        "/models/tasks/records/new", {"v_title": "Odd number", "v_points": typed}
+    )
+    assert response.status_code == 422
+    assert "Points must be" in response.get_data(as_text=True)
+
+
 BAD_BODIES = [
     pytest.param({}, "values", id="no-values"),
     pytest.param({"title": "x"}, "title", id="values-not-wrapped"),

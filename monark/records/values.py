@@ -14,6 +14,8 @@ from typing import Any
 from monark.records.models import ModelField
 
 TEXT_MAX = 1000
+# Every integer up to 2^53 is exact as a float (JSON numbers); 10^15 keeps well inside it.
+NUMBER_MAX = 10**15
 LONG_TEXT_MAX = 20000
 
 
@@ -38,6 +40,8 @@ def _check(field: ModelField, value: Any, member_ids: set[int]) -> Any:
             raise _Invalid("must be a number")
         if isinstance(value, float) and not math.isfinite(value):
             raise _Invalid("must be a finite number")
+        if abs(value) > NUMBER_MAX:
+            raise _Invalid("must be between -10^15 and 10^15")
         return value
     if kind == "date":
         if not isinstance(value, str):
@@ -150,6 +154,8 @@ def _form_int(raw: str) -> int | str:
 
 
 def _form_number(raw: str) -> int | float | str:
+    if "_" in raw:  # Python reads "1_000"; people do not write numbers that way
+        return raw
     try:
         number = float(raw)
     except ValueError:
