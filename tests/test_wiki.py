@@ -99,8 +99,13 @@ def test_the_rendered_body_is_sanitized(world, login):
     assert body.select_one("h1").get_text() == "Hi"
     assert body.select_one("strong").get_text() == "bold"
     assert body.select("script") == []
-    assert [img.get("src") for img in body.select("img")] == [None]  # no remote image
-    assert [a.get("href") for a in body.select("a")] == ["https://example.com"]
+    # A remote image is never fetched: it becomes a link the reader may follow.
+    assert body.select("img") == []
+    links = [(a.get("href"), a.get_text()) for a in body.select("a")]
+    assert links == [
+        ("https://example.com", "ok"),
+        ("https://evil.example/t.png", "Image: remote"),
+    ]
     assert not [attr for tag in body.find_all(True) for attr in tag.attrs if attr.startswith("on")]
     assert "<script>alert(1)</script>" in body.get_text()  # shown as text, never run
 

@@ -7,12 +7,26 @@ from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from markupsafe import Markup
 
 # Raw HTML in the model's Markdown is shown as text, never parsed.
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"]
 )
+
+
+def _image(self: Any, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
+    """A remote image becomes a link to it (the CSP and nh3 would leave a broken box)."""
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    if _same_origin_path(src):
+        return self.image(tokens, idx, options, env)
+    alt = self.renderInlineAsText(token.children or [], options, env) or "image"
+    return f'<a href="{escapeHtml(src)}">Image: {escapeHtml(alt)}</a>'
+
+
+_md.add_render_rule("image", _image)
 
 ALLOWED_TAGS = {
     "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
