@@ -31,8 +31,8 @@ class RecordsQuery(Strict):
         None,
         description=(
             "Only records whose field equals a value, as field:value (e.g. status:done). "
-            "Select options match in any case; a user field takes a member's id or name; "
-            "dates are YYYY-MM-DD."
+            "Select options match in any case; a user field takes a member's id or (part of) "
+            "their name; dates are YYYY-MM-DD."
         ),
         max_length=200,
     )

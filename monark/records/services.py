@@ -276,12 +276,17 @@ def _filter_clause(model: RecordModel, field_key: str, raw: str) -> ColumnElemen
             raise invalid
         return element.as_boolean() == (raw.lower() == "true")
     if field.type == "user":
-        # A member's id, or their name (exact, any case; namesakes all match).
+        # A member's id, or their name (any case; namesakes all match).
         if raw.isdecimal():
             if int(raw) > MAX_ID:
                 raise _filter_error(f"No member has the id {raw}.")
             return element.as_integer() == int(raw)
-        ids = [u.id for u in members(model.org_id) if u.name.lower() == raw.lower()]
+        # A whole name matches exactly; otherwise any name containing the text ("ben").
+        people = members(model.org_id)
+        wanted = raw.lower()
+        ids = [u.id for u in people if u.name.lower() == wanted] or [
+            u.id for u in people if wanted in u.name.lower()
+        ]
         if not ids:
             raise _filter_error(f"No member is called '{raw}' ({field.label} takes a name or id).")
         return element.as_integer().in_(ids)
