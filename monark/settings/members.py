@@ -23,6 +23,7 @@ from monark.core.events import record_event
 from monark.core.models import Invite, Membership, Org, User, as_utc, utcnow
 from monark.core.rbac import ROLES, Principal
 from monark.extensions import db
+from monark.settings.services import get_membership
 
 INVITE_DAYS = 7
 TOKEN_PREFIX = "inv_"
@@ -122,14 +123,7 @@ def revoke_invite(principal: Principal, invite_id: int) -> Invite:
 
 def remove_member(principal: Principal, membership_id: int) -> User:
     """Take someone out of the org (the user it was); their records and pages stay."""
-    principal.require("org.manage")
-    membership = db.session.scalar(
-        select(Membership).where(
-            Membership.id == membership_id, Membership.org_id == principal.org_id
-        )
-    )
-    if membership is None:
-        raise NotFound("No such member.")
+    membership = get_membership(principal, membership_id)
     if membership.user_id == principal.user_id:
         raise ValidationFailed(
             "You cannot remove yourself.",

@@ -85,8 +85,8 @@ def _owner_count(org_id: int) -> int:
     )
 
 
-def change_role(principal: Principal, membership_id: int, role: str) -> Membership:
-    """Give a member another role; only owners make or unmake owners; one owner stays."""
+def get_membership(principal: Principal, membership_id: int) -> Membership:
+    """A membership of the principal's org (for admins); ``NotFound`` otherwise."""
     principal.require("org.manage")
     membership = db.session.scalar(
         select(Membership).where(
@@ -95,6 +95,12 @@ def change_role(principal: Principal, membership_id: int, role: str) -> Membersh
     )
     if membership is None:
         raise NotFound("No such member.")
+    return membership
+
+
+def change_role(principal: Principal, membership_id: int, role: str) -> Membership:
+    """Give a member another role; only owners make or unmake owners; one owner stays."""
+    membership = get_membership(principal, membership_id)
     if role not in ROLES:
         raise ValidationFailed(
             "Unknown role.", [{"field": "role", "message": f"Choose one of: {', '.join(ROLES)}."}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import (
     Blueprint,
+    Response,
     current_app,
     flash,
     make_response,
@@ -26,6 +27,15 @@ from monark.extensions import db
 from monark.settings import members, services
 
 bp = Blueprint("settings", __name__)
+
+
+def _shown_once(page: tuple[str, int]) -> Response:
+    """A page holding a secret (a new key or invitation link) that goes out only in this answer:
+    never into the (signed, readable) session cookie, never into a cache. Its form is boosted,
+    so the address bar keeps the form's URL and a reload is a GET that creates nothing."""
+    response = make_response(page)
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 def _org_page(
@@ -114,10 +124,7 @@ def invite_create():
     except ValidationFailed as err:
         return _org_page(invite_errors=err.field_errors(), status=422)
     link = url_for("settings.invite", token=token, _external=True)
-    # As with API keys: the link goes out in this response only, never into the session.
-    response = make_response(_org_page(new_invite=(invite.email, link), status=201))
-    response.headers["Cache-Control"] = "no-store"
-    return response
+    return _shown_once(_org_page(new_invite=(invite.email, link), status=201))
 
 
 @bp.post("/settings/invites/<int:invite_id>/revoke")
@@ -214,12 +221,7 @@ def api_keys():
         except ValidationFailed as err:
             return _keys_page(errors=err.field_errors(), status=422)
         flash(f"Key {key.name} created. Copy it now: it is not shown again.", "info")
-        # The token goes out in this response only: never into the (signed, readable)
-        # session cookie, never into a cache. The form is boosted, so the address bar
-        # keeps /settings/api-keys and a reload is a GET that creates nothing.
-        response = make_response(_keys_page(new_token=token, status=201))
-        response.headers["Cache-Control"] = "no-store"
-        return response
+        return _shown_once(_keys_page(new_token=token, status=201))
     return _keys_page()
 
 
