@@ -356,6 +356,9 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("settings.member_remove", "POST", "the viewer",
             lambda c: f"/settings/members/{c.viewer_membership}/remove",
             row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
+    # A reload after the boosted form went to /settings/invites: back to the settings page.
+    WebCase("settings.invite_create", "GET", "reload", _url("/settings/invites"),
+            row(owner=302, admin=302, member=403, viewer=403, other=302)),
     # 201 and a page: the invitation link is shown once, in this answer only.
     WebCase("settings.invite_create", "POST", "as member", _url("/settings/invites"),
             row(owner=201, admin=201, member=403, viewer=403, other=201),

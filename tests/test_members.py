@@ -70,7 +70,10 @@ def test_invitation_link_is_shown_once_and_stored_as_a_hash(world, login):
     assert event_types_since(since) == ["member.invited"]
     event = db.session.scalar(select(Event).where(Event.id > since))
     assert "example" not in str(event.payload)  # ids and roles, not addresses
-    # The page lists it as pending; a reload shows no link.
+    # The page lists it as pending; a reload (of /settings/invites, where the boosted form
+    # left the address bar) shows the settings page without the link.
+    reload = admin.get("/settings/invites")
+    assert reload.status_code == 302 and reload.headers["Location"] == "/settings#invites"
     page = soup_of(admin.get("/settings"))
     assert page.select_one("#invite-link") is None
     assert "new.person@example.test" in page.select_one("#invites table").get_text()

@@ -112,11 +112,13 @@ def member_remove(membership_id: int):
     return redirect(url_for("settings.org_settings"), 303)
 
 
-@bp.post("/settings/invites")
+@bp.route("/settings/invites", methods=["GET", "POST"])
 @guard("org.manage")
 def invite_create():
     """Invite someone by email; the one-time link is shown in this answer only."""
     principal = require_principal()
+    if request.method == "GET":  # a reload of the boosted form's answer
+        return redirect(url_for("settings.org_settings", _anchor="invites"))
     try:
         invite, token = members.create_invite(
             principal, request.form.get("email", ""), request.form.get("role", "")
