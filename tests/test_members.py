@@ -68,6 +68,9 @@ def test_invitation_link_is_shown_once_and_stored_as_a_hash(world, login):
     assert invite.token_hash == hashlib.sha256(token.encode()).hexdigest()
     assert token not in str(db.session.execute(select(Invite.__table__)).all())
     assert event_types_since(since) == ["member.invited"]
+    # The organization form on the same page still shows the stored settings.
+    org_form = soup_of(response).select_one("input[name=chat_enabled]")
+    assert org_form.has_attr("checked") and world.a.org.chat_enabled
     event = db.session.scalar(select(Event).where(Event.id > since))
     assert "example" not in str(event.payload)  # ids and roles, not addresses
     # The page lists it as pending; a reload (of /settings/invites, where the boosted form

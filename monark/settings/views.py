@@ -45,6 +45,8 @@ def _org_page(
     invite_errors: dict[str, str] | None = None,
     new_invite: tuple[str, str] | None = None,
 ):
+    """The settings page; a refused form (settings or invitation) comes back as typed, the
+    other one as stored."""
     principal = require_principal()
     return render_template(
         "settings/org.html",
@@ -56,7 +58,8 @@ def _org_page(
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
-        form=request.form if request.method == "POST" else None,
+        form=request.form if errors else None,
+        invite_form=request.form if invite_errors else {},
     ), status
 
 
