@@ -526,3 +526,11 @@ def test_audit_filter_by_user_includes_their_assistant_actions(login, world):
     # "The assistant (any user)" still lists every assistant action, and only those.
     rows = _audit_rows(soup_of(browser.get("/audit?actor=assistant")))
     assert [r[1].split(" via ")[0] for r in rows] == ["Acme Owner", "Acme Member"]
+
+
+def test_a_refused_page_says_so_in_plain_words(world, login):
+    response = login("viewer@acme.test").get("/settings")
+    assert response.status_code == 403
+    text = soup_of(response).get_text(" ", strip=True)
+    assert "Your role in Acme (viewer) does not allow this." in text
+    assert "Ask an admin of Acme" in text

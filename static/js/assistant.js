@@ -88,17 +88,22 @@
     if (screen) screen.scrollTop = screen.scrollHeight;
   }
 
-  document.addEventListener("DOMContentLoaded", () => {
+  // Sets up a panel the server rendered: on page load, and again should a swap ever replace it
+  // (a history restore swaps only #main, but a fallback may swap the whole body).
+  function initPanel() {
     const aside = panel();
-    if (!aside) return;
+    if (!aside || aside.dataset.ready) return;
+    aside.dataset.ready = "1";
     applyWidth(aside);
     setupResize(aside);
-    window.addEventListener("resize", () => applyWidth(aside));
     loadFirstScreen();
     let open = false;
     try { open = localStorage.getItem(OPEN_KEY) === "1"; } catch (e) { /* private mode */ }
     setOpen(open, false);
-  });
+  }
+  document.addEventListener("DOMContentLoaded", initPanel);
+  document.addEventListener("htmx:after:settle", initPanel);
+  window.addEventListener("resize", () => { if (panel()) applyWidth(panel()); });
 
   document.addEventListener("click", (event) => {
     if (event.target.closest("#assistant-toggle")) setOpen(panel()?.hidden ?? false);

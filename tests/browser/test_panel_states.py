@@ -123,3 +123,34 @@ def test_the_step_limit_leaves_a_visible_note(world, browse, fake_anthropic):
     wait_turn(panel)
     expect(panel.locator(".call-read")).to_have_count(8)
     s.shot("16-step-limit")
+
+
+def test_back_and_forward_keep_the_panel_open_with_its_conversation(world, browse, fake_anthropic):
+    fake_anthropic.script.add([Say("Still here.")], [Say("And working.")])
+    s = browse("member@acme.test")
+    s.goto("/models/tasks/records")
+    panel = new_conversation(s)
+    send(panel, "Keep me through history")
+    wait_turn(panel)
+    nav = s.page.get_by_role("navigation", name="Main")
+    nav.get_by_role("link", name="Wiki").click()
+    s.page.wait_for_url(f"{s.base}/wiki**")
+    nav.get_by_role("link", name="All models").click()
+    s.page.wait_for_url(f"{s.base}/models")
+    main = s.page.locator("#main")
+    toggle = s.page.get_by_role("button", name="Chrysa")
+    steps = [(s.page.go_back, "/wiki"), (s.page.go_back, "/models/tasks/records")]
+    steps += [(s.page.go_forward, "/wiki"), (s.page.go_back, "/models/tasks/records")]
+    for step, route in steps:
+        step()
+        expect(main).to_have_attribute("data-route", route)
+        expect(toggle).to_have_attribute("aria-expanded", "true")
+        expect(panel).to_be_visible()
+        expect(panel.locator("#chat-title")).to_have_text("Keep me through history")
+        expect(panel.get_by_label("Message", exact=True)).to_be_visible()
+    expect(main.locator("h1")).to_have_text("Tasks")
+    # The panel still works after the restores.
+    send(panel, "Are you still working?")
+    expect(panel.locator(".msg-assistant .md").last).to_have_text("And working.")
+    wait_turn(panel)
+    assert not s.errors, s.errors
