@@ -534,3 +534,20 @@ def test_a_refused_page_says_so_in_plain_words(world, login):
     text = soup_of(response).get_text(" ", strip=True)
     assert "Your role in Acme (viewer) does not allow this." in text
     assert "Ask an admin of Acme" in text
+
+
+def test_audit_names_models_and_links_records_that_still_exist(world, login):
+    from monark.records import services as records
+
+    owner = world.a.principal("owner")
+    kept = factories.make_record(owner, world.a.model, "Kept")
+    gone = factories.make_record(owner, world.a.model, "Gone")
+    records.delete_record(owner, world.a.model, gone.id)
+    soup = soup_of(login("admin@acme.test").get("/audit"))
+    rows = [tr.select("td") for tr in soup.select("#audit-table tbody tr")]
+    by_subject = {td[3].get_text(strip=True): td for td in rows}
+    link = by_subject[f"record #{kept.id}"][3].select_one("a")
+    assert link["href"] == f"/models/tasks/records/{kept.id}"
+    assert by_subject[f"record #{gone.id}"][3].select_one("a") is None
+    assert "model: Tasks" in by_subject[f"record #{kept.id}"][4].get_text()
+    assert "model_id" not in soup.select_one("#audit-table").get_text()

@@ -9,6 +9,7 @@ from monark.core.auth import guard, require_principal
 from monark.core.htmx import is_partial
 from monark.core.models import MAX_ID, ApiKey, Event, User
 from monark.extensions import db
+from monark.records.models import Record, RecordModel
 from monark.records.services import members
 
 bp = Blueprint("audit", __name__)
@@ -51,6 +52,32 @@ def audit_log():
         if user_ids
         else {}
     )
+    # Names for the model ids in payloads, and links for the records that still exist.
+    model_ids = {e.payload.get("model_id") for e in rows if isinstance(e.payload, dict)}
+    model_ids = {m for m in model_ids if isinstance(m, int) and 0 < m <= MAX_ID}
+    models = (
+        dict(
+            db.session.execute(
+                select(RecordModel.id, RecordModel.name).where(
+                    RecordModel.org_id == principal.org_id, RecordModel.id.in_(model_ids)
+                )
+            ).all()
+        )
+        if model_ids
+        else {}
+    )
+    record_ids = {e.subject_id for e in rows if e.subject_type == "record" and e.subject_id}
+    records = (
+        dict(
+            db.session.execute(
+                select(Record.id, RecordModel.key)
+                .join(RecordModel, RecordModel.id == Record.model_id)
+                .where(Record.org_id == principal.org_id, Record.id.in_(record_ids))
+            ).all()
+        )
+        if record_ids
+        else {}
+    )
     actors = [(f"user:{u.id}", u.name) for u in members(principal.org_id)]
     actors += [
         (f"api_key:{k.id}", f"API key {k.name}")
@@ -62,6 +89,8 @@ def audit_log():
         "actors": actors,
         "events": rows,
         "users": users,
+        "models": models,
+        "records": records,
         "types": types,
         "event_type": event_type,
         "actor": actor,
