@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from tests import factories
 
@@ -86,4 +87,39 @@ def test_a_new_api_key_shows_once_and_a_reload_creates_nothing(world, browse):
     assert s.page.locator("#new-token").count() == 0
     rows = s.page.locator("tbody tr", has_text="Phone")
     assert rows.count() == 1
+    assert not s.errors
+
+
+def _open_new_conversation(s):
+    s.page.get_by_role("button", name="Chrysa").click()
+    panel = s.page.get_by_role("complementary", name="Assistant")
+    panel.get_by_role("button", name="New conversation").click()
+    expect(panel.locator("#chat-title")).to_have_text("New conversation")
+    return panel
+
+
+def _inside_the_window(s, locator) -> None:
+    box = locator.bounding_box()
+    height = s.page.viewport_size["height"]
+    assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, (box, height)
+
+
+@pytest.mark.parametrize("width", [1000, 1280])
+def test_the_panels_send_button_stays_in_the_window(width, world, browse):
+    owner = world.a.principal("owner")
+    for i in range(9):  # enough models that the nav wraps at 1000px
+        factories.make_tasks_model(owner, key=f"ledger{i}")
+    for i in range(40):  # and a page long enough to scroll
+        factories.make_record(owner, world.a.model, f"Task {i}")
+    s = browse("owner@acme.test", viewport={"width": width, "height": 800})
+    s.goto("/models/tasks/records")
+    panel = _open_new_conversation(s)
+    send = panel.get_by_role("button", name="Send")
+    _inside_the_window(s, send)
+    _inside_the_window(s, panel.get_by_role("button", name="New conversation"))
+    s.shot(f"panel-send-{width}")
+    s.page.evaluate("() => window.scrollTo(0, 3000)")
+    assert s.page.evaluate("() => window.scrollY") > 0
+    _inside_the_window(s, send)
+    _inside_the_window(s, panel.get_by_role("button", name="New conversation"))
     assert not s.errors
