@@ -510,6 +510,11 @@ WEB_CASES: tuple[WebCase, ...] = (
             data=lambda c, who: {"parent_id": "", "position": "1"}, writes="own"),
     WebCase("wiki.archive", "POST", "acme's", lambda c: f"/wiki/{_page(c)}/archive",
             row(owner=303, admin=303, member=303, viewer=403, other=404), writes="same"),
+    WebCase("wiki.archived", "GET", "", _url("/wiki/archived"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("wiki.restore", "POST", "acme's archived",
+            lambda c: f"/wiki/{_archived_page(c)}/restore",
+            row(owner=303, admin=303, member=303, viewer=403, other=404), writes="same"),
     # ---- the wiki (internal JSON; form bodies as above) ----
     WebCase("wiki_internal.wiki_list_pages", "GET", "", _url("/internal/wiki/pages"),
             row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=200)),
@@ -909,6 +914,19 @@ def _run(c: Ctx) -> int:
         select(AutomationRun.id).where(AutomationRun.automation_id == automation_id)
     )
     return found or automations.run_test(_acme_owner(c), automation_id).id
+
+
+def _archived_page(c: Ctx) -> int:
+    """An archived page of Acme's, made on first use."""
+    title = f"{AUTHZ_PAGE} (archived)"
+    found = db.session.scalar(
+        select(WikiPage.id).where(WikiPage.org_id == c.acme_org, WikiPage.title == title)
+    )
+    if found:
+        return found
+    page_id = wiki.create_page(_acme_owner(c), title, "🗄", body="Old").id
+    wiki.archive_page(_acme_owner(c), page_id)
+    return page_id
 
 
 def _page(c: Ctx) -> int:

@@ -177,6 +177,42 @@ def test_web_move_names_a_bad_position_in_the_forms_own_terms(pages, login, posi
     assert tree_of(member) == HANDBOOK_TREE
 
 
+def test_an_archived_subtree_is_listed_and_restored_whole(pages, login):
+    member = login("member@acme.test")
+    member.post(f"/wiki/{pages['onboarding']}/archive")
+    member.post(f"/wiki/{pages['handbook']}/archive")  # Holidays goes with it
+    listing = soup(member.get("/wiki/archived"))
+    rows = [
+        [td.get_text(" ", strip=True) for td in tr.select("td")[:2]]
+        for tr in listing.select("tbody tr")
+    ]
+    # Newest first; Onboarding is listed on its own: its parent is archived too but was
+    # archived later, and the list shows what each archive took out of the tree.
+    assert rows == [["📘 Handbook", "3"]]
+    restored = member.post(f"/wiki/{pages['handbook']}/restore")
+    assert restored.status_code == 303
+    assert tree_of(member) == HANDBOOK_TREE
+    assert events("wiki_page.restored") == 1
+    assert soup(member.get("/wiki/archived")).select("tbody tr") == []
+
+
+def test_a_page_whose_parent_stays_archived_comes_back_at_the_top(pages, login):
+    member = login("member@acme.test")
+    member.post(f"/wiki/{pages['handbook']}/archive")
+    member.post(f"/wiki/{pages['laptops']}/restore")
+    assert tree_of(member) == [("Runbooks", []), ("Laptops", [])]
+    # Viewers see what is archived, without a Restore button; restoring is refused.
+    viewer = login("viewer@acme.test")
+    listing = soup(viewer.get("/wiki/archived"))
+    assert [td.get_text(" ", strip=True) for td in listing.select("tbody tr td:first-child")] == [
+        "📘 Handbook"
+    ]
+    assert listing.select("main table button") == []
+    assert viewer.post(f"/wiki/{pages['handbook']}/restore").status_code == 403
+    # A live page cannot be "restored".
+    assert member.post(f"/wiki/{pages['runbooks']}/restore").status_code == 404
+
+
 # ---- writing through JSON ---------------------------------------------------------------
 
 

@@ -246,6 +246,19 @@ def update_page(
     return page
 
 
+def _place(
+    principal: Principal, page: WikiPage, parent_id: int | None, position: int | None
+) -> int:
+    """Number the live pages under ``parent_id`` with ``page`` at ``position`` (None: last,
+    beyond the end: last); the index it got."""
+    siblings = _siblings(principal, parent_id, page.id)
+    index = len(siblings) if position is None else min(position, len(siblings))
+    siblings.insert(index, page)
+    for number, sibling in enumerate(siblings):
+        sibling.position = number
+    return index
+
+
 def move_page(
     principal: Principal, page_id: int, parent_id: int | None, position: int | None = None
 ) -> WikiPage:
@@ -263,11 +276,7 @@ def move_page(
         raise _problem("position", "Give a position of 0 (first) or more.")
     old_parent = page.parent_id
     new_parent = parent.id if parent else None
-    siblings = _siblings(principal, new_parent, page.id)
-    index = len(siblings) if position is None else min(position, len(siblings))
-    siblings.insert(index, page)
-    for number, sibling in enumerate(siblings):
-        sibling.position = number
+    index = _place(principal, page, new_parent, position)
     page.parent_id = new_parent
     if old_parent != new_parent:
         for number, sibling in enumerate(_siblings(principal, old_parent, page.id)):
@@ -290,5 +299,58 @@ def archive_page(principal: Principal, page_id: int) -> list[int]:
         archived.updated_by_id = principal.user_id
     payload = {"page_id": page.id, "archived_ids": ids}
     record_event(principal, "wiki_page.archived", "wiki_page", page.id, payload)
+    db.session.commit()
+    return ids
+
+
+def _archived(principal: Principal) -> list[WikiPage]:
+    stmt = select(WikiPage).where(WikiPage.org_id == principal.org_id, WikiPage.archived.is_(True))
+    return list(db.session.scalars(stmt.order_by(WikiPage.updated_at.desc(), WikiPage.id)))
+
+
+def archived_pages(principal: Principal) -> list[tuple[WikiPage, int]]:
+    """Archived pages whose parent is live or none (each with its archived subpage count):
+    what an archive took out of the tree, newest first."""
+    principal.require("wiki.view")
+    pages = _archived(principal)
+    archived_ids = {p.id for p in pages}
+    tops = [p for p in pages if p.parent_id not in archived_ids]
+    return [(p, len(_archived_below(pages, p.id))) for p in tops]
+
+
+def _archived_below(pages: list[WikiPage], page_id: int) -> set[int]:
+    children: dict[int | None, list[int]] = {}
+    for p in pages:
+        children.setdefault(p.parent_id, []).append(p.id)
+    found, todo = set(), list(children.get(page_id, []))
+    while todo:
+        current = todo.pop()
+        if current not in found:
+            found.add(current)
+            todo.extend(children.get(current, []))
+    return found
+
+
+def restore_page(principal: Principal, page_id: int) -> list[int]:
+    """Bring an archived page back with its archived subpages, where it was among its
+    siblings (last at the top level if its parent is archived too). The ids restored."""
+    principal.require("wiki.edit")
+    pages = _archived(principal)
+    page = next((p for p in pages if p.id == page_id), None)
+    if page is None:
+        raise NotFound(f"No archived wiki page {page_id} in this organization.")
+    ids = [page.id, *sorted(_archived_below(pages, page.id))]
+    position: int | None = page.position
+    if page.parent_id is not None:
+        parent = db.session.get(WikiPage, page.parent_id)
+        if parent is None or parent.archived or parent.org_id != principal.org_id:
+            page.parent_id, position = None, None  # last at the top level
+    _place(principal, page, page.parent_id, position)
+    for restored in pages:
+        if restored.id in ids:
+            restored.archived = False
+            restored.updated_by_id = principal.user_id
+    payload = {"page_id": page.id, "restored_ids": ids}
+    record_event(principal, "wiki_page.restored", "wiki_page", page.id, payload)
     db.session.commit()
     return ids

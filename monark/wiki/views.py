@@ -164,3 +164,25 @@ def archive(page_id: int):
     if parent_id:
         return redirect(url_for("wiki.page", page_id=parent_id), 303)
     return redirect(url_for("wiki.index"), 303)
+
+
+@bp.get("/archived")
+@guard("wiki.view")
+def archived():
+    """What was archived, to look up or (for editors) bring back."""
+    principal = require_principal()
+    return render_template(
+        "wiki/archived.html",
+        pages=services.archived_pages(principal),
+        **_tree_context(principal),
+    )
+
+
+@bp.post("/<int:page_id>/restore")
+@guard("wiki.edit")
+def restore(page_id: int):
+    """Bring an archived page back with its archived subpages."""
+    ids = services.restore_page(require_principal(), page_id)
+    more = f" with {len(ids) - 1} subpage{'s' if len(ids) > 2 else ''}" if len(ids) > 1 else ""
+    flash(f"Page restored{more}.")
+    return redirect(url_for("wiki.page", page_id=page_id), 303)
