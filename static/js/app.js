@@ -1,8 +1,42 @@
 // Small enhancements that need no inline script (the CSP forbids it).
-document.addEventListener("change", (event) => {
-  const select = event.target.closest("select[data-autosubmit]");
-  if (select && select.form) select.form.requestSubmit();
-});
+
+// A select[data-autosubmit] (the org switcher) submits when a choice is made with the mouse.
+// With the keyboard, arrows, Home/End, Page keys and type-ahead only move the selection
+// (WCAG 3.2.2): Enter submits it, and leaving the select puts back the current choice.
+(() => {
+  const NAVIGATION_KEYS = ["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End", "PageUp", "PageDown"];
+  const autosubmit = (target) => target?.closest?.("select[data-autosubmit]");
+  const current = (select) => [...select.options].find((o) => o.defaultSelected)?.value ?? select.options[0]?.value;
+  let browsing = null; // the select whose selection the keyboard is moving
+
+  document.addEventListener("keydown", (event) => {
+    const select = autosubmit(event.target);
+    if (!select) return;
+    if (event.key === "Enter") {
+      event.preventDefault();
+      browsing = null;
+      if (select.value !== current(select) && select.form) select.form.requestSubmit();
+      return;
+    }
+    // Alt+arrows and Space open the list; choosing in it is like choosing with the mouse.
+    if ((NAVIGATION_KEYS.includes(event.key) && event.altKey) || event.key === " ") browsing = null;
+    else if (NAVIGATION_KEYS.includes(event.key)
+      || (event.key.length === 1 && !event.ctrlKey && !event.metaKey && !event.altKey)) browsing = select;
+  });
+  document.addEventListener("pointerdown", (event) => {
+    if (autosubmit(event.target)) browsing = null;
+  });
+  document.addEventListener("change", (event) => {
+    const select = autosubmit(event.target);
+    if (select && select !== browsing && select.form) select.form.requestSubmit();
+  });
+  document.addEventListener("focusout", (event) => {
+    const select = autosubmit(event.target);
+    if (!select || browsing !== select) return;
+    browsing = null;
+    select.value = current(select);
+  });
+})();
 
 // The header's height, for the layout below it: it grows when the nav wraps.
 (() => {

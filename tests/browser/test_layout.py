@@ -123,3 +123,46 @@ def test_the_panels_send_button_stays_in_the_window(width, world, browse):
     _inside_the_window(s, send)
     _inside_the_window(s, panel.get_by_role("button", name="New conversation"))
     assert not s.errors
+
+
+COUNT_SUBMITS = """() => document.addEventListener('submit', () => {
+    window.__submits = (window.__submits || 0) + 1;
+})"""
+
+
+def test_arrow_keys_on_the_org_switcher_do_not_switch_enter_does(world, browse):
+    factories.add_member(world.a.users["member"], world.b.org, "member")
+    s = browse("member@acme.test")
+    s.page.evaluate(COUNT_SUBMITS)
+    select = s.page.get_by_label("Organization")
+    select.focus()
+    s.page.keyboard.press("ArrowDown")
+    expect(select).to_have_value(str(world.b.org.id))
+    s.page.keyboard.press("ArrowUp")
+    s.page.keyboard.press("ArrowDown")
+    assert s.page.evaluate("window.__submits") is None
+    assert s.page.get_by_text("Switched to").count() == 0
+    s.page.keyboard.press("Enter")
+    expect(s.page.locator(".flash")).to_have_text("Switched to Globex.")
+    expect(s.page.get_by_label("Organization")).to_have_value(str(world.b.org.id))
+
+
+def test_leaving_the_org_switcher_after_arrowing_keeps_the_current_org(world, browse):
+    factories.add_member(world.a.users["member"], world.b.org, "member")
+    s = browse("member@acme.test")
+    select = s.page.get_by_label("Organization")
+    select.focus()
+    s.page.keyboard.press("ArrowDown")
+    s.page.evaluate(COUNT_SUBMITS)
+    s.page.keyboard.press("Tab")
+    expect(select).to_have_value(str(world.a.org.id))  # it shows the org you are in
+    assert s.page.evaluate("window.__submits") is None
+    s.page.reload()
+    expect(select).to_have_value(str(world.a.org.id))
+
+
+def test_choosing_an_org_with_the_mouse_switches_at_once(world, browse):
+    factories.add_member(world.a.users["member"], world.b.org, "member")
+    s = browse("member@acme.test")
+    s.page.get_by_label("Organization").select_option(label="Globex")
+    expect(s.page.locator(".flash")).to_have_text("Switched to Globex.")
