@@ -125,6 +125,29 @@ def test_the_panels_send_button_stays_in_the_window(width, world, browse):
     assert not s.errors
 
 
+LONG = "x" * 1000
+
+
+def test_a_long_unbroken_title_never_widens_the_page(world, browse):
+    s = browse("member@acme.test", **NARROW)
+    s.goto("/models/tasks/records/new")
+    s.page.get_by_label("Title").fill(LONG)
+    s.page.get_by_role("button", name="Create").click()
+    expect(s.page.locator(".flash")).to_contain_text("created.")
+    expect(s.page.locator("h1")).to_contain_text("x" * 300)  # the title, shortened or not
+    sizes = _overflow(s)
+    assert sizes["page"] <= sizes["window"], sizes
+    for part in ("h1", ".flash", "dl.record"):
+        assert s.page.locator(part).bounding_box()["width"] <= sizes["window"], part
+    s.shot("narrow-long-title-detail")
+    s.goto("/models/tasks/records")
+    sizes = _overflow(s)
+    assert sizes["page"] <= sizes["window"], sizes
+    cell = s.page.locator("td", has=s.page.get_by_role("link", name=LONG))
+    assert cell.bounding_box()["width"] <= sizes["window"], cell.bounding_box()
+    s.shot("narrow-long-title-list")
+
+
 COUNT_SUBMITS = """() => document.addEventListener('submit', () => {
     window.__submits = (window.__submits || 0) + 1;
 })"""
