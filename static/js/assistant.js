@@ -5,7 +5,12 @@
   const toggle = () => document.getElementById("assistant-toggle");
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content || "";
   const sources = ["chat-composer", "chat-decide", "chat-retry"];
-  const CONVERSATION_KEY = "monark.assistant.conversation";
+  // The open conversation is remembered per user and org: ids of one org mean nothing in another.
+  const conversationKey = () => {
+    const aside = panel();
+    return `monark.assistant.conversation.${aside?.dataset.user || ""}.${aside?.dataset.org || ""}`;
+  };
+  try { localStorage.removeItem("monark.assistant.conversation"); } catch (e) { /* the old, shared key */ }
   let streamingSource = null;
   let turn = 0; // counts turns, so a late Stop timer cannot abort the next one
   let lastText = ""; // the composer's text, restored if the send is refused
@@ -169,7 +174,7 @@
     const url = screen?.dataset.listUrl;
     if (!url) return;
     let id = null;
-    try { id = localStorage.getItem(CONVERSATION_KEY); } catch (e) { /* private mode */ }
+    try { id = localStorage.getItem(conversationKey()); } catch (e) { /* private mode */ }
     const target = id && /^\d+$/.test(id) ? `${url}/${id}` : url;
     htmx.ajax("GET", target, {target: "#chat-screen", swap: "innerHTML"});
   }
@@ -177,8 +182,8 @@
     const id = document.getElementById("chat-conversation-id")?.value;
     const inThread = Boolean(document.getElementById("chat-thread"));
     try {
-      if (inThread && id) localStorage.setItem(CONVERSATION_KEY, id);
-      else if (!inThread && document.querySelector(".chat-list")) localStorage.removeItem(CONVERSATION_KEY);
+      if (inThread && id) localStorage.setItem(conversationKey(), id);
+      else if (!inThread && document.querySelector(".chat-list")) localStorage.removeItem(conversationKey());
     } catch (e) { /* private mode */ }
   });
 

@@ -8,6 +8,7 @@ from sqlalchemy import select
 from monark.core.models import User
 from monark.extensions import db
 from tests.browser.test_panel import new_conversation, open_panel, send, wait_turn
+from tests.factories import add_member
 from tests.llm_script import Call, HttpFail, Say
 
 
@@ -154,3 +155,21 @@ def test_back_and_forward_keep_the_panel_open_with_its_conversation(world, brows
     expect(panel.locator(".msg-assistant .md").last).to_have_text("And working.")
     wait_turn(panel)
     assert not s.errors, s.errors
+
+
+def test_the_open_conversation_is_remembered_per_org(world, browse, fake_anthropic):
+    add_member(world.a.users["member"], world.b.org, "member")
+    fake_anthropic.script.add([Say("An Acme answer.")])
+    s = browse("member@acme.test")
+    panel = new_conversation(s)
+    send(panel, "An Acme question")
+    wait_turn(panel)
+    s.page.get_by_label("Organization").select_option(label="Globex")
+    expect(s.page.locator(".flash")).to_have_text("Switched to Globex.")
+    panel = s.page.get_by_role("complementary", name="Assistant")
+    expect(panel).to_contain_text("No conversations yet")
+    expect(panel.get_by_text("That conversation is no longer there.")).to_have_count(0)
+    s.page.get_by_label("Organization").select_option(label="Acme")
+    expect(s.page.locator(".flash")).to_have_text("Switched to Acme.")
+    expect(panel.locator("#chat-title")).to_have_text("An Acme question")
+    expect(panel.locator(".msg-assistant .md")).to_have_text("An Acme answer.")
