@@ -79,13 +79,20 @@
     });
   }
 
+  // While a reply streams, Send is disabled like Enter is; the composer keeps its text.
+  function syncStreaming() {
+    const aside = panel();
+    aside?.classList.toggle("streaming", Boolean(streamingSource));
+    const stop = aside?.querySelector(".chat-stop");
+    if (stop) stop.hidden = !streamingSource;
+    const send = aside?.querySelector(".chat-send");
+    if (send) send.disabled = Boolean(streamingSource);
+  }
+
   function setStreaming(source) {
     if (source) turn += 1;
     streamingSource = source;
-    const aside = panel();
-    aside?.classList.toggle("streaming", Boolean(source));
-    const stop = aside?.querySelector(".chat-stop");
-    if (stop) stop.hidden = !source;
+    syncStreaming();
   }
 
   function scrollThread() {
@@ -132,6 +139,15 @@
       if (!streamingSource && text.value.trim()) text.form.requestSubmit();
     }
   });
+
+  // However the composer is submitted (Send, a script), nothing is sent while a reply streams:
+  // stopped here, before htmx sees it, so it is neither queued nor is the composer cleared.
+  document.addEventListener("submit", (event) => {
+    if (event.target.id === "chat-composer" && streamingSource) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
 
   // Runs after htmx collected the form: add the page context, then clear the composer.
   document.addEventListener("htmx:config:request", (event) => {
@@ -195,7 +211,9 @@
     if (event.target === streamingSource) setStreaming(null);
   });
   document.addEventListener("htmx:after:swap", (event) => {
-    if (panel()?.contains(event.target)) scrollThread();
+    if (!panel()?.contains(event.target)) return;
+    scrollThread();
+    syncStreaming(); // a screen swapped in mid-stream gets a disabled Send too
   });
   document.addEventListener("htmx:sse:after:message", () => scrollThread());
 

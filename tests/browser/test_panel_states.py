@@ -173,3 +173,30 @@ def test_the_open_conversation_is_remembered_per_org(world, browse, fake_anthrop
     expect(s.page.locator(".flash")).to_have_text("Switched to Acme.")
     expect(panel.locator("#chat-title")).to_have_text("An Acme question")
     expect(panel.locator(".msg-assistant .md")).to_have_text("An Acme answer.")
+
+
+def test_send_is_disabled_while_a_reply_streams_and_keeps_the_text(world, browse, fake_anthropic):
+    fake_anthropic.chunk_delay = 0.15
+    fake_anthropic.script.add([Say(" ".join(f"word{i}" for i in range(30)))])
+    s = browse("member@acme.test")
+    panel = new_conversation(s)
+    send(panel, "Talk for a while")
+    expect(panel.locator(".live-text")).to_contain_text("word2")
+    box = panel.get_by_label("Message", exact=True)
+    box.fill("Not yet, please")
+    send_button = panel.get_by_role("button", name="Send")
+    expect(send_button).to_be_disabled()
+    send_button.dispatch_event("click")  # what a click or a keyboard press on it would do
+    panel.locator("#chat-composer").evaluate("form => form.requestSubmit()")
+    expect(box).to_have_value("Not yet, please")
+    wait_turn(panel)
+    expect(send_button).to_be_enabled()
+    expect(box).to_have_value("Not yet, please")
+    expect(panel.locator(".msg-user")).to_have_count(1)
+    assert len(fake_anthropic.requests) == 1
+    # Once the reply is done, Send sends the kept text.
+    fake_anthropic.chunk_delay = 0
+    fake_anthropic.script.add([Say("Now then.")])
+    send_button.click()
+    expect(panel.locator(".msg-assistant .md").last).to_have_text("Now then.")
+    expect(panel.locator(".msg-user .bubble").last).to_have_text("Not yet, please")
