@@ -214,6 +214,10 @@
     if (!panel()?.contains(event.target)) return;
     scrollThread();
     syncStreaming(); // a screen swapped in mid-stream gets a disabled Send too
+    // After "New conversation", the next thing to do is to type.
+    if (event.detail?.ctx?.sourceElement?.matches?.("[data-assistant-new]")) {
+      document.getElementById("chat-text")?.focus();
+    }
   });
   document.addEventListener("htmx:sse:after:message", () => scrollThread());
 

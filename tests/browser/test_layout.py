@@ -189,3 +189,16 @@ def test_choosing_an_org_with_the_mouse_switches_at_once(world, browse):
     s = browse("member@acme.test")
     s.page.get_by_label("Organization").select_option(label="Globex")
     expect(s.page.locator(".flash")).to_have_text("Switched to Globex.")
+
+
+def test_a_skip_link_is_the_first_stop_and_moves_focus_to_main(world, browse):
+    s = browse("member@acme.test")
+    s.goto("/models/tasks/records")
+    s.page.keyboard.press("Tab")
+    skip = s.page.get_by_role("link", name="Skip to content")
+    expect(skip).to_be_focused()
+    expect(skip).to_be_visible()
+    s.page.keyboard.press("Enter")
+    expect(s.page.locator("#main")).to_be_focused()
+    s.page.keyboard.press("Tab")
+    assert s.page.evaluate("document.getElementById('main').contains(document.activeElement)")

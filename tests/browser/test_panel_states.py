@@ -200,3 +200,11 @@ def test_send_is_disabled_while_a_reply_streams_and_keeps_the_text(world, browse
     send_button.click()
     expect(panel.locator(".msg-assistant .md").last).to_have_text("Now then.")
     expect(panel.locator(".msg-user .bubble").last).to_have_text("Not yet, please")
+
+
+def test_new_conversation_moves_focus_to_the_message_box(world, browse):
+    s = browse("member@acme.test")
+    panel = open_panel(s)
+    panel.get_by_role("button", name="New conversation").click()
+    expect(panel.locator("#chat-title")).to_have_text("New conversation")
+    expect(panel.get_by_label("Message", exact=True)).to_be_focused()
