@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
 from monark.chat.models import Conversation, Message, ToolCall
@@ -281,3 +282,7 @@ def test_without_an_api_key_the_thread_says_so_before_anyone_sends(world, login,
     finally:
         set_llm_provider(None)
     assert "not connected to a model yet" in page
+    assert "press Retry" not in page  # there is nothing to retry yet
+    soup = BeautifulSoup(page, "html.parser")
+    assert soup.select_one("#chat-text").has_attr("disabled")
+    assert soup.select_one("button.chat-send").has_attr("disabled")

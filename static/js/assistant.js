@@ -86,7 +86,9 @@
     const stop = aside?.querySelector(".chat-stop");
     if (stop) stop.hidden = !streamingSource;
     const send = aside?.querySelector(".chat-send");
-    if (send) send.disabled = Boolean(streamingSource);
+    // A composer the server disabled (no model connected) stays disabled.
+    const offline = aside?.querySelector("#chat-text")?.disabled;
+    if (send) send.disabled = Boolean(streamingSource) || Boolean(offline);
   }
 
   function setStreaming(source) {

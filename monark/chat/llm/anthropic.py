@@ -26,10 +26,11 @@ from monark.chat.llm.types import (
 )
 
 EPHEMERAL = {"type": "ephemeral"}
-NO_KEY = (
+NOT_CONNECTED = (
     "The assistant is not connected to a model yet. An administrator needs to set "
-    "ANTHROPIC_API_KEY on the server; then press Retry."
+    "ANTHROPIC_API_KEY on the server"
 )
+NO_KEY = NOT_CONNECTED + "; then press Retry."  # after a message was sent
 
 
 def _block(block: Any) -> dict[str, Any]:
@@ -100,7 +101,7 @@ class AnthropicProvider:
 
     def problem(self) -> str | None:
         """Why no reply can come yet (no key), before anyone sends a message."""
-        return None if self.api_key else NO_KEY
+        return None if self.api_key else NOT_CONNECTED + "."
 
     def _get_client(self) -> Any:
         if self._client is None:
