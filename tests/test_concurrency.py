@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from sqlalchemy import func, select
 
 from monark.chat import service
@@ -104,7 +105,10 @@ def _slow_first_call(monkeypatch, module, name: str, seconds: float = 0.4) -> No
     monkeypatch.setattr(module, name, slow)
 
 
-def test_two_concurrent_partial_updates_of_one_record_both_stick(app, world, monkeypatch):
+@pytest.mark.parametrize("preloaded", [False, True], ids=["fresh", "preloaded"])
+def test_two_concurrent_partial_updates_of_one_record_both_stick(
+    app, world, monkeypatch, preloaded
+):
     from monark.records import services
 
     owner, member = world.a.principal("owner"), world.a.principal("member")
@@ -115,7 +119,10 @@ def test_two_concurrent_partial_updates_of_one_record_both_stick(app, world, mon
     def update(principal, values):
         def job():
             model = services.get_model(principal, "tasks")
+            # As the web view does: the record is already in the session before the update.
+            held = services.get_record(principal, model, record_id) if preloaded else None
             services.update_record(principal, model, record_id, values)
+            del held
 
         return job
 
@@ -125,7 +132,10 @@ def test_two_concurrent_partial_updates_of_one_record_both_stick(app, world, mon
     assert (values.get("status"), values.get("points")) == ("done", 5), values
 
 
-def test_two_concurrent_edits_of_one_automation_version_one_wins(app, world, monkeypatch):
+@pytest.mark.parametrize("preloaded", [False, True], ids=["fresh", "preloaded"])
+def test_two_concurrent_edits_of_one_automation_version_one_wins(
+    app, world, monkeypatch, preloaded
+):
     from monark.automations import services
 
     owner, admin = world.a.principal("owner"), world.a.principal("admin")
@@ -141,9 +151,12 @@ def test_two_concurrent_edits_of_one_automation_version_one_wins(app, world, mon
     _slow_first_call(monkeypatch, services, "check_automation")
 
     def rename(principal, name):
-        return lambda: services.update_automation(
-            principal, automation_id, graph=graph, name=name, version=1
-        )
+        def job():
+            held = services.get_automation(principal, automation_id) if preloaded else None
+            services.update_automation(principal, automation_id, graph=graph, name=name, version=1)
+            del held
+
+        return job
 
     outcomes = _in_threads(app, rename(owner, "By owner"), rename(admin, "By admin"))
     assert sorted(outcomes) == ["conflict", "ok"], outcomes

@@ -44,6 +44,9 @@ def for_update(stmt: Select[Any]) -> Select[Any]:
     nothing takes the database's write lock first, so a concurrent writer waits and then reads
     what this one committed. Either way two read-modify-writes run one after the other.
     """
+    # populate_existing: a row this session already holds is refreshed from what the lock
+    # let through, instead of handing back the values read before the wait.
+    stmt = stmt.execution_options(populate_existing=True)
     if db.session.get_bind().dialect.name == "sqlite":
         db.session.execute(text("UPDATE orgs SET id = id WHERE 0"))
         return stmt
