@@ -14,6 +14,7 @@ from monark.chat.models import ToolCall
 from monark.chat.service import SendInput
 from monark.core.errors import Conflict
 from monark.core.models import Event
+from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records.models import Record
 from tests.llm_script import Call, Say
@@ -165,3 +166,38 @@ def test_two_concurrent_edits_of_one_automation_version_one_wins(
     automation = db.session.get(Automation, automation_id)
     assert automation.version == 2
     assert automation.name == ("By owner" if outcomes[0] == "ok" else "By admin")
+
+
+def test_two_owners_removing_each_other_at_once_leave_one_owner(app, world, monkeypatch):
+    from monark.core.models import Membership
+    from monark.settings import members
+
+    second = world.a.users["admin"]
+    ms = db.session.scalar(
+        select(Membership).where(
+            Membership.user_id == second.id, Membership.org_id == world.a.org.id
+        )
+    )
+    ms.role = "owner"
+    db.session.commit()
+    first_id, second_id = world.a.users["owner"].id, second.id
+    memberships = dict(
+        db.session.execute(
+            select(Membership.user_id, Membership.id).where(Membership.org_id == world.a.org.id)
+        ).all()
+    )
+    db.session.remove()
+    _slow_first_call(monkeypatch, members, "get_membership")
+    org_id = world.a.org.id
+
+    def remove(actor_id, target_id):
+        principal = Principal.for_user(actor_id, org_id, "owner")
+        return lambda: members.remove_member(principal, memberships[target_id])
+
+    outcomes = _in_threads(app, remove(first_id, second_id), remove(second_id, first_id))
+    refused = "error:Forbidden:You are no longer an admin of this organization."
+    assert sorted(outcomes) == [refused, "ok"], outcomes
+    owners = db.session.scalar(
+        select(func.count()).where(Membership.org_id == org_id, Membership.role == "owner")
+    )
+    assert owners == 1

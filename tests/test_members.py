@@ -255,3 +255,22 @@ def test_owner_removes_another_owner(world, login):
     owner = login("owner@acme.test")
     assert owner.post(f"/settings/members/{ms.id}/remove").status_code == 303
     assert membership_of("second@acme.test", world.a.org) is None
+
+
+def test_a_removed_or_demoted_admins_invitations_stop_working(world, login, browser):
+    admin = login("admin@acme.test")
+    removed_link = invite_link(admin, "friend@example.test", "admin")
+    owner = login("owner@acme.test")
+    demoted_link = invite_link(login("admin@globex.test"), "pal@example.test")
+    # Acme's owner removes the admin: their pending invitation is revoked with them.
+    ms = membership_of("admin@acme.test", world.a.org)
+    assert owner.post(f"/settings/members/{ms.id}/remove").status_code == 303
+    assert db.session.scalar(select(Invite.revoked_at).where(Invite.email == "friend@example.test"))
+    assert browser.get(removed_link).status_code == 404
+    # Globex's admin becomes a member: the link they made no longer vouches for anyone.
+    globex_admin = membership_of("admin@globex.test", world.b.org)
+    globex_admin.role = "member"
+    db.session.commit()
+    gone = browser.get(demoted_link)
+    assert gone.status_code == 404
+    assert "can no longer invite" in gone.get_data(as_text=True)

@@ -21,9 +21,9 @@ from monark.core.auth import hash_password
 from monark.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import Invite, Membership, Org, User, as_utc, utcnow
-from monark.core.rbac import ROLES, Principal
+from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.extensions import db
-from monark.settings.services import get_membership
+from monark.settings.services import get_membership, lock_members
 
 INVITE_DAYS = 7
 TOKEN_PREFIX = "inv_"
@@ -68,7 +68,7 @@ def create_invite(principal: Principal, email: str, role: str) -> tuple[Invite, 
         _problem("email", "Give an email address, like name@example.com.")
     if role not in ROLES:
         _problem("role", f"Choose one of: {', '.join(ROLES)}.")
-    if role == "owner" and principal.role != "owner":
+    if not _may_invite(principal.role, role):
         _problem("role", "Only an owner can invite another owner.")
     already = db.session.scalar(
         select(Membership.id)
@@ -123,14 +123,15 @@ def revoke_invite(principal: Principal, invite_id: int) -> Invite:
 
 def remove_member(principal: Principal, membership_id: int) -> User:
     """Take someone out of the org (the user it was); their records and pages stay."""
+    acting_role = lock_members(principal)
     membership = get_membership(principal, membership_id)
     if membership.user_id == principal.user_id:
         raise ValidationFailed(
             "You cannot remove yourself.",
             [{"field": "member", "message": "Ask another admin to remove you."}],
         )
-    # The remover of an owner is an owner too, so an owner always remains.
-    if membership.role == "owner" and principal.role != "owner":
+    # The remover of an owner is an owner too (checked under the lock), so one remains.
+    if membership.role == "owner" and acting_role != "owner":
         raise Forbidden("Only an owner can remove an owner.")
     record_event(
         principal,
@@ -140,6 +141,17 @@ def remove_member(principal: Principal, membership_id: int) -> User:
         {"user_id": membership.user_id, "role": membership.role},
     )
     user = membership.user
+    # What they invited others to, they can no longer vouch for.
+    db.session.execute(
+        update(Invite)
+        .where(
+            Invite.org_id == principal.org_id,
+            Invite.created_by_id == user.id,
+            Invite.accepted_at.is_(None),
+            Invite.revoked_at.is_(None),
+        )
+        .values(revoked_at=utcnow())
+    )
     db.session.delete(membership)
     db.session.commit()
     return user
@@ -170,8 +182,29 @@ def find_invite(token: str) -> InviteView:
             "This invitation link is not valid any more: it was used, revoked or has expired. "
             "Ask for a new one."
         )
+    if not _may_invite(_role_in(invite.org_id, invite.created_by_id), invite.role):
+        # Whoever made it left the org or lost the right to invite with this role.
+        raise NotFound(
+            "This invitation link is not valid any more: whoever sent it can no longer "
+            "invite to this organization. Ask for a new one."
+        )
     account = db.session.scalar(select(User).where(func.lower(User.email) == invite.email))
     return InviteView(invite, invite.org, account)
+
+
+def _role_in(org_id: int, user_id: int | None) -> str | None:
+    if user_id is None:
+        return None
+    return db.session.scalar(
+        select(Membership.role).where(Membership.org_id == org_id, Membership.user_id == user_id)
+    )
+
+
+def _may_invite(inviter_role: str | None, role: str) -> bool:
+    """Admins invite up to admin; only owners invite owners."""
+    if inviter_role is None or "org.manage" not in ROLE_PERMISSIONS[inviter_role]:
+        return False
+    return role != "owner" or inviter_role == "owner"
 
 
 def _claim(invite: Invite, user: User) -> Membership:

@@ -7,7 +7,8 @@ from sqlalchemy import func, select
 from monark.core.errors import Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import Membership, Org, User
-from monark.core.rbac import ROLES, Principal
+from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
+from monark.core.uow import for_update
 from monark.extensions import db
 
 
@@ -98,14 +99,32 @@ def get_membership(principal: Principal, membership_id: int) -> Membership:
     return membership
 
 
+def lock_members(principal: Principal) -> str:
+    """Hold the org's row until commit, so membership changes take turns; the acting user's
+    role as it is now (two owners removing each other at once must not both succeed)."""
+    principal.require("org.manage")
+    db.session.scalar(for_update(select(Org.id).where(Org.id == principal.org_id)))
+    role = db.session.scalar(
+        for_update(
+            select(Membership.role).where(
+                Membership.org_id == principal.org_id, Membership.user_id == principal.user_id
+            )
+        )
+    )
+    if role is None or "org.manage" not in ROLE_PERMISSIONS[role]:
+        raise Forbidden("You are no longer an admin of this organization.")
+    return role
+
+
 def change_role(principal: Principal, membership_id: int, role: str) -> Membership:
     """Give a member another role; only owners make or unmake owners; one owner stays."""
+    acting_role = lock_members(principal)
     membership = get_membership(principal, membership_id)
     if role not in ROLES:
         raise ValidationFailed(
             "Unknown role.", [{"field": "role", "message": f"Choose one of: {', '.join(ROLES)}."}]
         )
-    if "owner" in (role, membership.role) and principal.role != "owner":
+    if "owner" in (role, membership.role) and acting_role != "owner":
         raise Forbidden("Only an owner can grant or remove the owner role.")
     if membership.role == "owner" and role != "owner" and _owner_count(principal.org_id) <= 1:
         raise ValidationFailed(
