@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
+from monark.core.models import Event
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.wiki.models import WikiPage
@@ -308,38 +309,52 @@ def _archived(principal: Principal) -> list[WikiPage]:
     return list(db.session.scalars(stmt.order_by(WikiPage.updated_at.desc(), WikiPage.id)))
 
 
+def _batches(principal: Principal) -> dict[int, list[int]]:
+    """What each archive took out of the tree (its event's ``archived_ids``), by the page
+    archived; a page archived twice counts its latest archive."""
+    rows = db.session.execute(
+        select(Event.subject_id, Event.payload)
+        .where(Event.org_id == principal.org_id, Event.type == "wiki_page.archived")
+        .order_by(Event.id)
+    )
+    return {
+        subject: [int(i) for i in (payload or {}).get("archived_ids") or [subject]]
+        for subject, payload in rows
+        if subject is not None
+    }
+
+
+def _batch_of(page: WikiPage, pages: list[WikiPage], batches: dict[int, list[int]]) -> list[int]:
+    """The still-archived pages that went with ``page`` (it first); without a record of its
+    archive, everything archived below it."""
+    archived = {p.id for p in pages}
+    batch = batches.get(page.id)
+    if batch is None:
+        batch = [page.id, *sorted(_descendants(pages, page.id))]  # type: ignore[arg-type]
+    return [page.id, *(i for i in batch if i in archived and i != page.id)]
+
+
 def archived_pages(principal: Principal) -> list[tuple[WikiPage, int]]:
-    """Archived pages whose parent is live or none (each with its archived subpage count):
-    what an archive took out of the tree, newest first."""
+    """Each archive still in effect, newest first: the page it archived and how many
+    subpages went with it. Subpages archived along with a parent are not listed apart."""
     principal.require("wiki.view")
     pages = _archived(principal)
+    batches = _batches(principal)
     archived_ids = {p.id for p in pages}
-    tops = [p for p in pages if p.parent_id not in archived_ids]
-    return [(p, len(_archived_below(pages, p.id))) for p in tops]
-
-
-def _archived_below(pages: list[WikiPage], page_id: int) -> set[int]:
-    children: dict[int | None, list[int]] = {}
-    for p in pages:
-        children.setdefault(p.parent_id, []).append(p.id)
-    found, todo = set(), list(children.get(page_id, []))
-    while todo:
-        current = todo.pop()
-        if current not in found:
-            found.add(current)
-            todo.extend(children.get(current, []))
-    return found
+    tops = [p for p in pages if p.id in batches or p.parent_id not in archived_ids]
+    return [(p, len(_batch_of(p, pages, batches)) - 1) for p in tops]
 
 
 def restore_page(principal: Principal, page_id: int) -> list[int]:
-    """Bring an archived page back with its archived subpages, where it was among its
-    siblings (last at the top level if its parent is archived too). The ids restored."""
+    """Undo an archive: the page and the subpages archived with it (not those archived on
+    their own before), where it was among its siblings (last at the top level if its parent
+    is archived). The ids restored."""
     principal.require("wiki.edit")
     pages = _archived(principal)
     page = next((p for p in pages if p.id == page_id), None)
     if page is None:
         raise NotFound(f"No archived wiki page {page_id} in this organization.")
-    ids = [page.id, *sorted(_archived_below(pages, page.id))]
+    ids = _batch_of(page, pages, _batches(principal))
     position: int | None = page.position
     if page.parent_id is not None:
         parent = db.session.get(WikiPage, page.parent_id)
