@@ -521,6 +521,45 @@ def test_a_webhook_connects_to_the_address_it_checked(acme, app, monkeypatch):
     assert request.extensions["sni_hostname"] == "hooks.example.com"
 
 
+def test_a_webhook_tries_each_checked_address_in_turn(acme, monkeypatch):
+    import socket
+
+    import httpx2
+
+    from monark.automations import actions
+
+    def two_addresses(host, port, *args, **kwargs):
+        return [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2606:2800:220:1::1", port, 0, 0)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
+        ]
+
+    tried: list[str] = []
+
+    def transport(request: httpx2.Request) -> httpx2.Response:
+        tried.append(request.url.host)
+        if ":" in request.url.host:  # no IPv6 route here
+            raise httpx2.ConnectError("unreachable", request=request)
+        return httpx2.Response(204)
+
+    monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
+    monkeypatch.setattr(
+        actions,
+        "webhook_client",
+        lambda timeout: httpx2.Client(transport=httpx2.MockTransport(transport), timeout=timeout),
+    )
+    raw = graph(
+        CREATED,
+        ("hook", "send_webhook", {"url": "https://hooks.example.com/in"}),
+        edges=[("t", "hook")],
+    )
+    automation = make_automation(acme, raw)
+    records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Probe"})
+    [run] = runs_of(automation.id)
+    assert step(run, "hook")["status"] == "succeeded"
+    assert tried == ["2606:2800:220:1::1", "93.184.216.34"]
+
+
 def test_update_and_delete_triggers_read_the_record(acme, webhook):
     raw = graph(
         ("t", "record.updated", {"model": "tasks", "fields": ["status"]}),

@@ -112,10 +112,10 @@ def update_record(config: configs.UpdateRecordConfig, ctx: RunContext) -> dict[s
     return {"record_id": record.id, "changed": changed}
 
 
-def _public_address(url: str) -> str:
-    """The address to send to: the host's, resolved once, when every address is public.
+def _public_addresses(url: str) -> list[str]:
+    """The host's addresses, resolved once, when every one of them is public.
 
-    Resolved here and connected to as is: a second lookup at connect time could answer
+    They are connected to as they are: a second lookup at connect time could answer
     otherwise (DNS rebinding) and reach an internal service after the check passed.
     """
     parts = urlsplit(url)
@@ -123,7 +123,7 @@ def _public_address(url: str) -> str:
         infos = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         raise StepFailed(f"Cannot resolve the host {parts.hostname}.") from None
-    addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+    addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
     for address in addresses:
         if not address.is_global:
             raise StepFailed(
@@ -132,7 +132,7 @@ def _public_address(url: str) -> str:
             )
     if not addresses:
         raise StepFailed(f"Cannot resolve the host {parts.hostname}.")
-    return str(addresses[0])
+    return [str(a) for a in addresses]
 
 
 def webhook_client(timeout: float) -> httpx2.Client:
@@ -147,21 +147,29 @@ def webhook_client(timeout: float) -> httpx2.Client:
 
 def send_webhook(config: configs.SendWebhookConfig, ctx: RunContext) -> dict[str, Any]:
     """POST JSON to the URL; any answer but 2xx, or no answer in time, fails the step."""
-    address = None if ctx.allow_private_webhooks else _public_address(config.url)
+    checked = [None] if ctx.allow_private_webhooks else _public_addresses(config.url)
     if config.payload is not None:
         payload = render(config.payload, ctx.values)
     else:
         payload = {k: ctx.values.get(k) for k in ("automation", "trigger", "record")}
     try:
         with webhook_client(config.timeout_seconds) as client:
-            request = client.build_request("POST", config.url, json=payload)
-            if address is not None:
-                # Connect to the checked address; the Host header (set from the URL) and
-                # the TLS server name (SNI and certificate check) stay the URL's host.
-                hostname = request.url.host
-                request.url = request.url.copy_with(host=address)
-                request.extensions = {**request.extensions, "sni_hostname": hostname}
-            response = client.send(request)
+            # Each checked address in turn (as a resolver-driven connect would), until one
+            # takes the connection.
+            for n, address in enumerate(checked, start=1):
+                request = client.build_request("POST", config.url, json=payload)
+                if address is not None:
+                    # The Host header (set from the URL) and the TLS server name (SNI and
+                    # the certificate check) stay the URL's host.
+                    hostname = request.url.host
+                    request.url = request.url.copy_with(host=address)
+                    request.extensions = {**request.extensions, "sni_hostname": hostname}
+                try:
+                    response = client.send(request)
+                    break
+                except httpx2.ConnectError:
+                    if n == len(checked):
+                        raise
     except httpx2.HTTPError as err:
         raise StepFailed(f"The request failed: {type(err).__name__}: {err}") from None
     if not 200 <= response.status_code < 300:
