@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from monark.config import engine_options, instance_secret_key, load_config
 from monark.core.jsonbody import JSONProvider
@@ -30,6 +31,10 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     app.config.setdefault(
         "SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config["SQLALCHEMY_DATABASE_URI"])
     )
+    if proxies := app.config["TRUSTED_PROXIES"]:
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_prefix=proxies
+        )
     os.makedirs(app.instance_path, exist_ok=True)
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)

@@ -75,6 +75,9 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "WTF_CSRF_ENABLED": True,
         "WTF_CSRF_TIME_LIMIT": None,
         "PASSWORD_HASH_METHOD": os.environ.get("PASSWORD_HASH_METHOD", "scrypt"),
+        # How many reverse proxies sit in front (their X-Forwarded-* headers are trusted):
+        # client addresses for the sign-in throttle, https links in invitations.
+        "TRUSTED_PROXIES": int(os.environ.get("TRUSTED_PROXIES", "0")),
         # The assistant (used from the chat issue on).
         "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY", ""),
         "CHAT_LLM_PROVIDER": os.environ.get("CHAT_LLM_PROVIDER", "anthropic"),

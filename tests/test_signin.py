@@ -151,3 +151,35 @@ def test_old_failures_leave_the_window():
     assert throttle.retry_after("email:a") == 10
     throttle.clear("email:a")
     assert throttle.retry_after("email:a") == 0
+
+
+def test_behind_trusted_proxies_the_throttle_counts_the_clients_address(world, tmp_path):
+    from monark import create_app
+    from monark.extensions import db as _db
+
+    app = create_app(
+        {
+            "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/proxied.db",
+            "SECRET_KEY": "proxied",
+            "WTF_CSRF_ENABLED": False,
+            "TRUSTED_PROXIES": 1,
+        }
+    )
+    with app.app_context():
+        _db.create_all()
+        client = app.test_client()
+
+        def attempt(client_ip: str) -> int:
+            return client.post(
+                "/login",
+                data={"email": "someone@example.test", "password": "guess"},
+                headers={"X-Forwarded-For": client_ip},
+                environ_base={"REMOTE_ADDR": "10.0.0.1"},  # the proxy
+            ).status_code
+
+        for _ in range(LIMIT):
+            assert attempt("198.51.100.7") == 401
+        assert attempt("198.51.100.7") == 429  # that client waits ...
+        assert attempt("198.51.100.8") == 401  # ... the next one, behind the same proxy, not
+        _db.session.remove()
+        _db.engine.dispose()

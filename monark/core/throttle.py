@@ -18,6 +18,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+
+from monark.core.auth import verify_password
+from monark.core.models import User
 
 LIMIT = 10  # failed sign-ins per email and IP ...
 IP_LIMIT = 50  # ... or per IP, whatever the email ...
@@ -92,6 +96,29 @@ class LoginThrottle:
 login_throttle = LoginThrottle(limits={"ip:": IP_LIMIT, "email:": ACCOUNT_LIMIT})
 
 
-def sign_in_keys(email: str, ip: str | None) -> tuple[str, str, str]:
-    """The throttle keys of one attempt: email and IP, IP, and email (see the module)."""
-    return (f"email-ip:{email}|{ip}", f"ip:{ip}", f"email:{email}")
+@dataclass(frozen=True)
+class PasswordCheck:
+    """The outcome of a throttled password check."""
+
+    ok: bool
+    retry_after: int = 0  # > 0: throttled, and the password was not even checked
+
+
+def check_password(
+    user: User | None, email: str, password: str, ip: str | None, method: str
+) -> PasswordCheck:
+    """Check a sign-in password under the throttle (counts: see the module).
+
+    A success forgets the failures of that email from that address only: the per-email
+    count keeps running, so slow guessing from many addresses does not restart each time
+    the account's owner signs in.
+    """
+    keys = (f"email-ip:{email}|{ip}", f"ip:{ip}", f"email:{email}")
+    wait = login_throttle.retry_after(*keys)
+    if wait:
+        return PasswordCheck(ok=False, retry_after=wait)
+    if not verify_password(user, password, method):
+        login_throttle.failed(*keys)
+        return PasswordCheck(ok=False)
+    login_throttle.clear(keys[0])
+    return PasswordCheck(ok=True)

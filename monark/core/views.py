@@ -18,9 +18,9 @@ from flask import (
 from flask_login import login_user, logout_user
 from sqlalchemy import func, select
 
-from monark.core.auth import current_principal, guard, memberships_of, verify_password
+from monark.core.auth import current_principal, guard, memberships_of
 from monark.core.models import Membership, User
-from monark.core.throttle import login_throttle, sign_in_keys
+from monark.core.throttle import check_password
 from monark.extensions import db
 
 bp = Blueprint("auth", __name__)
@@ -47,22 +47,18 @@ def login():
     if request.method == "POST":
         email = request.form.get("email", "").strip().lower()
         password = request.form.get("password", "")
-        # Behind a reverse proxy remote_addr is the proxy's, shared by every client, unless
-        # the app is wrapped in werkzeug's ProxyFix.
-        keys = sign_in_keys(email, request.remote_addr)
-        wait = login_throttle.retry_after(*keys)
-        if wait:
-            return _throttled(email, wait)
         user = db.session.scalar(select(User).where(func.lower(User.email) == email))
+        # Behind a reverse proxy remote_addr is the proxy's, shared by every client, unless
+        # TRUSTED_PROXIES says how many proxies to look through (werkzeug's ProxyFix).
         method = current_app.config["PASSWORD_HASH_METHOD"]
-        if not verify_password(user, password, method):
-            login_throttle.failed(*keys)
+        check = check_password(user, email, password, request.remote_addr, method)
+        if check.retry_after:
+            return _throttled(email, check.retry_after)
+        if not check.ok or user is None:
             error = "Wrong email or password."
         elif not memberships_of(user.id):
             error = "This account belongs to no organization yet."
         else:
-            login_throttle.clear(keys[0])
-            login_throttle.clear(keys[2])
             login_user(user)
             session["org_id"] = memberships_of(user.id)[0].org_id
             return redirect(_safe_next(request.args.get("next")))

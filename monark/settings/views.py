@@ -17,12 +17,12 @@ from flask import (
 from flask_login import current_user, login_user
 
 from monark.api import keys
-from monark.core.auth import guard, require_principal, verify_password
+from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
 from monark.core.rbac import ROLES
-from monark.core.throttle import login_throttle, sign_in_keys
+from monark.core.throttle import check_password
 from monark.extensions import db
 from monark.settings import members, services
 
@@ -54,7 +54,8 @@ def _org_page(
         members=services.list_members(principal),
         invites=members.list_pending_invites(principal),
         roles=ROLES,
-        invite_roles=ROLES if principal.role == "owner" else ROLES[1:],
+        # Roles at or below the admin's own (only owners invite owners).
+        invite_roles=ROLES[ROLES.index(principal.role) :],
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
@@ -181,20 +182,17 @@ def _accept(view: members.InviteView):
         login_user(membership.user)
         return membership
     # An existing account proves itself with its password, throttled like sign-in.
-    keys_ = sign_in_keys(view.invite.email, request.remote_addr)
-    wait = login_throttle.retry_after(*keys_)
-    if wait:
+    password = request.form.get("password", "")
+    check = check_password(view.account, view.invite.email, password, request.remote_addr, method)
+    if check.retry_after:
         raise ValidationFailed(
             "Too many attempts.",
             [{"field": "password", "message": "Too many attempts; try again in a few minutes."}],
         )
-    if not verify_password(view.account, request.form.get("password", ""), method):
-        login_throttle.failed(*keys_)
+    if not check.ok:
         raise ValidationFailed(
             "Wrong password.", [{"field": "password", "message": "That password is not right."}]
         )
-    login_throttle.clear(keys_[0])
-    login_throttle.clear(keys_[2])
     membership = members.accept_as(view, view.account)
     login_user(view.account)
     return membership
