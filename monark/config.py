@@ -52,8 +52,10 @@ def instance_secret_key(instance_path: str) -> str:
             os.link(tmp, path)
         except FileExistsError:
             pass
+        except OSError:  # a filesystem without hard links: last writer wins, still atomic
+            os.replace(tmp, path)
         finally:
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
     key = path.read_text().strip()
     if len(key) < 32:
         raise RuntimeError(f"{path} holds no usable key; delete it to make a new one.")
