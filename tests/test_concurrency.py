@@ -201,3 +201,97 @@ def test_two_owners_removing_each_other_at_once_leave_one_owner(app, world, monk
         select(func.count()).where(Membership.org_id == org_id, Membership.role == "owner")
     )
     assert owners == 1
+
+
+class _HeldProvider:
+    """Answers "ok", but only once ``release`` is set: a turn that is still running."""
+
+    name = "held"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def stream(self, request):
+        from monark.chat.llm.types import StopReason, TextDelta, UsageReport
+
+        self.calls += 1
+        self.started.set()
+        self.release.wait(10)
+        yield TextDelta("ok")
+        yield UsageReport(10, 1, 0, 0)
+        yield StopReason("end_turn")
+
+
+def test_one_turn_at_a_time_per_conversation(app, world):
+    from monark.assistant.thread import thread_view
+    from monark.chat import store
+    from monark.chat.llm import set_llm_provider
+    from monark.chat.models import Conversation, Message
+
+    member = world.a.principal("member")
+    conversation_id = store.create_conversation(member, "Busy").id
+    db.session.commit()
+    db.session.remove()
+    provider = _HeldProvider()
+    set_llm_provider(provider)
+    try:
+
+        def first_tab() -> None:
+            with app.app_context():
+                service.send_message(
+                    member, SendInput(text="First", conversation_id=conversation_id)
+                )
+                db.session.remove()
+
+        first = threading.Thread(target=first_tab)
+        first.start()
+        assert provider.started.wait(10)
+        with app.app_context():
+            # Another tab: sending, retrying and the thread screen all see the running turn.
+            try:
+                service.send_message(
+                    member, SendInput(text="Second", conversation_id=conversation_id)
+                )
+                raise AssertionError("a second turn started")
+            except Conflict as err:
+                assert "still being written" in err.message
+            try:
+                service.retry_turn(member, conversation_id)
+                raise AssertionError("a retry started")
+            except Conflict:
+                pass
+            assert thread_view(member, conversation_id).running
+            db.session.remove()
+        provider.release.set()
+        first.join(10)
+    finally:
+        set_llm_provider(None)
+    texts = list(
+        db.session.scalars(
+            select(Message.text)
+            .where(Message.conversation_id == conversation_id)
+            .order_by(Message.seq)
+        )
+    )
+    assert texts == ["First", "ok"] and provider.calls == 1  # "Second" was never stored
+    assert db.session.get(Conversation, conversation_id).turn_started_at is None
+
+
+def test_a_turn_claim_left_by_a_dead_process_expires(app, world, scripted):
+    from datetime import timedelta
+
+    from monark.chat import store
+    from monark.chat.models import Conversation
+    from monark.core.models import utcnow
+    from tests.llm_script import Say
+
+    member = world.a.principal("member")
+    conversation = store.create_conversation(member, "Orphaned")
+    conversation.turn_started_at = utcnow() - store.STALE_TURN - timedelta(seconds=1)
+    db.session.commit()
+    scripted.script.add([Say("Back again.")])
+    result = service.send_message(member, SendInput(text="Hello?", conversation_id=conversation.id))
+    assert result.status == "done"
+    assert db.session.get(Conversation, conversation.id).turn_started_at is None

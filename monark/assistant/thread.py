@@ -136,6 +136,7 @@ class ThreadView:
     conversation_id: int | None
     title: str
     messages: list[MessageView]
+    running: bool = False  # a turn is being written (in another tab, window or instance)
 
     @property
     def waiting(self) -> bool:
@@ -159,5 +160,8 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
         {c.decided_by_id for m in messages for c in m.tool_calls if c.decided_by_id}
     )
     return ThreadView(
-        conversation.id, conversation.title, [message_view(m, names) for m in messages]
+        conversation.id,
+        conversation.title,
+        [message_view(m, names) for m in messages],
+        running=store.turn_running(conversation),
     )

@@ -256,6 +256,7 @@ def advance_conversation(
             tools=tools,
             max_tokens=int(config.get("CHAT_LLM_MAX_TOKENS", 4096)),
         )
+        store.renew_turn(conversation.id)
         # Ending the transaction hands the connection back to the pool: none is held while
         # the model streams (the objects stay attached and reload on next use).
         db.session.commit()

@@ -30,6 +30,9 @@ class Conversation(db.Model):
     archived: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_activity_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Set while a turn runs (and renewed at each model step): one turn at a time, whichever
+    # tab, window or instance asks. See ``store.running_turn``.
+    turn_started_at: Mapped[datetime | None] = mapped_column(default=None)
 
     participants: Mapped[list[Participant]] = relationship(
         back_populates="conversation", cascade="all, delete-orphan"

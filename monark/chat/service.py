@@ -12,7 +12,7 @@ from sqlalchemy import update
 from monark.chat import store
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation, run_tool_call
-from monark.chat.models import ToolCall
+from monark.chat.models import Conversation, ToolCall
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.tools import get_chat_tool_executor
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
@@ -74,8 +74,21 @@ def send_message(
     hooks, config = _open_turn(principal, hooks, config)
     if data.conversation_id is None:
         conversation = store.create_conversation(principal, store.default_title(data.text))
+        db.session.commit()
     else:
         conversation = store.get_conversation(principal, data.conversation_id)
+    with store.running_turn(conversation.id):
+        return _send(principal, conversation, data, hooks, config)
+
+
+def _send(
+    principal: Principal,
+    conversation: Conversation,
+    data: SendInput,
+    hooks: TurnHooks,
+    config: Mapping[str, Any],
+) -> TurnResult:
+    if data.conversation_id is not None:
         for call in store.pending_calls(conversation.id):
             if call.status == "EXECUTING":
                 raise Conflict("An action is still running. Wait for it to finish.")
@@ -104,7 +117,8 @@ def retry_turn(
     """Advance a conversation again (after an error, a stop or the step limit)."""
     hooks, config = _open_turn(principal, hooks, config)
     store.get_conversation(principal, conversation_id)
-    return advance_conversation(principal, conversation_id, hooks, config)
+    with store.running_turn(conversation_id):
+        return advance_conversation(principal, conversation_id, hooks, config)
 
 
 def _decide(principal: Principal, call: ToolCall, status: str, reason: str | None) -> None:
@@ -141,10 +155,11 @@ def confirm_tool_call(
     """Run a proposed write with the arguments stored at proposal, then advance the turn."""
     hooks, config = _open_turn(principal, hooks, config)
     call = store.get_tool_call(principal, tool_call_id)
-    _decide(principal, call, "EXECUTING", None)
-    hooks.on_tool_call(call)
-    run_tool_call(principal, call, get_chat_tool_executor(), hooks)
-    return advance_conversation(principal, call.conversation_id, hooks, config)
+    with store.running_turn(call.conversation_id):
+        _decide(principal, call, "EXECUTING", None)
+        hooks.on_tool_call(call)
+        run_tool_call(principal, call, get_chat_tool_executor(), hooks)
+        return advance_conversation(principal, call.conversation_id, hooks, config)
 
 
 def reject_tool_call(
@@ -158,6 +173,7 @@ def reject_tool_call(
     hooks, config = _open_turn(principal, hooks, config)
     call = store.get_tool_call(principal, tool_call_id)
     reason = " ".join((reason or "").split())[:500] or None
-    _decide(principal, call, "REJECTED", reason)
-    hooks.on_tool_call(call)
-    return advance_conversation(principal, call.conversation_id, hooks, config)
+    with store.running_turn(call.conversation_id):
+        _decide(principal, call, "REJECTED", reason)
+        hooks.on_tool_call(call)
+        return advance_conversation(principal, call.conversation_id, hooks, config)

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import selectinload
 
 from monark.chat.models import PENDING_STATUSES, Conversation, Message, Participant, ToolCall
-from monark.core.errors import NotFound, ValidationFailed
+from monark.core.errors import Conflict, NotFound, ValidationFailed
 from monark.core.events import record_event
-from monark.core.models import utcnow
+from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
 # A call left EXECUTING this long was interrupted (its process died); it is failed so the
 # conversation can go on.
 STALE_EXECUTING = timedelta(minutes=5)
+# A turn renews its claim at every model step; one silent this long died with its process.
+STALE_TURN = timedelta(minutes=3)
+BUSY = "A reply is still being written in this conversation. Wait for it, or press Stop."
 TITLE_LENGTH = 60
 
 
@@ -268,3 +273,55 @@ def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
     if call is None:
         raise NotFound("No such tool call.")
     return call
+
+
+# ---- one turn at a time -------------------------------------------------------------------
+
+
+@contextmanager
+def running_turn(conversation_id: int) -> Iterator[None]:
+    """Claim the conversation's turn for the block (a conditional update: exactly one of
+    several tabs, windows or instances wins); ``Conflict`` when a live turn holds it."""
+    now = utcnow()
+    claimed = db.session.execute(
+        update(Conversation)
+        .where(
+            Conversation.id == conversation_id,
+            or_(
+                Conversation.turn_started_at.is_(None),
+                Conversation.turn_started_at < now - STALE_TURN,
+            ),
+        )
+        .values(turn_started_at=now)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    db.session.commit()
+    if claimed != 1:
+        raise Conflict(BUSY)
+    try:
+        yield
+    finally:
+        db.session.rollback()  # whatever failed, the release must go through
+        db.session.execute(
+            update(Conversation)
+            .where(Conversation.id == conversation_id)
+            .values(turn_started_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        db.session.commit()
+
+
+def renew_turn(conversation_id: int) -> None:
+    """Keep a claimed turn alive (no-op when no turn is claimed, e.g. a direct call)."""
+    db.session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id, Conversation.turn_started_at.is_not(None))
+        .values(turn_started_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+
+
+def turn_running(conversation: Conversation) -> bool:
+    """Whether a live turn holds the conversation (for the thread screen)."""
+    started = as_utc(conversation.turn_started_at)
+    return started is not None and started >= utcnow() - STALE_TURN
