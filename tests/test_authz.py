@@ -348,7 +348,7 @@ WEB_CASES: tuple[WebCase, ...] = (
             lambda c: f"/settings/members/{c.viewer_membership}/role",
             row(owner=303, admin=303, member=403, viewer=403, other=404),
             data=lambda c, who: {"role": "member"}, writes="same"),
-    # Only an owner makes owners.
+    # Only an owner makes owners (the page offers admins no such choice).
     WebCase("settings.member_role", "POST", "viewer to owner",
             lambda c: f"/settings/members/{c.viewer_membership}/role",
             row(owner=303, admin=403, member=403, viewer=403, other=404),

@@ -202,8 +202,16 @@ def test_only_owners_make_or_unmake_owners(login, world):
     unknown = _change_role(browser, world, "member", "superuser")
     assert unknown.status_code == 303
     assert role_of(world, "member") == "member"
-    assert any("Choose one of" in f for f in flashes(soup_of(browser.get("/settings"))))
+    page = soup_of(browser.get("/settings"))
+    assert any("Choose one of" in f for f in flashes(page))
     assert events_since(since) == []
+    # The page offers an admin neither an owner's row nor the owner role, nor their own row.
+    selects = {
+        s["id"]: [o["value"] for o in s.select("option")] for s in page.select("select[id^=role-]")
+    }
+    owner_ms, admin_ms = membership(world, "owner").id, membership(world, "admin").id
+    assert f"role-{owner_ms}" not in selects and f"role-{admin_ms}" not in selects
+    assert all(options == ["admin", "member", "viewer"] for options in selects.values())
 
 
 def test_owner_makes_an_owner_and_the_last_owner_stays(login, world):

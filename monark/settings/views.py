@@ -53,9 +53,8 @@ def _org_page(
         org_row=services.get_org(principal),
         members=services.list_members(principal),
         invites=members.list_pending_invites(principal),
-        roles=ROLES,
-        # Roles at or below the admin's own (only owners invite owners).
-        invite_roles=ROLES[ROLES.index(principal.role) :],
+        # Roles at or below the admin's own (only owners invite owners, or make them).
+        grantable_roles=ROLES[ROLES.index(principal.role) :],
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
@@ -97,6 +96,7 @@ def member_role(membership_id: int):
         membership = services.change_role(principal, membership_id, request.form.get("role", ""))
     except ValidationFailed as err:
         flash("; ".join(d["message"] for d in err.details), "error")
+
     else:
         flash(f"{membership.user.name} is now {membership.role}.", "info")
     return redirect(url_for("settings.org_settings"), 303)
