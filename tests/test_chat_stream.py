@@ -103,6 +103,12 @@ def test_confirm_streams_the_continuation(world, login, scripted):
     db.session.rollback()  # the test shares its session with the requests: drop stale rows
     again = read(browser.post("/chat/decide", {"decision": f"confirm:{call.id}"}))
     assert again.status_code == 409 and "already" in again.get_data(as_text=True)
+    # A stale tab's card is replaced by the card as it is now: decided, no buttons.
+    card = BeautifulSoup(again.get_data(as_text=True), "html.parser").select_one(
+        f'hx-partial[hx-target="#call-{call.id}"]'
+    )
+    assert card is not None and "Confirmed by" in card.get_text()
+    assert card.select("button") == []
 
 
 def test_bad_input_answers_a_notice_not_a_stream(world, login, scripted):

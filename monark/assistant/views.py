@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, render_template, request
 
-from monark.assistant.stream import request_stop, stream_turn
-from monark.assistant.thread import ThreadView, thread_view
+from monark.assistant.stream import partial, request_stop, stream_turn
+from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.chat import service, store
 from monark.chat.llm import provider_problem
 from monark.chat.prompt import PageContext
@@ -185,7 +185,10 @@ def decide():
     except AppError as err:
         return _notice(err.message, err.status)
     if call.status != "PROPOSED":
-        return _notice("This action was already confirmed or rejected.", 409)
+        # Decided elsewhere (another tab or window): say so, and show the card as it is now.
+        notice, status = _notice("This action was already confirmed or rejected.", 409)
+        card = render_template("assistant/_call.html", c=call_view(call))
+        return notice + partial(f"#call-{call.id}", "outerHTML", card), status
     reason = request.form.get(f"reason_{call_id}", "")
     if action == "confirm":
         run = lambda hooks: service.confirm_tool_call(principal, call_id, hooks)  # noqa: E731

@@ -212,8 +212,27 @@
   document.addEventListener("htmx:sse:close", (event) => {
     if (event.target === streamingSource) setStreaming(null);
   });
+  // A swap that removed the focused element (the Confirm button of a card now decided, say)
+  // leaves focus on <body>: give it back to the message box, so keyboard users stay put.
+  // Only when the focus was last in the panel: a page load or a click elsewhere keeps it.
+  let focusInPanel = false;
+  document.addEventListener("focusin", (event) => {
+    focusInPanel = Boolean(panel()?.contains(event.target));
+  });
+  document.addEventListener("pointerdown", (event) => {
+    if (!panel()?.contains(event.target)) focusInPanel = false;
+  });
+  function keepFocusInPanel() {
+    const aside = panel();
+    if (!aside || aside.hidden || !focusInPanel || document.activeElement !== document.body) return;
+    const text = document.getElementById("chat-text");
+    if (text && !text.disabled) text.focus();
+    else focusPanel(aside);
+  }
+  document.addEventListener("htmx:sse:close", keepFocusInPanel);
   document.addEventListener("htmx:after:swap", (event) => {
     if (!panel()?.contains(event.target)) return;
+    keepFocusInPanel();
     scrollThread();
     syncStreaming(); // a screen swapped in mid-stream gets a disabled Send too
     // After "New conversation", the next thing to do is to type.
