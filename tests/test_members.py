@@ -117,6 +117,8 @@ def test_inviting_again_replaces_the_older_link(world, login, browser):
     new = invite_link(admin, "twice@example.test")
     assert browser.get(old).status_code == 404
     assert browser.get(new).status_code == 200
+    types = list(db.session.scalars(select(Event.type).order_by(Event.id)))[-3:]
+    assert types == ["member.invited", "invite.revoked", "member.invited"]
 
 
 # ---- accepting -----------------------------------------------------------------------------

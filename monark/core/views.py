@@ -57,7 +57,9 @@ def login():
         if not check.ok or user is None:
             error = "Wrong email or password."
         elif not memberships_of(user.id):
-            error = "This account belongs to no organization yet."
+            error = (
+                "This account is not a member of any organization. Ask an admin for an invitation."
+            )
         else:
             login_user(user)
             session["org_id"] = memberships_of(user.id)[0].org_id

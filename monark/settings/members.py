@@ -79,16 +79,17 @@ def create_invite(principal: Principal, email: str, role: str) -> tuple[Invite, 
         _problem("email", f"{email} is already a member.")
     now = utcnow()
     # One live invitation per address: a new one replaces (revokes) the older links.
-    db.session.execute(
-        update(Invite)
-        .where(
+    replaced = db.session.scalars(
+        select(Invite).where(
             Invite.org_id == principal.org_id,
             Invite.email == email,
             Invite.accepted_at.is_(None),
             Invite.revoked_at.is_(None),
         )
-        .values(revoked_at=now)
-    )
+    ).all()
+    for old in replaced:
+        old.revoked_at = now
+        record_event(principal, "invite.revoked", "invite", old.id, {"replaced": True})
     token = TOKEN_PREFIX + secrets.token_urlsafe(24)
     invite = Invite(
         org_id=principal.org_id,
