@@ -434,14 +434,21 @@ def test_an_update_card_previews_each_field_before_and_after(world, scripted):
         [
             Call(
                 "records_update",
-                {"model": "tasks", "record_id": world.a.public.id, "values": {"status": "done"}},
+                {
+                    "model": "tasks",
+                    "record_id": world.a.public.id,
+                    "values": {"status": "done", "title": "Acme public task"},
+                },
             )
         ]
     )
     proposed = send(member, "Mark it done")
     (call,) = calls_of(proposed.conversation_id)
     assert call.preview["headline"] == "update “Acme public task” in Tasks"
-    assert call.preview["changes"] == [{"field": "Status", "before": "todo", "after": "done"}]
+    assert call.preview["changes"] == [
+        {"field": "Status", "before": "todo", "after": "done"},
+        {"field": "Title", "after": "Acme public task", "unchanged": True},
+    ]
     # The preview is what was shown at proposal, even after the record changes.
     service.confirm_tool_call(member, call.id)
     db.session.refresh(call)

@@ -276,6 +276,9 @@ def test_a_waiting_card_comes_with_a_hint_about_sending_instead(world, login, sc
         "Sending a new message instead rejects it"
         not in after.get_data(as_text=True).split("chat-thread")[-1]
     )
+    # The card says it was skipped, not that the user typed a reason.
+    assert "a new message was sent instead of a decision" in after.get_data(as_text=True)
+    assert "The user sent a new message" not in after.get_data(as_text=True)
 
 
 def test_without_an_api_key_the_thread_says_so_before_anyone_sends(world, login, app):

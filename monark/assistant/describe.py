@@ -67,7 +67,11 @@ def _update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     before = record.values if record is not None else {}
     values = args.get("values") if isinstance(args.get("values"), dict) else {}
     changes = [
-        {"field": _label(model, k), "before": before.get(k), "after": v} for k, v in values.items()
+        # A field the update would leave as it is says so, rather than "done → done".
+        {"field": _label(model, k), "after": v, "unchanged": True}
+        if record is not None and before.get(k) == v
+        else {"field": _label(model, k), "before": before.get(k), "after": v}
+        for k, v in values.items()
     ]
     if args.get("visibility"):
         changes.append(

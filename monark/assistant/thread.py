@@ -12,6 +12,7 @@ from sqlalchemy import select
 from monark.assistant.render import pretty_json, render_markdown
 from monark.chat import store
 from monark.chat.models import Message, ToolCall
+from monark.chat.service import AUTO_REJECT_REASON
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -48,6 +49,11 @@ class CallView:
     def refused_before_asking(self) -> bool:
         """A write that failed its checks before any card asked the user."""
         return self.mutates and self.status == "FAILED" and self.decided_at is None
+
+    @property
+    def skipped(self) -> bool:
+        """Rejected because the user sent a new message instead of deciding."""
+        return self.status == "REJECTED" and self.reject_reason == AUTO_REJECT_REASON
 
     @property
     def status_text(self) -> str:
