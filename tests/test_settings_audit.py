@@ -559,3 +559,13 @@ def test_audit_names_models_and_links_records_that_still_exist(world, login):
     assert by_subject[f"record #{gone.id}"][3].select_one("a") is None
     assert "model: Tasks" in by_subject[f"record #{kept.id}"][4].get_text()
     assert "model_id" not in soup.select_one("#audit-table").get_text()
+
+
+def test_audit_names_the_member_of_member_events(world, login):
+    from monark.settings import members
+
+    ms = membership(world, "viewer")
+    members.remove_member(world.a.principal("owner"), ms.id)
+    soup = soup_of(login("admin@acme.test").get("/audit?type=member.removed"))
+    details = soup.select_one("#audit-table tbody tr td:last-child").get_text()
+    assert "member: Acme Viewer" in details and "user_id" not in details

@@ -191,6 +191,11 @@ def test_each_archive_is_listed_and_undone_on_its_own(pages, login):
     # Onboarding was archived on its own before: it stays archived.
     assert tree_of(member) == [("Handbook", [("Holidays", [])]), ("Runbooks", [])]
     assert listing() == [["👋 Onboarding", "1"]]
+    # Opening an archived page says so, and where to find it.
+    gone = member.get(f"/wiki/{pages['laptops']}")
+    assert gone.status_code == 404
+    assert "This page is archived" in gone.get_data(as_text=True)
+    assert soup(gone).select_one('main a[href="/wiki/archived"]') is not None
     member.post(f"/wiki/{pages['onboarding']}/restore")
     assert tree_of(member) == HANDBOOK_TREE  # back where it was, with Laptops
     assert events("wiki_page.restored") == 2

@@ -47,6 +47,12 @@ def audit_log():
         select(Event.type).where(Event.org_id == principal.org_id).distinct().order_by(Event.type)
     ).all()
     user_ids = {e.actor_id for e in rows if e.actor_kind in ("user", "assistant") and e.actor_id}
+    # Member events name the member by id in their payload: show the name instead.
+    user_ids |= {
+        e.payload["user_id"]
+        for e in rows
+        if isinstance(e.payload, dict) and isinstance(e.payload.get("user_id"), int)
+    }
     users = (
         {u.id: u for u in db.session.scalars(select(User).where(User.id.in_(user_ids)))}
         if user_ids

@@ -123,6 +123,19 @@ def get_page(principal: Principal, page_id: int) -> WikiPage:
     return page
 
 
+def is_archived(principal: Principal, page_id: int) -> bool:
+    """Whether the org has this page, archived (to say so instead of a bare not-found)."""
+    principal.require("wiki.view")
+    found = db.session.scalar(
+        select(WikiPage.id).where(
+            WikiPage.id == page_id,
+            WikiPage.org_id == principal.org_id,
+            WikiPage.archived.is_(True),
+        )
+    )
+    return found is not None
+
+
 def path_to(principal: Principal, page: WikiPage) -> list[TreeNode]:
     """The page's ancestors, root first (for breadcrumbs)."""
     by_id = {n.id: n for n in _rows(principal)}

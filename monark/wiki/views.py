@@ -40,6 +40,8 @@ def index():
 def page(page_id: int):
     """One page, its Markdown rendered and sanitized."""
     principal = require_principal()
+    if services.is_archived(principal, page_id):
+        return render_template("wiki/gone.html", page_id=page_id, **_tree_context(principal)), 404
     page = services.get_page(principal, page_id)
     context = _tree_context(principal, page)
     movable = []
