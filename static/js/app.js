@@ -49,3 +49,27 @@
   if ("ResizeObserver" in window) new ResizeObserver(measure).observe(bar);
   else window.addEventListener("resize", measure);
 })();
+
+// A button[data-copy="#id"] copies that element's text (a new API key, an invitation link).
+// Without the clipboard API (plain http on another host) the button stays hidden: the text
+// can still be selected and copied by hand.
+(() => {
+  const reveal = () => {
+    if (!navigator.clipboard) return;
+    document.querySelectorAll("button[data-copy][hidden]").forEach((b) => { b.hidden = false; });
+  };
+  reveal();
+  document.addEventListener("htmx:after:settle", reveal);
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest?.("button[data-copy]");
+    if (!button) return;
+    const source = document.querySelector(button.dataset.copy);
+    if (!source) return;
+    try {
+      await navigator.clipboard.writeText(source.textContent.trim());
+      button.textContent = "Copied";
+    } catch (e) {
+      button.textContent = "Copy failed: select the text instead";
+    }
+  });
+})();

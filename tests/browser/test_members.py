@@ -8,7 +8,7 @@ from tests.browser.conftest import ARTIFACTS
 
 
 def test_an_admin_invites_and_the_newcomer_joins_from_the_link(world, browse, chromium):
-    admin = browse("admin@acme.test")
+    admin = browse("admin@acme.test", permissions=["clipboard-read", "clipboard-write"])
     admin.goto("/settings")
     invites = admin.page.locator("#invites")
     invites.get_by_label("Email").fill("nia@example.com")
@@ -17,6 +17,11 @@ def test_an_admin_invites_and_the_newcomer_joins_from_the_link(world, browse, ch
     link = admin.page.locator("#invite-link")
     expect(link).to_contain_text("/invite/inv_")
     url = link.inner_text()
+    copy = invites.locator("button[data-copy]")
+    expect(copy).to_have_text("Copy")
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    assert admin.page.evaluate("navigator.clipboard.readText()") == url
     expect(invites.locator("table")).to_contain_text("nia@example.com")
     admin.shot("members-01-invitation-link")
     # A reload shows the settings page again, without the link.
