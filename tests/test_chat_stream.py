@@ -295,3 +295,28 @@ def test_without_an_api_key_the_thread_says_so_before_anyone_sends(world, login,
     soup = BeautifulSoup(page, "html.parser")
     assert soup.select_one("#chat-text").has_attr("disabled")
     assert soup.select_one("button.chat-send").has_attr("disabled")
+
+
+def test_the_record_in_focus_reaches_the_model_with_its_title(world, login, scripted):
+    scripted.script.add([Say("Noted.")], [Say("Noted.")])
+    public_id, private_id = world.a.public.id, world.a.private.id
+    private_title = world.a.private.title
+    browser = login("viewer@acme.test")
+
+    def ask(text: str, record_id: int) -> str:
+        read(
+            post_stream(
+                browser,
+                text,
+                page_route=f"/models/tasks/records/{record_id}",
+                page_model="tasks",
+                page_record_id=str(record_id),
+            )
+        )
+        return scripted.requests[-1].messages[-1].content[0].text
+
+    sentence = ask("What about this one?", public_id)
+    assert f'record {public_id} of the "tasks" model (titled "Acme public task")' in sentence
+    # A record the user may not see (the member's private one) is not named, nor its id.
+    second = ask("And this?", private_id)
+    assert private_title not in second and f"record {private_id}" not in second

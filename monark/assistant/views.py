@@ -15,6 +15,7 @@ from monark.core.gates import check_gates
 from monark.core.models import User
 from monark.core.rbac import Principal
 from monark.extensions import db
+from monark.records import services as records
 
 bp = Blueprint("assistant", __name__, url_prefix="/chat")
 
@@ -127,17 +128,28 @@ def stop(conversation_id: int):
     return Response(status=204)
 
 
-def _page_context() -> PageContext | None:
+def _page_context(principal: Principal) -> PageContext | None:
     form = request.form
     record_id = form.get("page_record_id", "").strip()
     try:
-        return PageContext(
+        context = PageContext(
             route=form.get("page_route", "")[:300],
             model=form.get("page_model") or None,
             record_id=int(record_id) if record_id.isdigit() else None,
         )
     except ValueError:
         return None  # a page context is a hint; a bad one is dropped, not an error
+    if context.model and context.record_id:
+        # The title of the record in focus, as this user may see it (or none).
+        try:
+            model = records.get_model(principal, context.model)
+            title = records.get_record(principal, model, context.record_id).title
+        except AppError:  # not there, or not for this user: no record in focus
+            return context.model_copy(update={"record_id": None})
+        finally:
+            db.session.rollback()  # a read: leave nothing open before the stream starts
+        return context.model_copy(update={"record_title": title or None})
+    return context
 
 
 def _conversation_id() -> int | None:
@@ -155,7 +167,7 @@ def stream():
             {
                 "text": request.form.get("text", ""),
                 "conversation_id": _conversation_id(),
-                "page_context": _page_context(),
+                "page_context": _page_context(principal),
             }
         )
         service.require_assistant(principal, current_app.config)

@@ -7,6 +7,7 @@ today's date) goes into the user message instead, keeping the cached prefix stab
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import date
 from typing import Any
@@ -43,6 +44,9 @@ class PageContext(BaseModel):
     route: str = Field("", max_length=300)
     model: str | None = Field(None, max_length=40)
     record_id: int | None = Field(None, ge=1)
+    # Filled in by the host from the database (never taken from the browser), so "this
+    # record" needs no lookup.
+    record_title: str | None = Field(None, max_length=300)
 
     @field_validator("route")
     @classmethod
@@ -69,6 +73,8 @@ def context_sentence(context: PageContext | None, today: date) -> str:
         where = f" The user is on the page {context.route}"
         if context.model and context.record_id:
             where += f', looking at record {context.record_id} of the "{context.model}" model'
+            if context.record_title:
+                where += f" (titled {json.dumps(context.record_title, ensure_ascii=False)})"
         elif context.model:
             where += f', looking at the "{context.model}" model'
         parts.append(where + ".")
