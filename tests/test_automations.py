@@ -481,39 +481,51 @@ def test_webhooks_to_private_addresses_are_refused_by_default(acme, app):
     assert server.received == []
 
 
-def test_a_webhook_connects_to_the_address_it_checked(acme, app, monkeypatch):
-    """DNS rebinding: a second lookup answering 127.0.0.1 must not be where it connects."""
+def _fake_network(monkeypatch, dns, answer) -> None:
+    """Webhooks see ``dns(host, port)`` as the resolver and ``answer(request)`` as the far end."""
     import socket
 
     import httpx2
 
     from monark.automations import actions
 
-    lookups: list[str] = []
-
-    def rebinding_dns(host, port, *args, **kwargs):
-        lookups.append(host)
-        address = "93.184.216.34" if len(lookups) == 1 else "127.0.0.1"
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
-
-    sent: list[httpx2.Request] = []
-
-    def transport(request: httpx2.Request) -> httpx2.Response:
-        sent.append(request)
-        return httpx2.Response(204)
-
-    monkeypatch.setattr(socket, "getaddrinfo", rebinding_dns)
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **kw: dns(host, port))
     monkeypatch.setattr(
         actions,
         "webhook_client",
-        lambda timeout: httpx2.Client(transport=httpx2.MockTransport(transport), timeout=timeout),
+        lambda timeout: httpx2.Client(transport=httpx2.MockTransport(answer), timeout=timeout),
     )
-    url = "https://hooks.example.com:8443/in"
+
+
+def _hook_run(acme, url: str) -> dict[str, Any]:
+    """Create a record that fires one webhook to ``url``; that step of the run."""
     raw = graph(CREATED, ("hook", "send_webhook", {"url": url}), edges=[("t", "hook")])
     automation = make_automation(acme, raw)
     records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Probe"})
     [run] = runs_of(automation.id)
-    assert step(run, "hook")["status"] == "succeeded"
+    return step(run, "hook")
+
+
+def test_a_webhook_connects_to_the_address_it_checked(acme, monkeypatch):
+    """DNS rebinding: a second lookup answering 127.0.0.1 must not be where it connects."""
+    import socket
+
+    import httpx2
+
+    lookups: list[str] = []
+    sent: list[httpx2.Request] = []
+
+    def rebinding_dns(host, port):
+        lookups.append(host)
+        address = "93.184.216.34" if len(lookups) == 1 else "127.0.0.1"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(204)
+
+    _fake_network(monkeypatch, rebinding_dns, answer)
+    assert _hook_run(acme, "https://hooks.example.com:8443/in")["status"] == "succeeded"
     assert lookups == ["hooks.example.com"]  # resolved once, by the check
     [request] = sent
     assert (request.url.host, request.url.port, request.url.path) == ("93.184.216.34", 8443, "/in")
@@ -526,37 +538,22 @@ def test_a_webhook_tries_each_checked_address_in_turn(acme, monkeypatch):
 
     import httpx2
 
-    from monark.automations import actions
+    tried: list[str] = []
 
-    def two_addresses(host, port, *args, **kwargs):
+    def two_addresses(host, port):
         return [
             (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2606:2800:220:1::1", port, 0, 0)),
             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
         ]
 
-    tried: list[str] = []
-
-    def transport(request: httpx2.Request) -> httpx2.Response:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         tried.append(request.url.host)
         if ":" in request.url.host:  # no IPv6 route here
             raise httpx2.ConnectError("unreachable", request=request)
         return httpx2.Response(204)
 
-    monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
-    monkeypatch.setattr(
-        actions,
-        "webhook_client",
-        lambda timeout: httpx2.Client(transport=httpx2.MockTransport(transport), timeout=timeout),
-    )
-    raw = graph(
-        CREATED,
-        ("hook", "send_webhook", {"url": "https://hooks.example.com/in"}),
-        edges=[("t", "hook")],
-    )
-    automation = make_automation(acme, raw)
-    records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Probe"})
-    [run] = runs_of(automation.id)
-    assert step(run, "hook")["status"] == "succeeded"
+    _fake_network(monkeypatch, two_addresses, answer)
+    assert _hook_run(acme, "https://hooks.example.com/in")["status"] == "succeeded"
     assert tried == ["2606:2800:220:1::1", "93.184.216.34"]
 
 
