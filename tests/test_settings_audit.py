@@ -569,3 +569,23 @@ def test_audit_names_the_member_of_member_events(world, login):
     soup = soup_of(login("admin@acme.test").get("/audit?type=member.removed"))
     details = soup.select_one("#audit-table tbody tr td:last-child").get_text()
     assert "member: Acme Viewer" in details and "user_id" not in details
+
+
+def test_audit_can_hide_chat_messages(world, login, scripted):
+    from monark.chat import service
+    from monark.chat.service import SendInput
+    from tests.llm_script import Say
+
+    scripted.script.add([Say("Hello.")])
+    service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+    admin = login("admin@acme.test")
+
+    def types(query: str) -> set[str]:
+        soup = soup_of(admin.get(f"/audit{query}"))
+        return {code.get_text() for code in soup.select("#audit-table tbody td:nth-child(2) code")}
+
+    assert "chat.message.created" in types("")
+    hidden = types("?hide_chat=1")
+    assert "chat.message.created" not in hidden and "chat.conversation.created" in hidden
+    box = soup_of(admin.get("/audit?hide_chat=1")).select_one("input[name=hide_chat]")
+    assert box.has_attr("checked")

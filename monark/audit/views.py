@@ -24,9 +24,13 @@ def audit_log():
     event_type = request.args.get("type", "").strip()
     actor = request.args.get("actor", "").strip()
     before = request.args.get("before", type=int)
+    # Every assistant message writes an event: a busy assistant buries the rest.
+    hide_chat = request.args.get("hide_chat") == "1"
     stmt = select(Event).where(Event.org_id == principal.org_id)
     if event_type:
         stmt = stmt.where(Event.type == event_type)
+    if hide_chat:
+        stmt = stmt.where(Event.type != "chat.message.created")
     if actor:
         kind, _, actor_id = actor.partition(":")
         if kind == "user" and actor_id.isdigit():
@@ -99,6 +103,7 @@ def audit_log():
         "records": records,
         "types": types,
         "event_type": event_type,
+        "hide_chat": hide_chat,
         "actor": actor,
         "next_before": next_before,
         "before": before,
