@@ -49,10 +49,8 @@ import argparse
 import http.client
 import json
 import logging
-import os
 import random
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -65,9 +63,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _measure import CaseResult, QueryLog  # noqa: E402
+from _measure import (  # noqa: E402
+    CaseResult,
+    QueryLog,
+    add_database_argument,
+    throwaway_database,
+    verdict,
+)
 from flask import Flask, jsonify  # noqa: E402
-from sqlalchemy import delete, event, insert, select  # noqa: E402
+from sqlalchemy import delete, insert, select  # noqa: E402
 from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
 
 from monark import create_app  # noqa: E402
@@ -438,26 +442,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=30, help="loop steps per size (30)")
     parser.add_argument("--records", type=int, default=1_000, help="records in the main org")
     parser.add_argument("--other", type=int, default=200, help="records in the second org")
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("BENCH_DATABASE_URL", ""),
-        help="a THROWAWAY database (all its tables are dropped); default: temporary SQLite",
-    )
+    add_database_argument(parser)
     args = parser.parse_args(argv)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
-    with tempfile.TemporaryDirectory(prefix="monark-bench-") as tmpdir:
-        url = args.database_url or f"sqlite:///{tmpdir}/bench.db"
-        if url.startswith(("postgres://", "postgresql://")):
-            url = "postgresql+psycopg://" + url.split("://", 1)[1]
-        app = build_app(url)
+    with throwaway_database(args.database_url, build_app) as (app, log):
         with app.app_context():
-            engine = db.engine
-            print(f"database: {engine.url.render_as_string(hide_password=True)}")
-            if engine.dialect.name != "sqlite":
-                print("  dropping and recreating all tables there (db.drop_all / db.create_all)")
-            db.drop_all()
-            db.create_all()
             t0 = time.perf_counter()
             seeded = seed(args.records, args.other)
             print(
@@ -466,17 +456,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{time.perf_counter() - t0:.1f} s; {args.calls} tool calls per side, "
                 f"{args.steps} loop steps per size"
             )
-        log = QueryLog()
-        event.listen(engine, "before_cursor_execute", log.listener)
-        try:
-            tool_cases = measure_tool_call(app, log, seeded, args.calls)
-            loop_cases = measure_loop(app, log, seeded, args.steps)
-        finally:
-            event.remove(engine, "before_cursor_execute", log.listener)
-            if engine.dialect.name != "sqlite":
-                with app.app_context():
-                    db.drop_all()
-            engine.dispose()
+        tool_cases = measure_tool_call(app, log, seeded, args.calls)
+        loop_cases = measure_loop(app, log, seeded, args.steps)
     return report(tool_cases, loop_cases)
 
 
@@ -528,14 +509,7 @@ def report(tool_cases: list[CaseResult], loop_cases: list[CaseResult]) -> int:
             growth <= TARGET_GROWTH,
         ),
     ]
-    print()
-    print("targets:")
-    for label, ok in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {label}")
-    ok = all(ok for _, ok in checks)
-    print()
-    print("OK" if ok else "FAILED")
-    return 0 if ok else 1
+    return verdict(checks)
 
 
 if __name__ == "__main__":

@@ -38,11 +38,9 @@ most of the table (as with the defaults); ``--other 90000`` gives a more realist
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -52,10 +50,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _measure import CaseResult, QueryLog  # noqa: E402
+from _measure import (  # noqa: E402
+    CaseResult,
+    QueryLog,
+    add_database_argument,
+    throwaway_database,
+)
 from flask import Flask  # noqa: E402
 from flask.testing import FlaskClient  # noqa: E402
-from sqlalchemy import event, insert, text  # noqa: E402
+from sqlalchemy import insert, text  # noqa: E402
 
 from monark import create_app  # noqa: E402
 from monark.api.keys import create_key  # noqa: E402
@@ -272,25 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--other", type=int, default=40_000, help="records of other orgs (default 40,000)"
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("BENCH_DATABASE_URL", ""),
-        help="a THROWAWAY database (all its tables are dropped); default: temporary SQLite",
-    )
+    add_database_argument(parser)
     args = parser.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="monark-bench-") as tmpdir:
-        url = args.database_url or f"sqlite:///{tmpdir}/bench.db"
-        if url.startswith(("postgres://", "postgresql://")):
-            url = "postgresql+psycopg://" + url.split("://", 1)[1]
-        app = build_app(url)
+    with throwaway_database(args.database_url, build_app) as (app, log):
         with app.app_context():
-            engine = db.engine
-            print(f"database: {engine.url.render_as_string(hide_password=True)}")
-            if engine.dialect.name != "sqlite":
-                print("  dropping and recreating all tables there (db.drop_all / db.create_all)")
-            db.drop_all()
-            db.create_all()
             t0 = time.perf_counter()
             seeded = seed(args.records, args.other)
             print(
@@ -299,16 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         # Requests run without an outer app context, so each gets its own context and
         # session (and identity map), as under a real server.
-        log = QueryLog()
-        event.listen(engine, "before_cursor_execute", log.listener)
-        try:
-            return measure(app, log, seeded, args.n)
-        finally:
-            event.remove(engine, "before_cursor_execute", log.listener)
-            if engine.dialect.name != "sqlite":
-                with app.app_context():
-                    db.drop_all()
-            engine.dispose()
+        return measure(app, log, seeded, args.n)
 
 
 def measure(app: Flask, log: QueryLog, seeded: Seeded, n: int) -> int:

@@ -79,6 +79,8 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _measure import verdict  # noqa: E402
+
 from tests.fake_anthropic import FakeAnthropic  # noqa: E402
 from tests.llm_script import Say, Script  # noqa: E402
 
@@ -771,14 +773,7 @@ def report(args, tokens: TokenResult, results: list[Level], log_lines: dict[int,
             held >= args.min_streams,
         ),
     ]
-    print()
-    print("targets:")
-    for label, ok in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {label}")
-    ok = all(ok for _, ok in checks)
-    print()
-    print("OK" if ok else "FAILED")
-    return 0 if ok else 1
+    return verdict(checks)
 
 
 if __name__ == "__main__":
