@@ -57,12 +57,7 @@ def json_problem(err: BadRequest) -> str:
     seen: BaseException | None = err
     while seen is not None and not isinstance(seen, ValueError):
         seen = seen.__cause__ or seen.__context__
-    if seen is not None:
-        return f"Malformed JSON: {seen}"
-    text = str(err.description or "")
-    if text.startswith("Failed to decode JSON object: "):
-        return "Malformed JSON: " + text.removeprefix("Failed to decode JSON object: ")
-    return "Malformed JSON."
+    return f"Malformed JSON: {seen}" if seen is not None else "Malformed JSON."
 
 
 class JSONProvider(DefaultJSONProvider):

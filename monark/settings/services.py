@@ -104,11 +104,10 @@ def lock_members(principal: Principal) -> str:
     role as it is now (two owners removing each other at once must not both succeed)."""
     principal.require("org.manage")
     db.session.scalar(for_update(select(Org.id).where(Org.id == principal.org_id)))
+    # Read after the lock: what the previous holder committed (a removal, a demotion).
     role = db.session.scalar(
-        for_update(
-            select(Membership.role).where(
-                Membership.org_id == principal.org_id, Membership.user_id == principal.user_id
-            )
+        select(Membership.role).where(
+            Membership.org_id == principal.org_id, Membership.user_id == principal.user_id
         )
     )
     if role is None or "org.manage" not in ROLE_PERMISSIONS[role]:
