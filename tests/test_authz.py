@@ -412,8 +412,12 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("assistant.delete", "POST", "member's",
             lambda c: f"/chat/conversations/{c.chat}/delete",
             row(owner=404, admin=404, member=200, viewer=404, other=404), writes="same"),
+    # Nothing runs in the member's conversation: Stop says so (409); others do not see it.
     WebCase("assistant.stop", "POST", "member's", lambda c: f"/chat/conversations/{c.chat}/stop",
-            row(owner=404, admin=404, member=204, viewer=404, other=404)),
+            row(owner=404, admin=404, member=409, viewer=404, other=404)),
+    WebCase("assistant.follow", "GET", "member's",
+            lambda c: f"/chat/conversations/{c.chat}/follow",
+            row(owner=404, admin=404, member=200, viewer=404, other=404)),
     WebCase("assistant.stream", "POST", "into member's", _url("/chat/stream"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"conversation_id": str(c.chat), "text": "Hello"}, writes="own"),

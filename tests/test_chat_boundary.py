@@ -10,11 +10,13 @@ from pathlib import Path
 CHAT = Path(__file__).resolve().parent.parent / "monark" / "chat"
 ALLOWED = (
     "monark.chat",
+    "monark.core.broker",
     "monark.core.errors",
     "monark.core.events",
     "monark.core.gates",
     "monark.core.models",
     "monark.core.rbac",
+    "monark.core.text",
     "monark.core.uow",
     "monark.extensions",
 )

@@ -58,7 +58,11 @@ def test_a_turn_streams_as_sse_and_ends_with_done(world, login, scripted):
     got = frames(response)
     assert got[0] == ("comment", "stream open")
     tokens = [d for e, d in got if e is None and '-text" hx-swap="beforeend"' in d]
-    assert len(tokens) == 3 and "Hello" in tokens[0]
+    # Text that arrives faster than it is passed on travels in fewer, larger frames.
+    assert tokens and "Hello" in tokens[0]
+    assert "".join(BeautifulSoup(t, "html.parser").get_text() for t in tokens) == (
+        "Hello there friend"
+    )
     event, data = got[-1]
     assert event == "done"
     done = json.loads(data)
@@ -75,7 +79,7 @@ def test_multi_line_fragments_use_one_data_line_each(world, login, scripted):
     body = response.get_data(as_text=True)
     for block in body.split("\n\n"):
         for line in block.split("\n"):
-            assert line == "" or line.startswith(("data: ", "event: ", ":")), line
+            assert line == "" or line.startswith(("data: ", "event: ", "id: ", ":")), line
 
 
 def test_the_stream_shows_a_proposed_write_as_a_card(world, login, scripted):
@@ -95,17 +99,17 @@ def test_confirm_streams_the_continuation(world, login, scripted):
     )
     browser = login("member@acme.test")
     post_stream(browser, "Add")
-    call = db.session.scalar(select(ToolCall))
-    response = read(browser.post("/chat/decide", {"decision": f"confirm:{call.id}"}))
+    call_id = db.session.scalar(select(ToolCall.id))
+    response = read(browser.post("/chat/decide", {"decision": f"confirm:{call_id}"}))
     body = response.get_data(as_text=True)
     assert response.mimetype == "text/event-stream"
     assert "Created it" in body and "Confirmed by" in body
     db.session.rollback()  # the test shares its session with the requests: drop stale rows
-    again = read(browser.post("/chat/decide", {"decision": f"confirm:{call.id}"}))
+    again = read(browser.post("/chat/decide", {"decision": f"confirm:{call_id}"}))
     assert again.status_code == 409 and "already" in again.get_data(as_text=True)
     # A stale tab's card is replaced by the card as it is now: decided, no buttons.
     card = BeautifulSoup(again.get_data(as_text=True), "html.parser").select_one(
-        f'hx-partial[hx-target="#call-{call.id}"]'
+        f'hx-partial[hx-target="#call-{call_id}"]'
     )
     assert card is not None and "Confirmed by" in card.get_text()
     assert card.select("button") == []
@@ -155,11 +159,21 @@ def test_without_an_api_key_the_thread_says_so_with_retry(world, login, app):
     assert any(e == "error" for e, _ in frames(response))
 
 
-def test_closing_the_connection_stops_the_turn_and_keeps_the_partial_reply(
-    world, login, fake_anthropic
-):
-    fake_anthropic.chunk_delay = 0.05
-    fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(200)))])
+def _assistant_message(wanted=lambda m: m.status != "streaming", seconds: float = 10):
+    """The assistant's message once ``wanted`` holds for it (turns run on their own)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        db.session.rollback()
+        message = db.session.scalar(select(Message).where(Message.role == "assistant"))
+        if message is not None and wanted(message):
+            return message
+        time.sleep(0.05)
+    raise AssertionError("the assistant's message never got there")
+
+
+def test_closing_the_connection_leaves_the_turn_running_to_its_end(world, login, fake_anthropic):
+    fake_anthropic.chunk_delay = 0.02
+    fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(100)))])
     browser = login("member@acme.test")
     response = browser.client.post(
         "/chat/stream", data={"text": "Go on", "csrf_token": browser.csrf}, buffered=False
@@ -170,16 +184,8 @@ def test_closing_the_connection_stops_the_turn_and_keeps_the_partial_reply(
         if "w5" in seen:
             break
     response.close()  # what a closed tab looks like to the server
-    deadline = time.monotonic() + 10
-    message = None
-    while time.monotonic() < deadline:
-        db.session.rollback()
-        message = db.session.scalar(select(Message).where(Message.role == "assistant"))
-        if message is not None:
-            break
-        time.sleep(0.05)
-    assert message is not None and message.status == "incomplete"
-    assert message.text.startswith("w0 w1") and "w199" not in message.text
+    message = _assistant_message(seconds=20)
+    assert message.status == "complete" and message.text.endswith("w99")
 
 
 def test_stop_endpoint_stops_a_running_turn(world, login, fake_anthropic):
@@ -197,7 +203,7 @@ def test_stop_endpoint_stops_a_running_turn(world, login, fake_anthropic):
             break
     conversation_id = db.session.scalar(select(Conversation.id))
     stop = browser.post(f"/chat/conversations/{conversation_id}/stop")
-    assert stop.status_code == 204
+    assert stop.status_code == 200 and stop.json["status"] == "stopped"
     for chunk in chunks:
         seen += chunk.decode() if isinstance(chunk, bytes) else chunk
     assert "event: done" in seen and '"status": "stopped"' in seen
@@ -205,6 +211,8 @@ def test_stop_endpoint_stops_a_running_turn(world, login, fake_anthropic):
     db.session.rollback()
     message = db.session.scalar(select(Message).where(Message.role == "assistant"))
     assert message.status == "incomplete" and "w199" not in message.text
+    again = browser.post(f"/chat/conversations/{conversation_id}/stop")
+    assert again.status_code == 409 and again.json["status"] == "idle"
 
 
 def test_panel_width_is_remembered_per_user(world, login):
@@ -260,7 +268,8 @@ def test_no_database_connection_is_held_while_the_model_streams(world, login, fa
         if "w10" in seen and len(held) < 20:
             held.append(db.engine.pool.checkedout())
     response.close()
-    assert held and max(held) == 0, held
+    # The turn saves its reply about once a second, for a millisecond: a sample may catch it.
+    assert held and held.count(0) >= len(held) - 2, held
     assert "event: done" in seen
 
 

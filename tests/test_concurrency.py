@@ -276,22 +276,36 @@ def test_one_turn_at_a_time_per_conversation(app, world):
         )
     )
     assert texts == ["First", "ok"] and provider.calls == 1  # "Second" was never stored
-    assert db.session.get(Conversation, conversation_id).turn_started_at is None
+    assert db.session.get(Conversation, conversation_id).turn_id is None
 
 
 def test_a_turn_claim_left_by_a_dead_process_expires(app, world, scripted):
     from datetime import timedelta
 
     from monark.chat import store
-    from monark.chat.models import Conversation
+    from monark.chat.models import Conversation, Message
     from monark.core.models import utcnow
     from tests.llm_script import Say
 
     member = world.a.principal("member")
     conversation = store.create_conversation(member, "Orphaned")
-    conversation.turn_started_at = utcnow() - store.STALE_TURN - timedelta(seconds=1)
+    conversation.turn_id = "f" * 32
+    conversation.turn_started_at = utcnow() - timedelta(seconds=30)
+    conversation.turn_lease_until = utcnow() - timedelta(seconds=1)
+    db.session.flush()
+    cut = store.add_message(
+        conversation,
+        member,
+        author_kind="agent",
+        role="assistant",
+        text="Half a",
+        status="streaming",
+    )
     db.session.commit()
     scripted.script.add([Say("Back again.")])
     result = service.send_message(member, SendInput(text="Hello?", conversation_id=conversation.id))
     assert result.status == "done"
-    assert db.session.get(Conversation, conversation.id).turn_started_at is None
+    db.session.rollback()
+    assert db.session.get(Conversation, conversation.id).turn_id is None
+    kept = db.session.get(Message, cut.id)
+    assert (kept.status, kept.text, kept.error) == ("incomplete", "Half a", store.INTERRUPTED_REPLY)

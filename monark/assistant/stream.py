@@ -1,52 +1,53 @@
-"""Serving a turn as Server-Sent Events for htmx's hx-sse extension.
+"""Watching a turn as Server-Sent Events for htmx's hx-sse extension.
 
-The turn runs in a worker thread with its own app context and database session; it hands
-plain view data to the response generator through a queue, and the generator renders
-fragments. The generator holds no database session, so a long stream pins no connection.
-A closed tab or the Stop button sets the turn's stop flag: the loop stops reading the
-provider and keeps what arrived as an incomplete message.
+A turn runs on its own (``chat.turns``) and reports progress to a log; every SSE response
+here is a watcher of that log: the answer to Send, Confirm, Reject and Retry (which start a
+turn, then watch it), and the follow stream a thread screen opens while a turn runs (another
+tab, a reopened panel, a reconnect after a dropped connection, another instance).
+
+A watcher renders from the database what the log names (messages and cards by id) and the
+streamed text the log carries. One that joins late first draws the thread from the database
+(a snapshot, with the reply saved so far) and then reads the turn's log from its start,
+skipping the text the snapshot already holds (log entries carry their offset in the reply).
+One that reconnects with a ``Last-Event-ID`` of the running turn resumes right after it.
+Closing a watcher never stops the turn: only Stop does.
+
+The generator holds no database session between reads, so a long stream pins no connection.
 """
 
 from __future__ import annotations
 
 import json
-import queue
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Response, current_app, stream_with_context
 from markupsafe import escape
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
 
-from monark.assistant.thread import CallView, MessageView, call_view, message_view, thread_view
-from monark.chat.hooks import TurnHooks
-from monark.chat.loop import TurnResult
+from monark.assistant.thread import ThreadView, call_view, message_view, thread_view
+from monark.chat import store
 from monark.chat.models import Message, ToolCall
+from monark.chat.turns import progress_log
+from monark.core.broker import ProgressLog
 from monark.core.errors import AppError
+from monark.core.models import utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
-KEEPALIVE_SECONDS = 15.0
-
-# Stop flags of the turns this process is streaming, by conversation id.
-_active: dict[int, threading.Event] = {}
-_active_lock = threading.Lock()
-
-
-def request_stop(conversation_id: int) -> bool:
-    """Ask this process's running turn of a conversation to stop; False if none runs here."""
-    with _active_lock:
-        flag = _active.get(conversation_id)
-    if flag is None:
-        return False
-    flag.set()
-    return True
+# A watcher waits this long for progress before it sends a keep-alive and checks that the
+# turn still holds its lease (a turn whose process died sends no "finished").
+WAIT_SECONDS = 2.0
+KEEPALIVE = ": keep-alive\n\n"
 
 
-def sse(data: str = "", event: str | None = None) -> str:
+def sse(data: str = "", event: str | None = None, id: str | None = None) -> str:
     """One SSE frame; every line of ``data`` gets its own ``data:`` line."""
     lines = [f"event: {event}"] if event else []
+    if id is not None:
+        lines.append(f"id: {id}")
     lines += [f"data: {line}" for line in data.replace("\r", "").split("\n")]
     return "\n".join(lines) + "\n\n"
 
@@ -54,191 +55,6 @@ def sse(data: str = "", event: str | None = None) -> str:
 def partial(target: str, swap: str, html: str) -> str:
     """An ``<hx-partial>`` that swaps ``html`` into ``target``."""
     return f'<hx-partial hx-target="{target}" hx-swap="{swap}">{html}</hx-partial>'
-
-
-@dataclass
-class _Item:
-    kind: str  # token | message | call | finished | failed
-    payload: Any = None
-
-
-@dataclass
-class _Finish:
-    status: str
-    conversation_id: int | None
-    error: str | None
-    thread: Any = None
-
-
-class QueueHooks(TurnHooks):
-    """Loop hooks that snapshot rows into view data and queue them for the generator."""
-
-    def __init__(self, out: queue.Queue, stop: threading.Event):
-        self.out = out
-        self.stop = stop
-        self.conversation_id: int | None = None
-
-    def _register(self, conversation_id: int) -> None:
-        if self.conversation_id is None:
-            self.conversation_id = conversation_id
-            with _active_lock:
-                _active[conversation_id] = self.stop
-
-    def on_text_delta(self, text: str) -> None:
-        self.out.put(_Item("token", text))
-
-    def on_message_saved(self, message: Message) -> None:
-        self._register(message.conversation_id)
-        self.out.put(_Item("message", message_view(message)))
-
-    def on_tool_call(self, call: ToolCall) -> None:
-        self._register(call.conversation_id)
-        self.out.put(_Item("call", call_view(call)))
-
-    def should_stop(self) -> bool:
-        return self.stop.is_set()
-
-    def release(self) -> None:
-        if self.conversation_id is not None:
-            with _active_lock:
-                if _active.get(self.conversation_id) is self.stop:
-                    del _active[self.conversation_id]
-
-
-def stream_turn(
-    principal: Principal, run: Callable[[TurnHooks], TurnResult], known_conversation: int | None
-) -> Response:
-    """Run ``run(hooks)`` in a worker and stream its progress as SSE."""
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-    out: queue.Queue[_Item] = queue.Queue()
-    stop = threading.Event()
-    hooks = QueueHooks(out, stop)
-    if known_conversation is not None:
-        hooks._register(known_conversation)
-
-    def work() -> None:
-        with app.app_context():
-            finish = _Finish("error", hooks.conversation_id, None)
-            try:
-                result = run(hooks)
-                finish = _Finish(result.status, result.conversation_id, result.error)
-            except AppError as err:
-                finish.error = err.message
-            except Exception:
-                app.logger.exception("assistant turn failed")
-                finish.error = "Something went wrong on our side. Retry in a moment."
-            finally:
-                hooks.release()
-                cid = finish.conversation_id or hooks.conversation_id
-                finish.conversation_id = cid
-                try:
-                    db.session.rollback()  # a failed flush leaves the session unusable
-                    finish.thread = thread_view(principal, cid) if cid else None
-                except Exception as err:  # the stream must still end
-                    if not isinstance(err, AppError):
-                        app.logger.exception("assistant thread view failed")
-                    finish.thread = None
-                finally:
-                    db.session.remove()
-                    out.put(_Item("finished", finish))
-
-    worker = threading.Thread(target=work, name="assistant-turn", daemon=True)
-    worker.start()
-    renderer = _Renderer()
-
-    def generate() -> Iterator[str]:
-        yield ": stream open\n\n"
-        finished = False
-        try:
-            while True:
-                try:
-                    item = out.get(timeout=KEEPALIVE_SECONDS)
-                except queue.Empty:
-                    yield ": keep-alive\n\n"
-                    continue
-                yield from renderer.frames(item)
-                if item.kind == "finished":
-                    finished = True
-                    return
-        finally:
-            if not finished:  # the client went away: stop the turn, keep what arrived
-                stop.set()
-
-    # The request's own session is done: hand its connection back before the long stream.
-    db.session.close()
-    response = Response(stream_with_context(generate()), mimetype="text/event-stream")
-    response.headers["Cache-Control"] = "no-cache, no-transform"
-    response.headers["X-Accel-Buffering"] = "no"
-    return response
-
-
-@dataclass
-class _Renderer:
-    """Turns queued items into frames: live tokens, then persisted bubbles and cards."""
-
-    live: str | None = None
-    count: int = 0
-    changed: bool = False  # a write went through: the page behind may need a refresh
-
-    def _open_live(self) -> Iterator[str]:
-        self.count += 1
-        self.live = f"live-{threading.get_ident()}-{self.count}"
-        html = render_fragment("assistant/_live.html", live_id=self.live)
-        yield sse(partial("#chat-thread", "beforeend", html))
-
-    def frames(self, item: _Item) -> Iterator[str]:
-        if item.kind == "token":
-            if self.live is None:
-                yield from self._open_live()
-            yield sse(partial(f"#{self.live}-text", "beforeend", str(escape(item.payload))))
-        elif item.kind == "message":
-            yield from self._message(item.payload)
-        elif item.kind == "call":
-            yield from self._call(item.payload)
-        elif item.kind == "finished":
-            yield from self._finish(item.payload)
-
-    def _message(self, view: MessageView) -> Iterator[str]:
-        html = render_fragment("assistant/_message.html", m=view)
-        if view.role == "user":
-            yield sse(
-                partial("#chat-conversation-id", "outerHTML", _id_input(view.conversation_id))
-            )
-        if self.live is not None and view.role == "assistant":
-            yield sse(partial(f"#{self.live}", "outerHTML", html))
-            self.live = None
-        else:
-            yield sse(partial("#chat-thread", "beforeend", html))
-
-    def _call(self, view: CallView) -> Iterator[str]:
-        # Every call is on the page already: new ones came inside their message's bubble,
-        # older ones (confirm, retry) were rendered with the thread.
-        html = render_fragment("assistant/_call.html", c=view)
-        if view.mutates and view.status == "SUCCEEDED":
-            self.changed = True
-        yield sse(partial(f"#call-{view.id}", "outerHTML", html))
-
-    def _finish(self, finish: _Finish) -> Iterator[str]:
-        if finish.thread is not None:
-            html = render_fragment(
-                "assistant/_thread_items.html", thread=finish.thread, turn_error=finish.error
-            )
-            yield sse(partial("#chat-thread", "outerHTML", html))
-            title = render_fragment("assistant/_title.html", thread=finish.thread)
-            yield sse(partial("#chat-title", "outerHTML", title))
-        elif finish.error:
-            html = render_fragment("assistant/_notice.html", message=finish.error, kind="error")
-            yield sse(partial("#chat-thread", "beforeend", html))
-        if finish.conversation_id:
-            yield sse(
-                partial("#chat-conversation-id", "outerHTML", _id_input(finish.conversation_id))
-            )
-        if self.changed:
-            yield sse("{}", event="changed")
-        data = json.dumps({"conversation_id": finish.conversation_id, "status": finish.status})
-        if finish.status == "error":
-            yield sse(json.dumps({**json.loads(data), "message": finish.error}), event="error")
-        yield sse(data, event="done")
 
 
 def render_fragment(name: str, **context: Any) -> str:
@@ -249,3 +65,238 @@ def render_fragment(name: str, **context: Any) -> str:
 def _id_input(conversation_id: int | None) -> str:
     value = "" if conversation_id is None else str(int(conversation_id))
     return f'<input type="hidden" id="chat-conversation-id" name="conversation_id" value="{value}">'
+
+
+def follow_slot(conversation_id: int | None, trigger: str = "load") -> str:
+    """The element that follows a running turn (hx-sse:connect, reconnecting by itself)."""
+    return render_fragment(
+        "assistant/_follow.html", conversation_id=conversation_id, trigger=trigger
+    )
+
+
+@dataclass
+class _Watch:
+    """What one watcher has put on the page, so replays and late joins never repeat it."""
+
+    principal: Principal
+    conversation_id: int
+    shown: dict[int, int] = field(default_factory=dict)  # streaming message → chars shown
+    known: set[int] = field(default_factory=set)  # messages on the page
+    changed: bool = False  # a write went through: the page behind may need a refresh
+
+    # ---- loading (each a short session, handed back at once) ----
+
+    def _message(self, message_id: int) -> Message | None:
+        return db.session.scalar(
+            select(Message)
+            .where(Message.id == message_id, Message.conversation_id == self.conversation_id)
+            .options(selectinload(Message.tool_calls))
+        )
+
+    def _call(self, call_id: int) -> ToolCall | None:
+        return db.session.scalar(
+            select(ToolCall).where(
+                ToolCall.id == call_id, ToolCall.conversation_id == self.conversation_id
+            )
+        )
+
+    # ---- frames ----
+
+    def snapshot(self, following: bool) -> str:
+        """The whole thread as stored now (for a watcher that joins late, and at the end)."""
+        thread = thread_view(self.principal, self.conversation_id)
+        self.known = {m.id for m in thread.messages}
+        self.shown = {m.id: len(m.text) for m in thread.messages if m.status == "streaming"}
+        return self._thread_frames(thread, following)
+
+    def _thread_frames(self, thread: ThreadView, following: bool, error: str | None = None) -> str:
+        items = render_fragment(
+            "assistant/_thread_items.html", thread=thread, turn_error=error, following=following
+        )
+        title = render_fragment("assistant/_title.html", thread=thread)
+        return sse(partial("#chat-thread", "outerHTML", items)) + sse(
+            partial("#chat-title", "outerHTML", title)
+        )
+
+    def text(self, message_id: int, offset: int, text: str) -> str:
+        """Streamed text, less what this page already shows of it."""
+        shown = self.shown.get(message_id)
+        if shown is None:
+            return ""  # not a reply this page streams (it was drawn whole)
+        end = offset + len(text)
+        if end <= shown:
+            return ""
+        fresh = text[max(0, shown - offset) :]
+        self.shown[message_id] = end
+        return sse(partial(f"#msg-{message_id}-text", "beforeend", str(escape(fresh))))
+
+    def message(self, message_id: int) -> str:
+        """A message saved: drawn anew in place, or added to the thread."""
+        message = self._message(message_id)
+        if message is None:
+            return ""
+        view = message_view(message)
+        if message.status == "streaming":
+            self.shown[message.id] = len(message.text)
+        else:
+            self.shown.pop(message.id, None)
+        html = render_fragment("assistant/_message.html", m=view)
+        frames = ""
+        if message.role == "user":
+            frames += sse(
+                partial("#chat-conversation-id", "outerHTML", _id_input(view.conversation_id))
+            )
+        if message.id in self.known:
+            return frames + sse(partial(f"#msg-{message.id}", "outerHTML", html))
+        self.known.add(message.id)
+        return frames + sse(partial("#chat-thread", "beforeend", html))
+
+    def call(self, call_id: int) -> str:
+        """A card whose call changed status, drawn anew in place."""
+        call = self._call(call_id)
+        if call is None:
+            return ""
+        view = call_view(call)
+        if view.mutates and view.status == "SUCCEEDED":
+            self.changed = True
+        html = render_fragment("assistant/_call.html", c=view)
+        return sse(partial(f"#call-{view.id}", "outerHTML", html))
+
+    def finish(self, status: str, error: str | None) -> str:
+        """The turn ended: the thread as stored, then ``done`` (and ``error``)."""
+        frames = ""
+        try:
+            thread = thread_view(self.principal, self.conversation_id)
+            frames += self._thread_frames(thread, following=False, error=error)
+        except AppError:
+            if error:
+                html = render_fragment("assistant/_notice.html", message=error, kind="error")
+                frames += sse(partial("#chat-thread", "beforeend", html))
+        frames += sse(
+            partial("#chat-conversation-id", "outerHTML", _id_input(self.conversation_id))
+        )
+        if self.changed:
+            frames += sse("{}", event="changed")
+        data: dict[str, Any] = {"conversation_id": self.conversation_id, "status": status}
+        if status == "error":
+            frames += sse(json.dumps({**data, "message": error}), event="error")
+        return frames + sse(json.dumps(data), event="done")
+
+
+def _frames(watch: _Watch, entries: list[tuple[str, dict[str, Any]]], turn_id: str):
+    """Frames for a batch of log entries (consecutive text of one reply in one frame)."""
+    out: list[str] = []
+    pending: tuple[int, int, list[str]] | None = None  # message, offset, texts
+
+    def flush() -> None:
+        nonlocal pending
+        if pending is not None:
+            out.append(watch.text(pending[0], pending[1], "".join(pending[2])))
+            pending = None
+
+    finished: dict[str, Any] | None = None
+    for _entry_id, entry in entries:
+        kind = entry.get("k")
+        if kind == "t":
+            if pending is not None and pending[0] == entry["m"]:
+                pending[2].append(entry["x"])
+                continue
+            flush()
+            pending = (entry["m"], entry["o"], [entry["x"]])
+            continue
+        flush()
+        if kind == "m":
+            out.append(watch.message(entry["id"]))
+        elif kind == "c":
+            out.append(watch.call(entry["id"]))
+        elif kind == "f":
+            finished = entry
+            break
+    flush()
+    frames = "".join(out)
+    if frames and entries:
+        # The batch's last id rides on an empty comment-free frame htmx ignores, so a
+        # reconnect resumes after everything this batch drew.
+        frames += f"id: {turn_id}:{entries[-1][0]}\n\n"
+    return frames, finished
+
+
+def _resume_point(log: ProgressLog, turn_id: str | None, last_event_id: str) -> str | None:
+    """The log position after ``Last-Event-ID``, if it is one of this turn's."""
+    if not turn_id or not last_event_id:
+        return None
+    given_turn, _, entry_id = last_event_id.partition(":")
+    if given_turn == turn_id and log.valid_id(entry_id):
+        return entry_id
+    return None
+
+
+def watch_turn(
+    principal: Principal,
+    conversation_id: int,
+    turn_id: str | None,
+    *,
+    snapshot: bool,
+    last_event_id: str = "",
+    preface: str = "",
+) -> Response:
+    """Stream a turn's progress from its log as SSE, until it finishes."""
+    log = progress_log()
+    after = _resume_point(log, turn_id, last_event_id)
+    watch = _Watch(principal, conversation_id)
+
+    def generate() -> Iterator[str]:
+        yield ": stream open\n\n"
+        if preface:
+            yield preface
+        if snapshot and after is None:
+            yield watch.snapshot(following=turn_id is not None)
+            db.session.remove()
+        if turn_id is None:
+            yield watch.finish("done", None)
+            return
+        yield from _follow(watch, log, turn_id, after)
+
+    # The request's own session is done: hand its connection back before the long stream.
+    db.session.close()
+    response = Response(stream_with_context(generate()), mimetype="text/event-stream")
+    response.headers["Cache-Control"] = "no-cache, no-transform"
+    response.headers["X-Accel-Buffering"] = "no"
+    return response
+
+
+def _follow(watch: _Watch, log: ProgressLog, turn_id: str, after: str | None) -> Iterator[str]:
+    while True:
+        try:
+            entries = log.read(turn_id, after, WAIT_SECONDS)
+        except Exception:  # the broker blinked: fall back to the database's view of the turn
+            current_app.logger.warning("progress log read failed", exc_info=True)
+            entries = []
+        if not entries:
+            yield KEEPALIVE
+            if not _turn_gone(watch.conversation_id, turn_id):
+                continue
+            # Gone: it either just ended (its "finished" is on its way) or its process died.
+            entries = log.read(turn_id, after, 0.5)
+            if not entries:
+                yield watch.finish("interrupted", None)
+                db.session.remove()
+                return
+        after = entries[-1][0]
+        frames, finished = _frames(watch, entries, turn_id)
+        db.session.remove()
+        if frames:
+            yield frames
+        if finished is not None:
+            yield watch.finish(finished.get("status") or "done", finished.get("error"))
+            db.session.remove()
+            return
+
+
+def _turn_gone(conversation_id: int, turn_id: str) -> bool:
+    """Whether the turn no longer holds the conversation (it ended, or its process died)."""
+    try:
+        holder, until = store.turn_state(conversation_id)
+    finally:
+        db.session.remove()
+    return holder != turn_id or until is None or until < utcnow()

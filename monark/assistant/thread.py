@@ -123,7 +123,9 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
     calls = list(message.tool_calls) if message.role == "assistant" else []
     if names is None:
         names = _user_names({c.decided_by_id for c in calls if c.decided_by_id})
-    html = render_markdown(message.text) if message.role == "assistant" else Markup("")
+    # A reply still streaming is plain text until it is whole (its Markdown may be cut).
+    markdown = message.role == "assistant" and message.status != "streaming"
+    html = render_markdown(message.text) if markdown else Markup("")
     return MessageView(
         id=message.id,
         conversation_id=message.conversation_id,
@@ -158,6 +160,17 @@ class ThreadView:
         return None
 
 
+def _as_interrupted(view: MessageView) -> None:
+    """A reply, or a call, that a turn which died left open shows as what it now is:
+    interrupted, with Retry (the next turn stores it so; see ``store.settle_dead_turn``)."""
+    if view.status == "streaming":
+        view.status, view.error = "incomplete", store.INTERRUPTED_REPLY
+        view.html = render_markdown(view.text)
+    for call in view.calls:
+        if call.status == "EXECUTING":
+            call.status, call.error = "FAILED", store.INTERRUPTED_CALL
+
+
 def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     """Everything the thread screen shows, from the database."""
     conversation = store.get_conversation(principal, conversation_id)
@@ -165,9 +178,9 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     names = _user_names(
         {c.decided_by_id for m in messages for c in m.tool_calls if c.decided_by_id}
     )
-    return ThreadView(
-        conversation.id,
-        conversation.title,
-        [message_view(m, names) for m in messages],
-        running=store.turn_running(conversation),
-    )
+    views = [message_view(m, names) for m in messages]
+    running = store.live_turn_id(conversation) is not None
+    if not running:
+        for view in views:
+            _as_interrupted(view)
+    return ThreadView(conversation.id, conversation.title, views, running=running)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, render_template, request
+import time
 
-from monark.assistant.stream import partial, request_stop, stream_turn
+from flask import Blueprint, Response, current_app, jsonify, render_template, request
+
+from monark.assistant.stream import follow_slot, partial, sse, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
-from monark.chat import service, store
+from monark.chat import service, store, turns
 from monark.chat.llm import provider_problem
 from monark.chat.prompt import PageContext
 from monark.core.auth import guard, require_principal
-from monark.core.errors import AppError, Forbidden, NotFound, ValidationFailed
+from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.gates import check_gates
 from monark.core.models import User
 from monark.core.rbac import Principal
@@ -20,6 +22,8 @@ from monark.records import services as records
 bp = Blueprint("assistant", __name__, url_prefix="/chat")
 
 MIN_WIDTH, MAX_WIDTH = 320, 960
+# How long Stop waits for the turn to let go before answering "stopping".
+STOP_WAIT_SECONDS = 3.0
 
 
 def _notice(message: str, status: int, kind: str = "error"):
@@ -122,10 +126,46 @@ def delete(conversation_id: int):
 @bp.post("/conversations/<int:conversation_id>/stop")
 @guard("chat.use")
 def stop(conversation_id: int):
-    """Ask the running turn to stop reading the model (the reply so far is kept)."""
+    """Stop the conversation's running turn, on whichever instance it runs; says whether
+    it stopped (the reply so far is kept), is still stopping, or nothing was running."""
     store.get_conversation(require_principal(), conversation_id)
-    request_stop(conversation_id)
-    return Response(status=204)
+    turn_id = turns.request_stop(conversation_id)
+    if turn_id is None:
+        return jsonify(status="idle", message="Nothing was running in this conversation."), 409
+    deadline = time.monotonic() + STOP_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        holder, _ = store.turn_state(conversation_id)
+        db.session.rollback()
+        if holder != turn_id:
+            return jsonify(status="stopped", message="Stopped. The reply so far is kept.")
+        time.sleep(0.1)
+    return jsonify(status="stopping", message="Stopping: the reply ends in a moment."), 202
+
+
+@bp.get("/conversations/<int:conversation_id>/follow")
+@guard("chat.use")
+def follow(conversation_id: int):
+    """Follow the conversation's running turn as SSE (the thread as stored, then live);
+    with ``Last-Event-ID`` from this turn, resume right after it. Ends when the turn does."""
+    principal = require_principal()
+    conversation = store.get_conversation(principal, conversation_id)
+    return watch_turn(
+        principal,
+        conversation.id,
+        store.live_turn_id(conversation),
+        snapshot=True,
+        last_event_id=request.headers.get("Last-Event-ID", "")[:200],
+    )
+
+
+def _start(principal: Principal, turn: turns.Turn) -> Response:
+    """Run a claimed turn on its own and answer with a watcher of it."""
+    turns.start_turn(turn)
+    cid = turn.conversation_id
+    # A dormant follower: should this response's connection drop, the panel wakes it and
+    # catches up with the turn, which goes on without us.
+    preface = sse(partial("#chat-follow-slot", "innerHTML", follow_slot(cid, "chat:resume")))
+    return watch_turn(principal, cid, turn.turn_id, snapshot=False, preface=preface)
 
 
 def _page_context(principal: Principal) -> PageContext | None:
@@ -170,16 +210,12 @@ def stream():
                 "page_context": _page_context(principal),
             }
         )
-        service.require_assistant(principal, current_app.config)
-        if data.conversation_id is not None:
-            store.get_conversation(principal, data.conversation_id)
+        turn = service.begin_send(principal, data)
     except ValidationFailed as err:
         return _notice("; ".join(d["message"] for d in err.details) or err.message, 422)
-    except (Forbidden, NotFound) as err:
+    except AppError as err:
         return _notice(err.message, err.status)
-    return stream_turn(
-        principal, lambda hooks: service.send_message(principal, data, hooks), data.conversation_id
-    )
+    return _start(principal, turn)
 
 
 @bp.post("/decide")
@@ -197,16 +233,26 @@ def decide():
     except AppError as err:
         return _notice(err.message, err.status)
     if call.status != "PROPOSED":
-        # Decided elsewhere (another tab or window): say so, and show the card as it is now.
-        notice, status = _notice("This action was already confirmed or rejected.", 409)
-        card = render_template("assistant/_call.html", c=call_view(call))
-        return notice + partial(f"#call-{call.id}", "outerHTML", card), status
+        return _already_decided(call)
     reason = request.form.get(f"reason_{call_id}", "")
-    if action == "confirm":
-        run = lambda hooks: service.confirm_tool_call(principal, call_id, hooks)  # noqa: E731
-    else:
-        run = lambda hooks: service.reject_tool_call(principal, call_id, reason, hooks)  # noqa: E731
-    return stream_turn(principal, run, call.conversation_id)
+    try:
+        turn = service.begin_decision(principal, call_id, action == "confirm", reason)
+    except Conflict as err:
+        db.session.rollback()
+        call = store.get_tool_call(principal, call_id)
+        if call.status != "PROPOSED":
+            return _already_decided(call)
+        return _notice(err.message, err.status)
+    except AppError as err:
+        return _notice(err.message, err.status)
+    return _start(principal, turn)
+
+
+def _already_decided(call):
+    """Decided elsewhere (another tab or window): say so, and show the card as it is now."""
+    notice, status = _notice("This action was already confirmed or rejected.", 409)
+    card = render_template("assistant/_call.html", c=call_view(call))
+    return notice + partial(f"#call-{call.id}", "outerHTML", card), status
 
 
 @bp.post("/retry")
@@ -218,15 +264,10 @@ def retry():
     if conversation_id is None:
         return _notice("Nothing to retry yet.", 400)
     try:
-        service.require_assistant(principal, current_app.config)
-        store.get_conversation(principal, conversation_id)
+        turn = service.begin_retry(principal, conversation_id)
     except AppError as err:
         return _notice(err.message, err.status)
-    return stream_turn(
-        principal,
-        lambda hooks: service.retry_turn(principal, conversation_id, hooks),
-        conversation_id,
-    )
+    return _start(principal, turn)
 
 
 @bp.post("/panel/width")

@@ -7,12 +7,15 @@ confirmation, a restart or on another instance with nothing kept in memory.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flask import current_app
+from sqlalchemy import update
 
 from monark.chat import store
 from monark.chat.hooks import TurnHooks
@@ -20,6 +23,7 @@ from monark.chat.llm import get_llm_provider
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
+    LlmProvider,
     LlmRequest,
     ProviderError,
     StopReason,
@@ -31,12 +35,13 @@ from monark.chat.llm.types import (
     ToolUseBlock,
     UsageReport,
 )
-from monark.chat.models import Message, ToolCall
+from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.prompt import system_prompt
 from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec, get_chat_tool_executor
 from monark.core.gates import assistant_name
-from monark.core.models import Org
+from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
+from monark.core.text import scrub, scrub_str
 from monark.core.uow import unit_of_work
 from monark.extensions import db
 
@@ -121,41 +126,74 @@ def tool_definitions(specs: list[ToolSpec]) -> list[ToolDefinition]:
 # ---- running tools -----------------------------------------------------------------------
 
 
+def _outcome_values(outcome: ToolOutcome, duration_ms: int) -> dict[str, Any]:
+    if outcome.ok:
+        return {
+            "status": "SUCCEEDED",
+            "result": scrub(outcome.result),
+            "error": None,
+            "duration_ms": duration_ms,
+        }
+    return {
+        "status": "FAILED",
+        "error": scrub(outcome.error or "The tool failed."),
+        "result": {"details": scrub(outcome.details)} if outcome.details else None,
+        "duration_ms": duration_ms,
+    }
+
+
+def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> None:
+    """The call's status and result, and its event, in the current session's transaction."""
+    db.session.execute(
+        update(ToolCall)
+        .where(ToolCall.id == call.id, ToolCall.status == "EXECUTING")
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    store.tool_call_event(actor, call, "succeeded" if values["status"] == "SUCCEEDED" else "failed")
+
+
 def run_tool_call(
     principal: Principal, call: ToolCall, executor: ChatToolExecutor, hooks: TurnHooks
 ) -> None:
-    """Run one call as the user via the assistant; store SUCCEEDED or FAILED and commit."""
+    """Run one call as the user via the assistant; store SUCCEEDED or FAILED and commit.
+
+    A write's SUCCEEDED is stored in the tool's own transaction: either both are kept or
+    neither, so a call a crash leaves EXECUTING changed nothing (see ``settle_dead_turn``).
+    """
     actor = principal.via_assistant(call.conversation_id)
     db.session.commit()  # nothing of ours pending while the tool's own transaction runs
     started = time.perf_counter()
+    stored = False
     try:
         # The tool's writes are kept only if it succeeds (the unit rolls back otherwise).
         with unit_of_work(read_only=not call.mutates) as unit:
             outcome = executor.execute(actor, call.name, dict(call.input))
             if not outcome.ok:
                 unit.fail()
+            elif call.mutates:
+                duration = int((time.perf_counter() - started) * 1000)
+                _store_outcome(actor, call, _outcome_values(outcome, duration))
+                stored = True
     except Exception as err:  # the tool boundary: a failure becomes a result the model sees
         current_app.logger.exception("tool %s failed", call.name)
+        stored = False
         # The exception's text may hold SQL or internals: it goes to the log, not the model.
         outcome = ToolOutcome(
             ok=False,
             error=f"The tool failed unexpectedly ({type(err).__name__}); the server logged it.",
         )
-    call.duration_ms = int((time.perf_counter() - started) * 1000)
-    if outcome.ok:
-        call.status, call.result, call.error = "SUCCEEDED", outcome.result, None
-    else:
-        call.status = "FAILED"
-        call.error = outcome.error or "The tool failed."
-        call.result = {"details": outcome.details} if outcome.details else None
-    store.tool_call_event(actor, call, "succeeded" if outcome.ok else "failed")
-    db.session.commit()
+    if not stored:
+        duration = int((time.perf_counter() - started) * 1000)
+        _store_outcome(actor, call, _outcome_values(outcome, duration))
+        db.session.commit()
+    db.session.refresh(call)
     hooks.on_tool_call(call)
 
 
 def _describe(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> dict | None:
     try:
-        return executor.describe(actor, call.name, dict(call.input))
+        return scrub(executor.describe(actor, call.name, dict(call.input)))
     except Exception:  # a preview is a courtesy; the call itself must still be stored
         current_app.logger.exception("describing %s failed", call.name)
         return None
@@ -169,11 +207,14 @@ def _precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> N
         return
     if outcome is not None and not outcome.ok:
         call.status = "FAILED"
-        call.error = outcome.error or "The arguments are invalid."
-        call.result = {"details": outcome.details} if outcome.details else None
+        call.error = scrub(outcome.error or "The arguments are invalid.")
+        call.result = {"details": scrub(outcome.details)} if outcome.details else None
 
 
-# ---- the loop ----------------------------------------------------------------------------
+# ---- streaming one step ------------------------------------------------------------------
+
+STOP_POLL_SECONDS = 0.2
+_END = object()
 
 
 @dataclass
@@ -186,26 +227,99 @@ class _Step:
     stopped: bool = False
 
 
-def _stream_step(request: LlmRequest, hooks: TurnHooks, config: Mapping[str, Any]) -> _Step:
+def _pump(provider: LlmProvider, request: LlmRequest) -> queue.SimpleQueue:
+    """Read the provider in a thread of its own, so that a provider that hangs can neither
+    hold the turn past Stop nor past its silence limit: the turn stops waiting, and the
+    reader ends when the provider answers or its own timeout fires."""
+    events: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        try:
+            for event in provider.stream(request):
+                events.put(event)
+                if request.stop.is_set():
+                    break
+        except Exception as err:  # providers report errors as events; this one raised
+            events.put(ProviderError(f"The model provider failed ({type(err).__name__})."))
+        finally:
+            events.put(_END)
+
+    threading.Thread(target=read, name="llm-stream", daemon=True).start()
+    return events
+
+
+def _drain(events: queue.SimpleQueue, first: Any) -> list[Any]:
+    """``first`` and whatever else is already waiting (one batch, no waiting)."""
+    batch = [first]
+    while True:
+        try:
+            batch.append(events.get_nowait())
+        except queue.Empty:
+            return batch
+
+
+def _apply(step: _Step, event: Any) -> str:
+    """Fold one provider event into the step; returns its text (cleaned), if any."""
+    if isinstance(event, TextDelta):
+        text = scrub_str(event.text)
+        step.text.append(text)
+        return text
+    if isinstance(event, ToolCallRequested):
+        step.calls.append(
+            ToolCallRequested(scrub_str(event.id), scrub_str(event.name), scrub(event.input))
+        )
+    elif isinstance(event, UsageReport):
+        step.usage = event
+    elif isinstance(event, StopReason):
+        step.stop_reason = scrub_str(event.reason)
+        step.stopped = event.reason == "stopped"
+    elif isinstance(event, ProviderError):
+        step.error = ProviderError(scrub_str(event.message), event.kind)
+    return ""
+
+
+def _stream_step(
+    provider: LlmProvider, request: LlmRequest, hooks: TurnHooks, silence: float
+) -> _Step:
+    """Stream one model step; text goes to the hooks as it comes, batched when it comes
+    faster than the turn passes it on. Stops on Stop, and after ``silence`` seconds with
+    nothing from the provider."""
     step = _Step()
-    for event in get_llm_provider(dict(config)).stream(request):
-        if isinstance(event, TextDelta):
-            step.text.append(event.text)
-            hooks.on_text_delta(event.text)
-        elif isinstance(event, ToolCallRequested):
-            step.calls.append(event)
-        elif isinstance(event, UsageReport):
-            step.usage = event
-        elif isinstance(event, StopReason):
-            step.stop_reason = event.reason
-            step.stopped = event.reason == "stopped"
-        elif isinstance(event, ProviderError):
-            step.error = event
+    events = _pump(provider, request)
+    last = time.monotonic()
+    while True:
+        try:
+            first = events.get(timeout=STOP_POLL_SECONDS)
+        except queue.Empty:
+            first = None
         if hooks.should_stop() and not step.stopped:
             request.stop.set()
             step.stopped = True
-            break
-    return step
+            return step
+        if first is None:
+            if time.monotonic() - last > silence:
+                request.stop.set()
+                step.error = ProviderError(
+                    f"The model sent nothing for {silence:g} seconds; it may be overloaded."
+                )
+                return step
+            continue
+        last = time.monotonic()
+        text: list[str] = []
+        ended = False
+        for event in _drain(events, first):
+            if event is _END:
+                ended = True
+                break
+            text.append(_apply(step, event))
+        joined = "".join(text)
+        if joined:
+            hooks.on_text_delta(joined)
+        if ended:
+            return step
+
+
+# ---- the loop ----------------------------------------------------------------------------
 
 
 def _steps_this_turn(rows: Sequence[Message | store.TranscriptMessage]) -> int:
@@ -218,6 +332,158 @@ def _steps_this_turn(rows: Sequence[Message | store.TranscriptMessage]) -> int:
     return steps
 
 
+@dataclass
+class _Setup:
+    """What every step of a turn uses: the tools, the system prompt, the limits."""
+
+    executor: ChatToolExecutor
+    specs: dict[str, ToolSpec]
+    tools: list[ToolDefinition]
+    system: str
+    model: str
+    max_tokens: int
+    silence: float
+
+    @classmethod
+    def load(cls, principal: Principal, config: Mapping[str, Any]) -> _Setup:
+        executor = get_chat_tool_executor()
+        specs = {s.name: s for s in executor.specs()}
+        org = db.session.get(Org, principal.org_id)
+        return cls(
+            executor=executor,
+            specs=specs,
+            tools=tool_definitions(list(specs.values())),
+            system=system_prompt(assistant_name(org, config)),
+            model=config.get("CHAT_LLM_MODEL", ""),
+            max_tokens=int(config.get("CHAT_LLM_MAX_TOKENS", 4096)),
+            silence=float(config.get("CHAT_LLM_TIMEOUT", 60)),
+        )
+
+
+def _stop_before_step(
+    principal: Principal, conversation: Conversation, hooks: TurnHooks, result: TurnResult
+) -> list[store.TranscriptMessage] | None:
+    """The transcript to send, or None when the turn must stop first: a call still waits
+    for the user, or the turn used its steps (a note says so)."""
+    if store.pending_calls(conversation.id):
+        result.status = "awaiting_confirmation"
+        return None
+    rows = store.load_transcript(conversation.id)
+    if _steps_this_turn(rows) < MAX_STEPS:
+        return rows
+    note = store.add_message(
+        conversation, principal, author_kind="system", role="note", text=STEP_LIMIT_NOTE
+    )
+    db.session.commit()
+    hooks.on_message_saved(note)
+    result.status = "step_limit"
+    result.message_ids.append(note.id)
+    return None
+
+
+def _open_reply(
+    principal: Principal, conversation: Conversation, model: str, hooks: TurnHooks
+) -> Message:
+    """The assistant message this step streams into, stored (empty) before the first token:
+    its text is saved as it streams, so a crash keeps what came."""
+    message = store.add_message(
+        conversation,
+        principal.via_assistant(conversation.id),
+        author_kind="agent",
+        role="assistant",
+        text="",
+        status="streaming",
+        model=model,
+    )
+    db.session.commit()
+    hooks.on_message_saved(message)
+    return message
+
+
+def _proposed_calls(
+    setup: _Setup, actor: Principal, conversation: Conversation, requested: list
+) -> list[ToolCall]:
+    """Tool calls for what the model asked, with their previews and checks."""
+    stored: list[ToolCall] = []
+    for position, asked in enumerate(requested):
+        spec = setup.specs.get(asked.name)
+        call = ToolCall(
+            org_id=conversation.org_id,
+            conversation_id=conversation.id,
+            position=position,
+            provider_call_id=asked.id,
+            name=asked.name,
+            input=asked.input,
+            # A tool nobody registered fails safe: it is treated as a write.
+            mutates=spec.mutates if spec is not None else True,
+            status="PROPOSED",
+        )
+        # Previews and checks may read through the dispatcher, so they run before this
+        # step writes anything (SQLite allows one writer at a time).
+        call.preview = _describe(setup.executor, actor, call)
+        if call.mutates:
+            _precheck(setup.executor, actor, call)
+        stored.append(call)
+    return stored
+
+
+def _store_step(
+    setup: _Setup,
+    principal: Principal,
+    conversation_id: int,
+    message: Message,
+    step: _Step,
+    hooks: TurnHooks,
+) -> list[ToolCall]:
+    """Finish the streamed message (text, status, usage) and store its calls."""
+    conversation = store.get_conversation(principal, conversation_id)
+    text = "".join(step.text)
+    if step.error:  # keep what streamed; with nothing at all it is an error message
+        status = "incomplete" if text else "error"
+    else:
+        status = "incomplete" if step.stopped else "complete"
+    actor = principal.via_assistant(conversation.id)
+    # Calls of a broken-off reply are dropped: the model would see a call without result.
+    requested = step.calls if status == "complete" else []
+    calls = _proposed_calls(setup, actor, conversation, requested)
+    message.text = text
+    message.status = status
+    message.error = step.error.message if step.error else None
+    message.stop_reason = step.stop_reason
+    message.input_tokens = step.usage.input_tokens
+    message.output_tokens = step.usage.output_tokens
+    message.cache_read_tokens = step.usage.cache_read_tokens
+    message.cache_creation_tokens = step.usage.cache_creation_tokens
+    conversation.last_activity_at = utcnow()
+    for call in calls:
+        call.message_id = message.id
+        db.session.add(call)
+    db.session.flush()
+    for call in calls:
+        if call.mutates:
+            # A write whose arguments cannot work failed at once: no card to confirm.
+            store.tool_call_event(
+                actor, call, "proposed" if call.status == "PROPOSED" else "failed"
+            )
+    db.session.commit()
+    hooks.on_message_saved(message)
+    return calls
+
+
+def _run_reads(
+    setup: _Setup, principal: Principal, calls: list[ToolCall], hooks: TurnHooks
+) -> None:
+    """Run the step's reads now; writes wait for the user."""
+    for call in calls:
+        if call.mutates:
+            hooks.on_tool_call(call)
+        else:
+            call.status = "EXECUTING"
+            db.session.commit()
+            hooks.on_tool_call(call)
+            run_tool_call(principal, call, setup.executor, hooks)
+
+
 def advance_conversation(
     principal: Principal,
     conversation_id: int,
@@ -227,116 +493,37 @@ def advance_conversation(
     """Run model steps until the turn ends, a write awaits confirmation, or a limit hits."""
     hooks = hooks or TurnHooks()
     config = config if config is not None else current_app.config
-    executor = get_chat_tool_executor()
-    specs = {s.name: s for s in executor.specs()}
-    tools = tool_definitions(list(specs.values()))
-    org = db.session.get(Org, principal.org_id)
-    system = system_prompt(assistant_name(org, config))
+    setup = _Setup.load(principal, config)
+    provider = get_llm_provider(dict(config))
     result = TurnResult("done", conversation_id)
-
     while True:
         conversation = store.get_conversation(principal, conversation_id)
-        if store.pending_calls(conversation.id):
-            result.status = "awaiting_confirmation"
-            return result
-        rows = store.load_transcript(conversation.id)
-        if _steps_this_turn(rows) >= MAX_STEPS:
-            note = store.add_message(
-                conversation, principal, author_kind="system", role="note", text=STEP_LIMIT_NOTE
-            )
-            db.session.commit()
-            hooks.on_message_saved(note)
-            result.status = "step_limit"
-            result.message_ids.append(note.id)
+        rows = _stop_before_step(principal, conversation, hooks, result)
+        if rows is None:
             return result
         request = LlmRequest(
-            model=config.get("CHAT_LLM_MODEL", ""),
-            system=system,
+            model=setup.model,
+            system=setup.system,
             messages=build_llm_messages(rows),
-            tools=tools,
-            max_tokens=int(config.get("CHAT_LLM_MAX_TOKENS", 4096)),
+            tools=setup.tools,
+            max_tokens=setup.max_tokens,
         )
-        store.renew_turn(conversation.id)
-        # Ending the transaction hands the connection back to the pool: none is held while
-        # the model streams (the objects stay attached and reload on next use).
-        db.session.commit()
-
-        step = _stream_step(request, hooks, config)
-
-        conversation = store.get_conversation(principal, conversation_id)
-        text = "".join(step.text)
-        if step.error:  # keep what streamed; with nothing at all it is an error message
-            status = "incomplete" if text else "error"
-        else:
-            status = "incomplete" if step.stopped else "complete"
-        actor = principal.via_assistant(conversation.id)
-        # Calls of a broken-off reply are dropped: the model would see a call without result.
-        requested_calls = step.calls if status == "complete" else []
-        stored: list[ToolCall] = []
-        for position, requested in enumerate(requested_calls):
-            spec = specs.get(requested.name)
-            call = ToolCall(
-                org_id=conversation.org_id,
-                conversation_id=conversation.id,
-                position=position,
-                provider_call_id=requested.id,
-                name=requested.name,
-                input=requested.input,
-                # A tool nobody registered fails safe: it is treated as a write.
-                mutates=spec.mutates if spec is not None else True,
-                status="PROPOSED",
-            )
-            # Previews and checks may read through the dispatcher, so they run before this
-            # step writes anything (SQLite allows one writer at a time).
-            call.preview = _describe(executor, actor, call)
-            if call.mutates:
-                _precheck(executor, actor, call)
-            stored.append(call)
-        message = store.add_message(
-            conversation,
-            actor,
-            author_kind="agent",
-            role="assistant",
-            text=text,
-            status=status,
-            error=step.error.message if step.error else None,
-            model=request.model,
-            stop_reason=step.stop_reason,
-            input_tokens=step.usage.input_tokens,
-            output_tokens=step.usage.output_tokens,
-            cache_read_tokens=step.usage.cache_read_tokens,
-            cache_creation_tokens=step.usage.cache_creation_tokens,
-        )
+        message = _open_reply(principal, conversation, request.model, hooks)
         result.message_ids.append(message.id)
-        for call in stored:
-            call.message_id = message.id
-            db.session.add(call)
-        db.session.flush()
-        for call in stored:
-            if call.mutates:
-                # A write whose arguments cannot work failed at once: no card to confirm.
-                store.tool_call_event(
-                    actor, call, "proposed" if call.status == "PROPOSED" else "failed"
-                )
-        db.session.commit()
-        hooks.on_message_saved(message)
-
+        # Reading the message back began a transaction: end it, so no connection is held
+        # while the model streams (the objects stay attached and reload on next use).
+        db.session.rollback()
+        step = _stream_step(provider, request, hooks, setup.silence)
+        calls = _store_step(setup, principal, conversation_id, message, step, hooks)
         if step.error:
             result.status, result.error = "error", step.error.message
             return result
         if step.stopped:
             result.status = "stopped"
             return result
-        if not stored:
+        if not calls:
             return result
-        for call in stored:
-            if call.mutates:
-                hooks.on_tool_call(call)
-            else:
-                call.status = "EXECUTING"
-                db.session.commit()
-                hooks.on_tool_call(call)
-                run_tool_call(principal, call, executor, hooks)
-        if any(c.status == "PROPOSED" for c in stored):
+        _run_reads(setup, principal, calls, hooks)
+        if any(c.status == "PROPOSED" for c in calls):
             result.status = "awaiting_confirmation"
             return result

@@ -13,7 +13,9 @@ from monark.extensions import db
 
 ConversationKind = Literal["ai", "direct"]
 MessageRole = Literal["user", "assistant", "note"]
-MessageStatus = Literal["complete", "incomplete", "error"]
+# "streaming": being written by a running turn (its text is saved in batches as it
+# streams); a streaming message whose turn lost its lease was interrupted.
+MessageStatus = Literal["streaming", "complete", "incomplete", "error"]
 ToolCallStatus = Literal["PROPOSED", "EXECUTING", "SUCCEEDED", "FAILED", "REJECTED"]
 PENDING_STATUSES = ("PROPOSED", "EXECUTING")
 
@@ -30,9 +32,14 @@ class Conversation(db.Model):
     archived: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_activity_at: Mapped[datetime] = mapped_column(default=utcnow)
-    # Set while a turn runs (and renewed at each model step): one turn at a time, whichever
-    # tab, window or instance asks. See ``store.running_turn``.
+    # The turn running now, if any: one at a time, whichever tab, window or instance asks.
+    # It holds a lease (``turn_lease_until``) that it renews every second or so; a turn whose
+    # process died stops renewing, and its lease runs out in seconds. See ``chat.turns``.
+    turn_id: Mapped[str | None] = mapped_column(String(32), default=None)
     turn_started_at: Mapped[datetime | None] = mapped_column(default=None)
+    turn_lease_until: Mapped[datetime | None] = mapped_column(default=None)
+    # Stop, asked on any instance: the turn sees it at its next renewal.
+    turn_stop_requested: Mapped[bool] = mapped_column(default=False)
 
     participants: Mapped[list[Participant]] = relationship(
         back_populates="conversation", cascade="all, delete-orphan"

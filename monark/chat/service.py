@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import current_app
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import update
 
-from monark.chat import store
+from monark.chat import store, turns
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation, run_tool_call
-from monark.chat.models import Conversation, ToolCall
+from monark.chat.models import ToolCall
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.tools import get_chat_tool_executor
+from monark.chat.turns import Turn, run_turn
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
 from monark.core.gates import check_gates
 from monark.core.models import utcnow
@@ -55,70 +56,84 @@ def require_assistant(principal: Principal, config: Mapping[str, Any]) -> None:
         raise Forbidden(gate.reason)
 
 
-def _open_turn(
-    principal: Principal, hooks: TurnHooks | None, config: Mapping[str, Any] | None
-) -> tuple[TurnHooks, Mapping[str, Any]]:
-    """What every entry point does first: resolve hooks and config, then check the gates."""
+def _checked(config: Mapping[str, Any] | None, principal: Principal) -> Mapping[str, Any]:
+    """What every entry point does first: resolve the config, then check the gates."""
     config = config if config is not None else current_app.config
     require_assistant(principal, config)
-    return hooks or TurnHooks(), config
+    return config
 
 
-def send_message(
+def _claimed(
     principal: Principal,
-    data: SendInput,
-    hooks: TurnHooks | None = None,
-    config: Mapping[str, Any] | None = None,
-) -> TurnResult:
-    """Store the user's message (creating the conversation if needed), then advance."""
-    hooks, config = _open_turn(principal, hooks, config)
+    conversation_id: int,
+    config: Mapping[str, Any],
+    opening: Callable[[], list[int]],
+    work: Callable[[TurnHooks], TurnResult],
+) -> Turn:
+    """Claim the conversation's turn and run ``opening`` under the claim (the user's
+    message, a decision); a failed opening gives the claim back."""
+    turn_id = turns.claim(conversation_id, config)
+    try:
+        opened = opening()
+    except BaseException:
+        turns.release(conversation_id, turn_id)
+        raise
+    return Turn(principal, conversation_id, turn_id, work, opening=opened)
+
+
+def begin_send(
+    principal: Principal, data: SendInput, config: Mapping[str, Any] | None = None
+) -> Turn:
+    """Store the user's message (creating the conversation if needed) under a new turn."""
+    config = _checked(config, principal)
     if data.conversation_id is None:
         conversation = store.create_conversation(principal, store.default_title(data.text))
         db.session.commit()
     else:
         conversation = store.get_conversation(principal, data.conversation_id)
-    with store.running_turn(conversation.id):
-        return _send(principal, conversation, data, hooks, config)
+    conversation_id = conversation.id
 
-
-def _send(
-    principal: Principal,
-    conversation: Conversation,
-    data: SendInput,
-    hooks: TurnHooks,
-    config: Mapping[str, Any],
-) -> TurnResult:
-    if data.conversation_id is not None:
-        for call in store.pending_calls(conversation.id):
+    def opening() -> list[int]:
+        conversation = store.get_conversation(principal, conversation_id)
+        for call in store.pending_calls(conversation_id):
             if call.status == "EXECUTING":
                 raise Conflict("An action is still running. Wait for it to finish.")
             _decide(principal, call, "REJECTED", AUTO_REJECT_REASON)
-    sentence = context_sentence(data.page_context, utcnow().date())
-    message = store.add_message(
-        conversation,
+        sentence = context_sentence(data.page_context, utcnow().date())
+        message = store.add_message(
+            conversation,
+            principal,
+            author_kind="user",
+            author_user_id=principal.user_id,
+            role="user",
+            text=data.text,
+            content=[{"type": "text", "text": sentence}],
+        )
+        db.session.commit()
+        return [message.id]
+
+    return _claimed(
         principal,
-        author_kind="user",
-        author_user_id=principal.user_id,
-        role="user",
-        text=data.text,
-        content=[{"type": "text", "text": sentence}],
+        conversation_id,
+        config,
+        opening,
+        lambda hooks: advance_conversation(principal, conversation_id, hooks, config),
     )
-    db.session.commit()
-    hooks.on_message_saved(message)
-    return advance_conversation(principal, conversation.id, hooks, config)
 
 
-def retry_turn(
-    principal: Principal,
-    conversation_id: int,
-    hooks: TurnHooks | None = None,
-    config: Mapping[str, Any] | None = None,
-) -> TurnResult:
-    """Advance a conversation again (after an error, a stop or the step limit)."""
-    hooks, config = _open_turn(principal, hooks, config)
+def begin_retry(
+    principal: Principal, conversation_id: int, config: Mapping[str, Any] | None = None
+) -> Turn:
+    """A new turn that advances a conversation again (after an error, a stop, a limit)."""
+    config = _checked(config, principal)
     store.get_conversation(principal, conversation_id)
-    with store.running_turn(conversation_id):
-        return advance_conversation(principal, conversation_id, hooks, config)
+    return _claimed(
+        principal,
+        conversation_id,
+        config,
+        list,
+        lambda hooks: advance_conversation(principal, conversation_id, hooks, config),
+    )
 
 
 def _decide(principal: Principal, call: ToolCall, status: str, reason: str | None) -> None:
@@ -146,20 +161,66 @@ def _decide(principal: Principal, call: ToolCall, status: str, reason: str | Non
     db.session.commit()
 
 
+def begin_decision(
+    principal: Principal,
+    tool_call_id: int,
+    confirm: bool,
+    reason: str | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> Turn:
+    """Confirm (run the write with the arguments stored at proposal) or reject a proposed
+    write, exactly once, under a new turn that then advances the conversation."""
+    config = _checked(config, principal)
+    call = store.get_tool_call(principal, tool_call_id)
+    conversation_id = call.conversation_id
+    reason = " ".join((reason or "").split())[:500] or None
+
+    def opening() -> list[int]:
+        decided = store.get_tool_call(principal, tool_call_id)
+        _decide(principal, decided, "EXECUTING" if confirm else "REJECTED", reason)
+        return []
+
+    def work(hooks: TurnHooks) -> TurnResult:
+        decided = store.get_tool_call(principal, tool_call_id)
+        hooks.on_tool_call(decided)
+        if confirm:
+            run_tool_call(principal, decided, get_chat_tool_executor(), hooks)
+        return advance_conversation(principal, conversation_id, hooks, config)
+
+    return _claimed(principal, conversation_id, config, opening, work)
+
+
+# ---- the same, run here and now (tests, scripts, the CLI) ---------------------------------
+
+
+def send_message(
+    principal: Principal,
+    data: SendInput,
+    hooks: TurnHooks | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> TurnResult:
+    """Store the user's message, then run the turn in this thread."""
+    return run_turn(begin_send(principal, data, config), hooks)
+
+
+def retry_turn(
+    principal: Principal,
+    conversation_id: int,
+    hooks: TurnHooks | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> TurnResult:
+    """Advance a conversation again, in this thread."""
+    return run_turn(begin_retry(principal, conversation_id, config), hooks)
+
+
 def confirm_tool_call(
     principal: Principal,
     tool_call_id: int,
     hooks: TurnHooks | None = None,
     config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
-    """Run a proposed write with the arguments stored at proposal, then advance the turn."""
-    hooks, config = _open_turn(principal, hooks, config)
-    call = store.get_tool_call(principal, tool_call_id)
-    with store.running_turn(call.conversation_id):
-        _decide(principal, call, "EXECUTING", None)
-        hooks.on_tool_call(call)
-        run_tool_call(principal, call, get_chat_tool_executor(), hooks)
-        return advance_conversation(principal, call.conversation_id, hooks, config)
+    """Run a proposed write, then advance the turn, in this thread."""
+    return run_turn(begin_decision(principal, tool_call_id, True, None, config), hooks)
 
 
 def reject_tool_call(
@@ -169,11 +230,5 @@ def reject_tool_call(
     hooks: TurnHooks | None = None,
     config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
-    """Refuse a proposed write; the refusal (and reason) goes back to the model."""
-    hooks, config = _open_turn(principal, hooks, config)
-    call = store.get_tool_call(principal, tool_call_id)
-    reason = " ".join((reason or "").split())[:500] or None
-    with store.running_turn(call.conversation_id):
-        _decide(principal, call, "REJECTED", reason)
-        hooks.on_tool_call(call)
-        return advance_conversation(principal, call.conversation_id, hooks, config)
+    """Refuse a proposed write (the refusal and reason go back to the model)."""
+    return run_turn(begin_decision(principal, tool_call_id, False, reason, config), hooks)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, or_, select, update
@@ -19,11 +18,6 @@ from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
-# A call left EXECUTING this long was interrupted (its process died); it is failed so the
-# conversation can go on.
-STALE_EXECUTING = timedelta(minutes=5)
-# A turn renews its claim at every model step; one silent this long died with its process.
-STALE_TURN = timedelta(minutes=3)
 BUSY = "A reply is still being written in this conversation. Wait for it, or press Stop."
 TITLE_LENGTH = 60
 
@@ -236,20 +230,8 @@ def tool_call_event(actor: Principal, call: ToolCall, what: str) -> None:
 
 
 def pending_calls(conversation_id: int) -> list[ToolCall]:
-    """Calls still PROPOSED or EXECUTING; EXECUTING ones past ``STALE_EXECUTING`` fail first."""
-    cutoff = utcnow() - STALE_EXECUTING
-    stale = db.session.execute(
-        update(ToolCall)
-        .where(
-            ToolCall.conversation_id == conversation_id,
-            ToolCall.status == "EXECUTING",
-            # Reads start EXECUTING with no decision: they count from their creation.
-            func.coalesce(ToolCall.decided_at, ToolCall.created_at) < cutoff,
-        )
-        .values(status="FAILED", error="Interrupted: the server stopped while this ran.")
-    )
-    if stale.rowcount:
-        db.session.commit()
+    """Calls still PROPOSED or EXECUTING (a dead turn's EXECUTING ones are settled at the
+    next claim, see ``settle_dead_turn``)."""
     stmt = (
         select(ToolCall)
         .where(ToolCall.conversation_id == conversation_id, ToolCall.status.in_(PENDING_STATUSES))
@@ -275,53 +257,138 @@ def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
     return call
 
 
-# ---- one turn at a time -------------------------------------------------------------------
+# ---- one turn at a time: a lease ----------------------------------------------------------
+
+INTERRUPTED_REPLY = "The server stopped while writing this reply."
+INTERRUPTED_CALL = "Interrupted: the server stopped before this finished, so nothing was changed."
 
 
-@contextmanager
-def running_turn(conversation_id: int) -> Iterator[None]:
-    """Claim the conversation's turn for the block (a conditional update: exactly one of
-    several tabs, windows or instances wins); ``Conflict`` when a live turn holds it."""
+def claim_turn(conversation_id: int, lease: timedelta) -> str:
+    """Claim the conversation's turn with a fresh lease and commit; returns the turn's id.
+
+    A conditional update, so exactly one of several tabs, windows or instances wins; a turn
+    whose lease ran out (its process died) is taken over. ``Conflict`` while a live turn
+    holds it. What a dead turn left behind is settled at once (``settle_dead_turn``).
+    """
     now = utcnow()
+    turn_id = uuid.uuid4().hex
     claimed = db.session.execute(
         update(Conversation)
         .where(
             Conversation.id == conversation_id,
-            or_(
-                Conversation.turn_started_at.is_(None),
-                Conversation.turn_started_at < now - STALE_TURN,
-            ),
+            or_(Conversation.turn_id.is_(None), Conversation.turn_lease_until < now),
         )
-        .values(turn_started_at=now)
+        .values(
+            turn_id=turn_id,
+            turn_started_at=now,
+            turn_lease_until=now + lease,
+            turn_stop_requested=False,
+        )
         .execution_options(synchronize_session=False)
     ).rowcount
-    db.session.commit()
     if claimed != 1:
+        db.session.rollback()
         raise Conflict(BUSY)
-    try:
-        yield
-    finally:
-        db.session.rollback()  # whatever failed, the release must go through
-        db.session.execute(
-            update(Conversation)
-            .where(Conversation.id == conversation_id)
-            .values(turn_started_at=None)
-            .execution_options(synchronize_session=False)
-        )
-        db.session.commit()
+    settle_dead_turn(conversation_id)
+    db.session.commit()
+    return turn_id
 
 
-def renew_turn(conversation_id: int) -> None:
-    """Keep a claimed turn alive (no-op when no turn is claimed, e.g. a direct call)."""
+def settle_dead_turn(conversation_id: int) -> None:
+    """Close what a turn that died left open: a reply cut off mid-stream is kept as an
+    incomplete message, and a call it was running failed (its own transaction rolled back
+    with the process, so nothing of it was kept). Only the lease holder calls this."""
     db.session.execute(
-        update(Conversation)
-        .where(Conversation.id == conversation_id, Conversation.turn_started_at.is_not(None))
-        .values(turn_started_at=utcnow())
+        update(Message)
+        .where(Message.conversation_id == conversation_id, Message.status == "streaming")
+        .values(status="incomplete", error=INTERRUPTED_REPLY)
+        .execution_options(synchronize_session=False)
+    )
+    db.session.execute(
+        update(ToolCall)
+        .where(ToolCall.conversation_id == conversation_id, ToolCall.status == "EXECUTING")
+        .values(status="FAILED", error=INTERRUPTED_CALL)
         .execution_options(synchronize_session=False)
     )
 
 
-def turn_running(conversation: Conversation) -> bool:
-    """Whether a live turn holds the conversation (for the thread screen)."""
-    started = as_utc(conversation.turn_started_at)
-    return started is not None and started >= utcnow() - STALE_TURN
+def renew_turn(
+    conversation_id: int,
+    turn_id: str,
+    lease: timedelta,
+    partial: tuple[int, str] | None = None,
+) -> bool | None:
+    """Extend the turn's lease and save its reply so far; commits.
+
+    Returns whether Stop was asked, or None when the turn lost its lease (another
+    instance took the conversation over after this one stalled past the lease).
+    ``partial`` is ``(message_id, text)`` of the reply being streamed.
+    """
+    stop = db.session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id, Conversation.turn_id == turn_id)
+        .values(turn_lease_until=utcnow() + lease)
+        .returning(Conversation.turn_stop_requested)
+        .execution_options(synchronize_session=False)
+    ).scalar()
+    if stop is not None and partial is not None:
+        message_id, text = partial
+        db.session.execute(
+            update(Message)
+            .where(Message.id == message_id, Message.status == "streaming")
+            .values(text=text)
+            .execution_options(synchronize_session=False)
+        )
+    db.session.commit()
+    return stop
+
+
+def release_turn(conversation_id: int, turn_id: str) -> None:
+    """Give the conversation back (only if this turn still holds it); commits."""
+    db.session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id, Conversation.turn_id == turn_id)
+        .values(
+            turn_id=None, turn_started_at=None, turn_lease_until=None, turn_stop_requested=False
+        )
+        .execution_options(synchronize_session=False)
+    )
+    db.session.commit()
+
+
+def request_stop(conversation_id: int) -> str | None:
+    """Ask the conversation's live turn to stop; its id, or None when none runs; commits."""
+    now = utcnow()
+    turn_id = db.session.execute(
+        update(Conversation)
+        .where(
+            Conversation.id == conversation_id,
+            Conversation.turn_id.is_not(None),
+            Conversation.turn_lease_until >= now,
+        )
+        .values(turn_stop_requested=True)
+        .returning(Conversation.turn_id)
+        .execution_options(synchronize_session=False)
+    ).scalar()
+    db.session.commit()
+    return turn_id
+
+
+def live_turn_id(conversation: Conversation) -> str | None:
+    """The id of the turn holding the conversation, if its lease is live."""
+    until = as_utc(conversation.turn_lease_until)
+    if conversation.turn_id and until is not None and until >= utcnow():
+        return conversation.turn_id
+    return None
+
+
+def turn_state(conversation_id: int) -> tuple[str | None, datetime | None]:
+    """``(turn_id, lease_until)`` as stored now (one small query)."""
+    row = db.session.execute(
+        select(Conversation.turn_id, Conversation.turn_lease_until).where(
+            Conversation.id == conversation_id
+        )
+    ).one_or_none()
+    if row is None:
+        return None, None
+    return row.turn_id, as_utc(row.turn_lease_until)

@@ -4,7 +4,9 @@
   const panel = () => document.getElementById("assistant");
   const toggle = () => document.getElementById("assistant-toggle");
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content || "";
-  const sources = ["chat-composer", "chat-decide", "chat-retry"];
+  // What streams a turn: the three forms that start one, and the follower of a running turn.
+  const starters = ["chat-composer", "chat-decide", "chat-retry"];
+  const sources = [...starters, "chat-follow"];
   // The open conversation is remembered per user and org: ids of one org mean nothing in another.
   const conversationKey = () => {
     const aside = panel();
@@ -12,7 +14,6 @@
   };
   try { localStorage.removeItem("monark.assistant.conversation"); } catch (e) { /* the old, shared key */ }
   let streamingSource = null;
-  let turn = 0; // counts turns, so a late Stop timer cannot abort the next one
   let lastText = ""; // the composer's text, restored if the send is refused
 
   function focusPanel(aside) {
@@ -92,7 +93,6 @@
   }
 
   function setStreaming(source) {
-    if (source) turn += 1;
     streamingSource = source;
     syncStreaming();
   }
@@ -242,16 +242,29 @@
   });
   document.addEventListener("htmx:sse:after:message", () => scrollThread());
 
+  // Stop reaches the turn on whichever instance runs it; the stream then ends with "done".
+  // If nothing was running after all (it ended meanwhile), redraw the thread as it is.
   function stopTurn() {
-    const source = streamingSource;
-    if (!source) return;
-    const id = document.getElementById("chat-conversation-id")?.value;
-    const url = panel()?.dataset.stopUrl?.replace(/\/0\/stop$/, `/${id}/stop`);
-    if (id && url) post(url, {});
-    // If this instance is not the one streaming, closing the connection stops it too.
-    const stopping = turn;
-    setTimeout(() => {
-      if (turn === stopping && streamingSource === source) htmx.trigger(source, "htmx:abort");
-    }, 3000);
+    const url = document.getElementById("chat-follow")?.dataset.stopUrl;
+    if (!url || !streamingSource) return;
+    post(url, {}).then((response) => {
+      if (response.status === 409) reloadThread();
+    });
   }
+
+  function reloadThread() {
+    const screen = document.getElementById("chat-screen");
+    const id = document.getElementById("chat-conversation-id")?.value;
+    if (screen?.dataset.listUrl && id) {
+      htmx.ajax("GET", `${screen.dataset.listUrl}/${id}`, {target: "#chat-screen", swap: "innerHTML"});
+    }
+  }
+
+  // A turn goes on without its watcher: when the stream that started it breaks off before
+  // "done" (a proxy, a network change), the follower wakes and catches up with the turn.
+  document.addEventListener("htmx:sse:close", (event) => {
+    if (!starters.includes(event.target?.id) || event.detail?.reason !== "ended") return;
+    const follow = document.getElementById("chat-follow");
+    if (follow) htmx.trigger(follow, "chat:resume");
+  });
 })();

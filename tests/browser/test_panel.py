@@ -114,6 +114,8 @@ def test_confirm_creates_the_record_and_the_continuation_streams(world, browse, 
     assert count_titled("Ship the panel") == 0
     s.shot("03-confirm-card")
     s.page.evaluate(WATCH_LIVE_TEXT)
+    # Tokens that come at once travel in one frame: space them out to watch them stream.
+    fake_anthropic.chunk_delay = 0.03
     card.get_by_role("button", name="Confirm").click()
     expect(panel.locator(".msg-assistant .md").last).to_have_text(
         "Done: Ship the panel is in Tasks."

@@ -1,0 +1,245 @@
+"""A turn: one run of the agent loop, holding its conversation's lease, reporting progress.
+
+A turn belongs to no connection: it runs to its end (or to a card that waits for the user)
+whether or not anyone watches. While it runs:
+- a heartbeat thread renews its lease every ``interval`` (a second or so) and saves the reply
+  streamed so far, so a turn whose process dies stops renewing and its conversation is free
+  again within ``CHAT_TURN_LEASE_SECONDS``, with what streamed kept as an incomplete reply;
+- the same renewal reads the conversation's stop flag, which Stop sets on any instance
+  (a Stop on this process also wakes the turn at once);
+- it appends its progress (``{"k": "t"|"m"|"c"|"f", ...}``) to a progress log named after
+  the turn (``core.broker``): in memory, or Redis when ``CHAT_BROKER_URL`` is set. Entries
+  carry ids, offsets and the streamed text; watchers render from the database.
+
+Entries: ``t`` (text ``x`` at offset ``o`` of message ``m``), ``m`` (message ``id`` saved),
+``c`` (tool call ``id`` changed), ``f`` (finished, with ``status`` and ``error``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from flask import Flask, current_app
+
+from monark.chat import store
+from monark.chat.hooks import TurnHooks
+from monark.chat.loop import TurnResult
+from monark.chat.models import Message, ToolCall
+from monark.core.broker import ProgressLog, progress_log_for
+from monark.core.errors import AppError
+from monark.core.rbac import Principal
+from monark.extensions import db
+
+FAILED_TEXT = "Something went wrong on our side. Retry in a moment."
+_LOG_KEY = "monark.progress_log"
+_log_lock = threading.Lock()
+
+# Turns running in this process, by turn id: a Stop that arrives here wakes them at once.
+_running: dict[str, threading.Event] = {}
+_running_lock = threading.Lock()
+
+
+def progress_log(app: Flask | None = None) -> ProgressLog:
+    """The app's progress log, made on first use from its config."""
+    app = app or current_app._get_current_object()  # type: ignore[attr-defined]
+    log = app.extensions.get(_LOG_KEY)
+    if log is None:
+        with _log_lock:
+            log = app.extensions.get(_LOG_KEY)
+            if log is None:
+                log = app.extensions[_LOG_KEY] = progress_log_for(app.config)
+    return log
+
+
+def lease_of(config: Mapping[str, Any]) -> timedelta:
+    """How long a turn's claim lasts without renewal."""
+    return timedelta(seconds=float(config.get("CHAT_TURN_LEASE_SECONDS", 8)))
+
+
+def heartbeat_interval(config: Mapping[str, Any]) -> float:
+    """How often a running turn renews its lease, saves its reply and looks for Stop."""
+    return min(1.0, lease_of(config).total_seconds() / 4)
+
+
+@dataclass
+class Turn:
+    """A claimed turn, ready to run: ``work(hooks)`` is the loop to run under the lease."""
+
+    principal: Principal
+    conversation_id: int
+    turn_id: str
+    work: Callable[[TurnHooks], TurnResult]
+    # Messages stored while the turn was claimed (the user's), reported before the work.
+    opening: list[int] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    lost: bool = False  # the lease ran out under it (this process stalled)
+
+
+def claim(conversation_id: int, config: Mapping[str, Any]) -> str:
+    """Claim a conversation's turn (``Conflict`` while another live turn holds it)."""
+    return store.claim_turn(conversation_id, lease_of(config))
+
+
+def release(conversation_id: int, turn_id: str) -> None:
+    """Give back a claim whose turn will not run (its opening step failed)."""
+    db.session.rollback()
+    store.release_turn(conversation_id, turn_id)
+
+
+def request_stop(conversation_id: int) -> str | None:
+    """Stop the conversation's live turn wherever it runs; its id, or None if none runs."""
+    turn_id = store.request_stop(conversation_id)
+    if turn_id is not None:
+        with _running_lock:
+            flag = _running.get(turn_id)
+        if flag is not None:
+            flag.set()  # here: no need to wait for the next renewal
+    return turn_id
+
+
+class _Reporter(TurnHooks):
+    """The loop's hooks for a turn: report progress to the log, keep the reply so far for
+    the heartbeat to save, and pass everything on to the caller's hooks."""
+
+    def __init__(self, log: ProgressLog, turn: Turn, inner: TurnHooks):
+        self.log = log
+        self.turn = turn
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._live: int | None = None  # the message being streamed
+        self._parts: list[str] = []
+        self._length = 0
+        self._saved = 0  # how much of it the heartbeat saved
+
+    def publish(self, entry: dict[str, Any]) -> None:
+        """Append to the turn's log; progress is best effort (the database has the truth)."""
+        try:
+            self.log.append(self.turn.turn_id, entry)
+        except Exception:
+            current_app.logger.warning("progress log unavailable", exc_info=True)
+
+    def on_text_delta(self, text: str) -> None:
+        with self._lock:
+            offset = self._length
+            self._parts.append(text)
+            self._length += len(text)
+            live = self._live
+        if live is not None:
+            self.publish({"k": "t", "m": live, "o": offset, "x": text})
+        self.inner.on_text_delta(text)
+
+    def on_message_saved(self, message: Message) -> None:
+        with self._lock:
+            if message.status == "streaming":
+                self._live, self._parts, self._length, self._saved = message.id, [], 0, 0
+            elif message.id == self._live:
+                self._live = None
+        self.publish({"k": "m", "id": message.id})
+        self.inner.on_message_saved(message)
+
+    def on_tool_call(self, call: ToolCall) -> None:
+        self.publish({"k": "c", "id": call.id})
+        self.inner.on_tool_call(call)
+
+    def should_stop(self) -> bool:
+        return self.turn.stop.is_set() or self.inner.should_stop()
+
+    def unsaved_reply(self) -> tuple[int, str] | None:
+        """``(message_id, text)`` when the reply grew since the last save."""
+        with self._lock:
+            if self._live is None or self._length == self._saved:
+                return None
+            self._saved = self._length
+            return self._live, "".join(self._parts)
+
+
+class _Heartbeat(threading.Thread):
+    """Renews the lease, saves the reply so far and reads the stop flag, every interval."""
+
+    def __init__(self, app: Flask, turn: Turn, reporter: _Reporter):
+        super().__init__(name=f"turn-heartbeat-{turn.conversation_id}", daemon=True)
+        self.app = app
+        self.turn = turn
+        self.reporter = reporter
+        self.lease = lease_of(app.config)
+        self.interval = heartbeat_interval(app.config)
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        with self.app.app_context():
+            while not self.done.wait(self.interval):
+                try:
+                    stop = store.renew_turn(
+                        self.turn.conversation_id,
+                        self.turn.turn_id,
+                        self.lease,
+                        self.reporter.unsaved_reply(),
+                    )
+                except Exception:  # the database blinked: try again at the next beat
+                    self.app.logger.warning("turn renewal failed", exc_info=True)
+                    db.session.rollback()
+                    continue
+                finally:
+                    db.session.remove()  # no connection held between beats
+                if stop is None:
+                    self.turn.lost = True
+                    self.turn.stop.set()
+                elif stop:
+                    self.turn.stop.set()
+
+
+def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
+    """Run a claimed turn here, under its lease, and release it; errors are re-raised after
+    the turn's end is reported, so watchers always see it finish."""
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    reporter = _Reporter(progress_log(app), turn, hooks or TurnHooks())
+    heartbeat = _Heartbeat(app, turn, reporter)
+    with _running_lock:
+        _running[turn.turn_id] = turn.stop
+    heartbeat.start()
+    result = TurnResult("error", turn.conversation_id)
+    try:
+        for message_id in turn.opening:
+            reporter.publish({"k": "m", "id": message_id})
+        result = turn.work(reporter)
+        return result
+    except AppError as err:
+        result.error = err.message
+        raise
+    except Exception:
+        result.error = FAILED_TEXT
+        raise
+    finally:
+        heartbeat.done.set()
+        heartbeat.join()
+        with _running_lock:
+            _running.pop(turn.turn_id, None)
+        try:
+            release(turn.conversation_id, turn.turn_id)
+        except Exception:  # the lease runs out on its own
+            app.logger.exception("releasing turn %s failed", turn.turn_id)
+        reporter.publish({"k": "f", "status": result.status, "error": result.error})
+
+
+def start_turn(turn: Turn) -> threading.Thread:
+    """Run a claimed turn in a thread of its own, with its own app context and session."""
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+
+    def work() -> None:
+        with app.app_context():
+            try:
+                run_turn(turn)
+            except AppError:
+                pass  # reported to watchers as the turn's error
+            except Exception:
+                app.logger.exception("assistant turn failed")
+            finally:
+                db.session.remove()
+
+    thread = threading.Thread(target=work, name=f"turn-{turn.conversation_id}", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,150 @@
+"""Progress logs: append-only event streams that a writer in one thread (or process, or
+instance) appends to and any number of readers follow, from the start or after an id.
+
+A running assistant turn appends its progress (tokens, saved messages, tool-call changes,
+its end) to the log named after the turn; whoever watches it (the tab that sent the message,
+a second tab, a reconnect with ``Last-Event-ID``, another instance) reads the same events.
+
+Two implementations behind one small interface:
+- ``LocalLog``: in this process's memory. Enough for one process (``flask run``, one
+  gunicorn worker); a watcher on another process sees the turn through the database only.
+- ``RedisLog``: Redis Streams (``XADD`` / ``XREAD BLOCK``), shared by every process and
+  instance pointed at one Redis. Chosen when ``CHAT_BROKER_URL`` is set.
+
+Entries are small JSON objects; ids are opaque strings that only compare within one log.
+A log is kept for ``retention`` seconds after its last entry and then dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Protocol
+
+Entry = tuple[str, dict[str, Any]]
+
+RETENTION_SECONDS = 15 * 60
+MAX_ENTRIES = 50_000  # far above what one turn writes; a runaway writer cannot exhaust memory
+
+
+class ProgressLog(Protocol):
+    """An append-only log per key, readable from the start or after an entry id."""
+
+    def append(self, key: str, entry: dict[str, Any]) -> str:
+        """Add ``entry`` to the log ``key``; returns its id."""
+        ...
+
+    def read(self, key: str, after: str | None, timeout: float) -> list[Entry]:
+        """Entries after ``after`` (all when None), waiting up to ``timeout`` s for one."""
+        ...
+
+    def valid_id(self, entry_id: str) -> bool:
+        """Whether ``entry_id`` has the shape of this log's ids (client input is checked)."""
+        ...
+
+
+class _Channel:
+    __slots__ = ("changed", "entries", "touched")
+
+    def __init__(self, lock: threading.Lock):
+        self.entries: list[dict[str, Any]] = []
+        self.changed = threading.Condition(lock)
+        self.touched = time.monotonic()
+
+
+class LocalLog:
+    """Logs in this process's memory; readers wait on a condition, not a poll."""
+
+    def __init__(self, retention: float = RETENTION_SECONDS):
+        self.retention = retention
+        self._lock = threading.Lock()
+        self._channels: dict[str, _Channel] = {}
+        self._swept = time.monotonic()
+
+    def _channel(self, key: str) -> _Channel:
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = self._channels[key] = _Channel(self._lock)
+        return channel
+
+    def _sweep(self, now: float) -> None:
+        if now - self._swept < 60:
+            return
+        self._swept = now
+        for key in [k for k, c in self._channels.items() if now - c.touched > self.retention]:
+            del self._channels[key]
+
+    def append(self, key: str, entry: dict[str, Any]) -> str:
+        """Add ``entry`` and wake every reader of ``key``."""
+        with self._lock:
+            now = time.monotonic()
+            self._sweep(now)
+            channel = self._channel(key)
+            if len(channel.entries) < MAX_ENTRIES:
+                channel.entries.append(entry)
+            channel.touched = now
+            channel.changed.notify_all()
+            return str(len(channel.entries))
+
+    def read(self, key: str, after: str | None, timeout: float) -> list[Entry]:
+        """Entries after ``after``; blocks until one arrives or ``timeout`` passes."""
+        start = int(after) if after and after.isdigit() else 0
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            channel = self._channel(key)
+            while len(channel.entries) <= start:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                channel.changed.wait(remaining)
+            return [(str(i + 1), channel.entries[i]) for i in range(start, len(channel.entries))]
+
+    def valid_id(self, entry_id: str) -> bool:
+        """Ids are decimal positions."""
+        return entry_id.isascii() and entry_id.isdigit() and len(entry_id) < 10
+
+
+class RedisLog:
+    """Logs as Redis Streams, shared by every process that uses the same Redis."""
+
+    def __init__(self, url: str, retention: float = RETENTION_SECONDS):
+        import redis  # only deployments that configure a broker need the client
+
+        self.retention = int(retention)
+        self._redis = redis.Redis.from_url(url, socket_connect_timeout=5)
+        self._prefix = "monark:progress:"
+
+    def append(self, key: str, entry: dict[str, Any]) -> str:
+        """``XADD`` the entry (and push the log's expiry) in one round trip."""
+        name = self._prefix + key
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xadd(name, {"e": json.dumps(entry, separators=(",", ":"))}, maxlen=MAX_ENTRIES)
+        pipe.expire(name, self.retention)
+        entry_id, _ = pipe.execute()
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    def read(self, key: str, after: str | None, timeout: float) -> list[Entry]:
+        """``XREAD BLOCK`` after ``after`` (from the start when None)."""
+        name = self._prefix + key
+        got = self._redis.xread(
+            {name: after or "0-0"}, count=2000, block=max(1, int(timeout * 1000))
+        )
+        out: list[Entry] = []
+        for _stream, entries in got or []:
+            for entry_id, fields in entries:
+                raw = fields.get(b"e") or fields.get("e")
+                ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                out.append((ident, json.loads(raw)))
+        return out
+
+    def valid_id(self, entry_id: str) -> bool:
+        """Stream ids are ``<milliseconds>-<sequence>``."""
+        ms, dash, seq = entry_id.partition("-")
+        return bool(dash) and ms.isascii() and ms.isdigit() and seq.isascii() and seq.isdigit()
+
+
+def progress_log_for(config: dict[str, Any]) -> ProgressLog:
+    """The log the deployment configured: Redis when ``CHAT_BROKER_URL`` is set."""
+    url = (config.get("CHAT_BROKER_URL") or "").strip()
+    return RedisLog(url) if url else LocalLog()
