@@ -80,11 +80,22 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # How many reverse proxies sit in front (their X-Forwarded-* headers are trusted):
         # client addresses for the sign-in throttle, https links in invitations.
         "TRUSTED_PROXIES": int(os.environ.get("TRUSTED_PROXIES", "0")),
-        # The assistant (used from the chat issue on).
+        # The assistant.
         "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY", ""),
         "CHAT_LLM_PROVIDER": os.environ.get("CHAT_LLM_PROVIDER", "anthropic"),
         "CHAT_LLM_MODEL": os.environ.get("CHAT_LLM_MODEL", "claude-sonnet-5-5"),
         "CHAT_LLM_MAX_TOKENS": int(os.environ.get("CHAT_LLM_MAX_TOKENS", "4096")),
+        # Seconds: to connect to the model, and of silence from it before the step fails.
+        "CHAT_LLM_CONNECT_TIMEOUT": float(os.environ.get("CHAT_LLM_CONNECT_TIMEOUT", "10")),
+        "CHAT_LLM_TIMEOUT": float(os.environ.get("CHAT_LLM_TIMEOUT", "60")),
+        # The SDK's own retries of overloaded and failed requests (with backoff).
+        "CHAT_LLM_MAX_RETRIES": int(os.environ.get("CHAT_LLM_MAX_RETRIES", "2")),
+        # A running turn renews its lease about every second; a turn whose process died
+        # frees its conversation when the lease runs out.
+        "CHAT_TURN_LEASE_SECONDS": float(os.environ.get("CHAT_TURN_LEASE_SECONDS", "8")),
+        # Redis for the turns' progress (redis://host:6379/0), so a watcher on one instance
+        # follows a turn running on another; empty: in this process only.
+        "CHAT_BROKER_URL": os.environ.get("CHAT_BROKER_URL", "").strip(),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
         # Automations: how deep runs may trigger runs, and whether webhooks may reach

@@ -30,6 +30,9 @@ class FakeAnthropic:
             "output_tokens": 0,
         }
         self.gate: threading.Event | None = None  # when set, each chunk waits for it
+        # When set, a request is accepted and then answered only once this is set (a hung
+        # provider): nothing at all is sent back until then.
+        self.hang: threading.Event | None = None
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -61,6 +64,8 @@ class FakeAnthropic:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if fake.hang is not None:
+                    fake.hang.wait(120)
                 if self.path.rstrip("/") != "/v1/messages":
                     self._json(
                         404,

@@ -118,11 +118,26 @@ class _Watch:
             partial("#chat-title", "outerHTML", title)
         )
 
+    def absorb(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
+        """Learn what a page that saw ``entries`` shows, without drawing anything (for a
+        reconnect that resumes after them)."""
+        for _entry_id, entry in entries:
+            kind = entry.get("k")
+            if kind == "m":
+                if entry["id"] in self.known:
+                    self.shown.pop(entry["id"], None)  # its second report: drawn whole
+                else:
+                    self.known.add(entry["id"])
+            elif kind == "t":
+                end = entry["o"] + len(entry["x"])
+                self.shown[entry["m"]] = max(self.shown.get(entry["m"], 0), end)
+
     def text(self, message_id: int, offset: int, text: str) -> str:
         """Streamed text, less what this page already shows of it."""
-        shown = self.shown.get(message_id)
+        # A reply the page has, with no text shown yet, was drawn empty while streaming.
+        shown = self.shown.get(message_id, 0 if message_id in self.known else None)
         if shown is None:
-            return ""  # not a reply this page streams (it was drawn whole)
+            return ""  # not on this page
         end = offset + len(text)
         if end <= shown:
             return ""
@@ -255,6 +270,8 @@ def watch_turn(
         if turn_id is None:
             yield watch.finish("done", None)
             return
+        if after is not None:
+            watch.absorb(_entries_until(log, turn_id, after))
         yield from _follow(watch, log, turn_id, after)
 
     # The request's own session is done: hand its connection back before the long stream.
@@ -291,6 +308,21 @@ def _follow(watch: _Watch, log: ProgressLog, turn_id: str, after: str | None) ->
             yield watch.finish(finished.get("status") or "done", finished.get("error"))
             db.session.remove()
             return
+
+
+def _entries_until(log: ProgressLog, turn_id: str, until: str) -> list[tuple[str, dict]]:
+    """The log's entries from its start through ``until``, without waiting."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    cursor: str | None = None
+    while True:
+        batch = log.read(turn_id, cursor, 0)
+        for entry_id, entry in batch:
+            out.append((entry_id, entry))
+            if entry_id == until:
+                return out
+        if not batch:
+            return out
+        cursor = batch[-1][0]
 
 
 def _turn_gone(conversation_id: int, turn_id: str) -> bool:

@@ -127,9 +127,11 @@ class RedisLog:
     def read(self, key: str, after: str | None, timeout: float) -> list[Entry]:
         """``XREAD BLOCK`` after ``after`` (from the start when None)."""
         name = self._prefix + key
-        got = self._redis.xread(
-            {name: after or "0-0"}, count=2000, block=max(1, int(timeout * 1000))
-        )
+        block = int(timeout * 1000)  # 0 would mean "forever" to Redis
+        if block > 0:
+            got = self._redis.xread({name: after or "0-0"}, count=2000, block=block)
+        else:
+            got = self._redis.xread({name: after or "0-0"}, count=2000)
         out: list[Entry] = []
         for _stream, entries in got or []:
             for entry_id, fields in entries:

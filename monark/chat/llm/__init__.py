@@ -39,7 +39,12 @@ def _build(config: dict[str, Any]) -> LlmProvider:
     if name == "anthropic":
         from monark.chat.llm.anthropic import AnthropicProvider
 
-        return AnthropicProvider(api_key=config.get("ANTHROPIC_API_KEY") or "")
+        return AnthropicProvider(
+            api_key=config.get("ANTHROPIC_API_KEY") or "",
+            connect_timeout=float(config.get("CHAT_LLM_CONNECT_TIMEOUT", 10)),
+            read_timeout=float(config.get("CHAT_LLM_TIMEOUT", 60)),
+            max_retries=int(config.get("CHAT_LLM_MAX_RETRIES", 2)),
+        )
     from monark.chat.llm.unavailable import UnavailableProvider
 
     return UnavailableProvider(f"Unknown CHAT_LLM_PROVIDER '{name}'. Use 'anthropic'.")

@@ -93,9 +93,17 @@ class AnthropicProvider:
 
     name = "anthropic"
 
-    def __init__(self, api_key: str, **client_options: Any):
+    def __init__(
+        self,
+        api_key: str,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        max_retries: int = 2,
+        **client_options: Any,
+    ):
         self.api_key = api_key
-        self.client_options = client_options
+        self.timeouts = (connect_timeout, read_timeout)
+        self.client_options = {"max_retries": max_retries, **client_options}
         self._client: Any = None
         self._lock = threading.Lock()
 
@@ -109,8 +117,14 @@ class AnthropicProvider:
                 if self._client is None:
                     import anthropic  # slow to import: only when the assistant is first used
 
-                    # ANTHROPIC_BASE_URL is read by the SDK itself.
-                    self._client = anthropic.Anthropic(api_key=self.api_key, **self.client_options)
+                    connect, read = self.timeouts
+                    # ANTHROPIC_BASE_URL is read by the SDK itself. The read timeout bounds
+                    # each wait for the next bytes of a stream, not the whole reply.
+                    self._client = anthropic.Anthropic(
+                        api_key=self.api_key,
+                        timeout=anthropic.Timeout(read, connect=connect),
+                        **self.client_options,
+                    )
         return self._client
 
     def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
