@@ -114,7 +114,7 @@ class Instance:
         """``kill -9`` every process of the instance: no cleanup runs."""
         if self.proc is None:
             return
-        for pid in _children(self.proc.pid) + [self.proc.pid]:
+        for pid in [*_children(self.proc.pid), self.proc.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.proc.wait(10)
