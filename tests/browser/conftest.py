@@ -3,6 +3,7 @@ real AnthropicProvider talking to the fake Messages API."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,7 +68,9 @@ def browse(chromium, live_server, fake_anthropic) -> Iterator:
     """``browse(email)`` opens a signed-in page; pages close after the test."""
     contexts = []
 
-    def _open(email: str, password: str | None = None, **context_options) -> Session:
+    def _open(
+        email: str, password: str | None = None, base: str | None = None, **context_options
+    ) -> Session:
         from tests.factories import PASSWORD
 
         context = chromium.new_context(**context_options)
@@ -82,8 +85,80 @@ def browse(chromium, live_server, fake_anthropic) -> Iterator:
             "console",
             lambda m: errors.append(m.text) if m.type == "error" else None,
         )
-        return Session(page, live_server, requests, errors).login(email, password or PASSWORD)
+        session = Session(page, base or live_server, requests, errors)
+        return session.login(email, password or PASSWORD)
 
     yield _open
     for context in contexts:
         context.close()
+
+
+class CuttableProxy:
+    """A TCP proxy in front of the app whose open connections can be cut at once, as a
+    proxy or a network change does to a long response."""
+
+    def __init__(self, target: str):
+        import socket
+        import threading
+
+        self.target = urlsplit(target)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections: list = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection((self.target.hostname, self.target.port))
+            with self.lock:
+                self.connections += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source, sink) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(2)
+
+    def cut(self) -> None:
+        """Reset every connection open now (new ones go through as before)."""
+        import socket
+        import struct
+
+        with self.lock:
+            connections, self.connections = self.connections, []
+        for sock in connections:
+            try:
+                # A reset, not a clean close: the browser sees the stream break off.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                # shutdown() wakes the thread blocked reading it (close() alone would not).
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(live_server) -> Iterator[CuttableProxy]:
+    cuttable = CuttableProxy(live_server)
+    yield cuttable
+    cuttable.close()
