@@ -251,3 +251,29 @@ def test_a_follow_with_a_foreign_or_broken_last_event_id_draws_the_thread(world,
         body = response.get_data(as_text=True)
         assert response.status_code == 200 and response.mimetype == "text/event-stream"
         assert "Stored reply." in body and "event: done" in body
+
+
+def test_a_reply_is_saved_as_it_streams_and_its_lease_renewed(world, login, fake_anthropic):
+    fake_anthropic.chunk_delay = 0.05
+    fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(80)))])
+    browser = login("member@acme.test")
+    response = browser.client.post(
+        "/chat/stream", data={"text": "Long one", "csrf_token": browser.csrf}, buffered=False
+    )
+    chunks = iter(response.response)
+    next(chunks)
+    time.sleep(0.5)
+    db.session.rollback()
+    conversation = db.session.scalar(select(Conversation))
+    first_lease = conversation.turn_lease_until
+    time.sleep(2.0)
+    db.session.rollback()
+    reply = db.session.scalar(select(Message).where(Message.role == "assistant"))
+    # Still streaming, and what came so far is already stored (in batches, not per token).
+    assert reply.status == "streaming" and reply.text.startswith("w0 w1 w2")
+    assert db.session.get(Conversation, conversation.id).turn_lease_until > first_lease
+    for _ in chunks:
+        pass
+    response.close()
+    db.session.rollback()
+    assert db.session.get(Message, reply.id).text.endswith("w79")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import bindparam, func, or_, select, update
 from sqlalchemy.orm import selectinload
 
 from monark.chat.models import PENDING_STATUSES, Conversation, Message, Participant, ToolCall
@@ -312,35 +312,32 @@ def settle_dead_turn(conversation_id: int) -> None:
     )
 
 
-def renew_turn(
-    conversation_id: int,
-    turn_id: str,
-    lease: timedelta,
-    partial: tuple[int, str] | None = None,
-) -> bool | None:
-    """Extend the turn's lease and save its reply so far; commits.
+def renew_turns(
+    turn_ids: list[str], lease: timedelta, replies: list[tuple[int, str]]
+) -> dict[str, bool]:
+    """Extend the leases of running turns and save their replies so far; commits.
 
-    Returns whether Stop was asked, or None when the turn lost its lease (another
-    instance took the conversation over after this one stalled past the lease).
-    ``partial`` is ``(message_id, text)`` of the reply being streamed.
+    Returns each turn that still holds its conversation with whether Stop was asked; a
+    turn missing from the answer lost its lease (another instance took the conversation
+    over after this one stalled past the lease). ``replies`` are ``(message_id, text)``.
     """
-    stop = db.session.execute(
+    held = db.session.execute(
         update(Conversation)
-        .where(Conversation.id == conversation_id, Conversation.turn_id == turn_id)
+        .where(Conversation.turn_id.in_(turn_ids))
         .values(turn_lease_until=utcnow() + lease)
-        .returning(Conversation.turn_stop_requested)
+        .returning(Conversation.turn_id, Conversation.turn_stop_requested)
         .execution_options(synchronize_session=False)
-    ).scalar()
-    if stop is not None and partial is not None:
-        message_id, text = partial
+    ).all()
+    if replies:
+        messages = Message.__table__  # a Core executemany, one row per reply
         db.session.execute(
-            update(Message)
-            .where(Message.id == message_id, Message.status == "streaming")
-            .values(text=text)
-            .execution_options(synchronize_session=False)
+            update(messages)
+            .where(messages.c.id == bindparam("message_id"), messages.c.status == "streaming")
+            .values(text=bindparam("reply")),
+            [{"message_id": m, "reply": text} for m, text in replies],
         )
     db.session.commit()
-    return stop
+    return {turn_id: bool(stop) for turn_id, stop in held}
 
 
 def release_turn(conversation_id: int, turn_id: str) -> None:

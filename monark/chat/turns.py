@@ -2,7 +2,7 @@
 
 A turn belongs to no connection: it runs to its end (or to a card that waits for the user)
 whether or not anyone watches. While it runs:
-- a heartbeat thread renews its lease every ``interval`` (a second or so) and saves the reply
+- the process's lease keeper renews its lease every second or so and saves the reply
   streamed so far, so a turn whose process dies stops renewing and its conversation is free
   again within ``CHAT_TURN_LEASE_SECONDS``, with what streamed kept as an incomplete reply;
 - the same renewal reads the conversation's stop flag, which Stop sets on any instance
@@ -18,6 +18,7 @@ Entries: ``t`` (text ``x`` at offset ``o`` of message ``m``), ``m`` (message ``i
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -103,7 +104,7 @@ def request_stop(conversation_id: int) -> str | None:
 
 class _Reporter(TurnHooks):
     """The loop's hooks for a turn: report progress to the log, keep the reply so far for
-    the heartbeat to save, and pass everything on to the caller's hooks."""
+    the lease keeper to save, and pass everything on to the caller's hooks."""
 
     def __init__(self, log: ProgressLog, turn: Turn, inner: TurnHooks):
         self.log = log
@@ -113,7 +114,7 @@ class _Reporter(TurnHooks):
         self._live: int | None = None  # the message being streamed
         self._parts: list[str] = []
         self._length = 0
-        self._saved = 0  # how much of it the heartbeat saved
+        self._saved = 0  # how much of it the lease keeper saved
 
     def publish(self, entry: dict[str, Any]) -> None:
         """Append to the turn's log; progress is best effort (the database has the truth)."""
@@ -157,39 +158,71 @@ class _Reporter(TurnHooks):
             return self._live, "".join(self._parts)
 
 
-class _Heartbeat(threading.Thread):
-    """Renews the lease, saves the reply so far and reads the stop flag, every interval."""
+class _LeaseKeeper(threading.Thread):
+    """One thread per app that keeps every turn of this process alive: each beat, one
+    statement renews all their leases and reads their stop flags (a turn not renewed lost
+    its lease), and the replies that grew since the last beat are saved. The cost is one
+    small write per second per process, however many turns run."""
 
-    def __init__(self, app: Flask, turn: Turn, reporter: _Reporter):
-        super().__init__(name=f"turn-heartbeat-{turn.conversation_id}", daemon=True)
+    def __init__(self, app: Flask):
+        super().__init__(name="turn-lease-keeper", daemon=True)
         self.app = app
-        self.turn = turn
-        self.reporter = reporter
         self.lease = lease_of(app.config)
         self.interval = heartbeat_interval(app.config)
-        self.done = threading.Event()
+        self.turns: dict[str, tuple[Turn, _Reporter]] = {}
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+
+    def add(self, turn: Turn, reporter: _Reporter) -> None:
+        with self.lock:
+            self.turns[turn.turn_id] = (turn, reporter)
+        self.wake.set()
+
+    def remove(self, turn: Turn) -> None:
+        with self.lock:
+            self.turns.pop(turn.turn_id, None)
 
     def run(self) -> None:
         with self.app.app_context():
-            while not self.done.wait(self.interval):
-                try:
-                    stop = store.renew_turn(
-                        self.turn.conversation_id,
-                        self.turn.turn_id,
-                        self.lease,
-                        self.reporter.unsaved_reply(),
-                    )
-                except Exception:  # the database blinked: try again at the next beat
-                    self.app.logger.warning("turn renewal failed", exc_info=True)
-                    db.session.rollback()
+            while True:
+                with self.lock:
+                    running = dict(self.turns)
+                if not running:
+                    self.wake.wait()
+                    self.wake.clear()
                     continue
+                time.sleep(self.interval)
+                try:
+                    self.beat(running)
+                except Exception:  # the database blinked: try again at the next beat
+                    self.app.logger.warning("renewing turns failed", exc_info=True)
+                    db.session.rollback()
                 finally:
                     db.session.remove()  # no connection held between beats
-                if stop is None:
-                    self.turn.lost = True
-                    self.turn.stop.set()
-                elif stop:
-                    self.turn.stop.set()
+
+    def beat(self, running: dict[str, tuple[Turn, _Reporter]]) -> None:
+        replies = [r for _, reporter in running.values() if (r := reporter.unsaved_reply())]
+        flags = store.renew_turns(list(running), self.lease, replies)
+        for turn_id, (turn, _) in running.items():
+            stop = flags.get(turn_id)
+            if stop is None:
+                turn.lost = True
+            if stop is None or stop:
+                turn.stop.set()
+
+
+_keeper_lock = threading.Lock()
+
+
+def _keeper(app: Flask) -> _LeaseKeeper:
+    keeper = app.extensions.get("monark.lease_keeper")
+    if keeper is None or not keeper.is_alive():
+        with _keeper_lock:
+            keeper = app.extensions.get("monark.lease_keeper")
+            if keeper is None or not keeper.is_alive():
+                keeper = app.extensions["monark.lease_keeper"] = _LeaseKeeper(app)
+                keeper.start()
+    return keeper
 
 
 def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
@@ -197,10 +230,10 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
     the turn's end is reported, so watchers always see it finish."""
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     reporter = _Reporter(progress_log(app), turn, hooks or TurnHooks())
-    heartbeat = _Heartbeat(app, turn, reporter)
+    keeper = _keeper(app)
     with _running_lock:
         _running[turn.turn_id] = turn.stop
-    heartbeat.start()
+    keeper.add(turn, reporter)
     result = TurnResult("error", turn.conversation_id)
     try:
         for message_id in turn.opening:
@@ -214,8 +247,7 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
         result.error = FAILED_TEXT
         raise
     finally:
-        heartbeat.done.set()
-        heartbeat.join()
+        keeper.remove(turn)
         with _running_lock:
             _running.pop(turn.turn_id, None)
         try:
