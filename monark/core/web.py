@@ -13,6 +13,7 @@ from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, membershi
 from monark.core.errors import NotFound, Unauthorized, ValidationFailed
 from monark.core.gates import assistant_name, check_gates
 from monark.core.models import MAX_ID, User, as_utc
+from monark.core.text import scrub
 from monark.extensions import csrf, db
 
 CSP = "; ".join(
@@ -74,6 +75,8 @@ class IdConverter(IntegerConverter):
 def register_web(app: Flask) -> None:
     """URL converters, context processor, filters and headers for HTML pages."""
     app.url_map.converters["int"] = IdConverter
+    # Every ``{{ }}`` output: a lone surrogate from a JSON column would fail the encoding.
+    app.jinja_env.finalize = scrub
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False  # ``csrf_check`` below decides
     app.context_processor(_page_context)
 
