@@ -7,12 +7,12 @@ from typing import Any
 
 from flask import Flask, current_app, request
 from sqlalchemy import select
-from werkzeug.routing import IntegerConverter
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
 from monark.core.errors import NotFound, Unauthorized, ValidationFailed
 from monark.core.gates import assistant_name, check_gates
-from monark.core.models import MAX_ID, User, as_utc
+from monark.core.ids import IdConverter
+from monark.core.models import User, as_utc
 from monark.core.text import scrub
 from monark.extensions import csrf, db
 
@@ -62,14 +62,6 @@ def _page_context() -> dict[str, Any]:
 def _when(value: datetime | None) -> str:
     value = as_utc(value)
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
-
-
-class IdConverter(IntegerConverter):
-    """``<int:...>`` in URLs, capped at ``MAX_ID``: a larger id is a 404, not a crash."""
-
-    def __init__(self, map: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("max", MAX_ID)
-        super().__init__(map, *args, **kwargs)
 
 
 def register_web(app: Flask) -> None:
