@@ -77,9 +77,12 @@ def register_web(app: Flask) -> None:
         """Every state-changing browser request needs the CSRF token (form field or header).
 
         API-key calls carry no cookie, so they cannot be forged cross-site; in-process
-        calls from the assistant come with their principal bound by the server.
+        calls from the assistant come with their principal bound by the server. A request
+        no route takes runs no view, so it answers its own 404 or 405 instead.
         """
         if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
+            return
+        if request.routing_exception is not None:
             return
         if not current_app.config.get("WTF_CSRF_ENABLED", True):
             return
