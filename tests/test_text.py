@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 from bs4 import BeautifulSoup
 from markupsafe import Markup
 
 from monark.assistant.render import pretty_json, render_markdown
-from monark.chat import store
+from monark.chat import service, store
 from monark.chat.models import ToolCall
+from monark.chat.service import SendInput
 from monark.core.text import has_surrogate, scrub
 from monark.extensions import db
 from monark.records.models import Record
+from tests.llm_script import Call, Say
 
 LONE = "sur\ud800rogate"
 SHOWN = "sur\ufffdrogate"
@@ -96,3 +100,17 @@ def test_a_record_value_holding_a_lone_surrogate_still_shows(world, login):
     assert f"line one\n{SHOWN}" in detail.get_data(as_text=True)
     listing = owner.get("/models/tasks/records")
     assert listing.status_code == 200 and SHOWN in listing.get_data(as_text=True)
+
+
+def test_a_tool_reading_a_stored_lone_surrogate_still_reaches_the_model(world, fake_anthropic):
+    """The real SDK sends UTF-8: a lone surrogate in a tool result would end the turn."""
+    record = db.session.get(Record, world.a.public.id)
+    record.values = {**record.values, "notes": LONE}
+    db.session.commit()
+    fake_anthropic.script.add(
+        [Call("records_get", {"model": "tasks", "record_id": record.id})], [Say("Read it.")]
+    )
+    result = service.send_message(world.a.principal("member"), SendInput(text="Read it"))
+    assert result.status == "done", result.error
+    sent = json.dumps(fake_anthropic.requests[-1]["messages"], ensure_ascii=False)
+    assert SHOWN in sent
