@@ -7,6 +7,9 @@ fast while turns stream. bench/stream_bench.py measures how many one process hol
 
 import gc
 import os
+import re
+
+from gunicorn.glogging import Logger
 
 bind = os.environ.get("MONARK_BIND", "127.0.0.1:8000")
 worker_class = "gthread"
@@ -15,6 +18,23 @@ threads = int(os.environ.get("MONARK_THREADS", "32"))
 # Import the app (and the slow model SDK) once in the master, then fork.
 preload_app = True
 accesslog = "-"
+
+# An invitation link carries its token in the path (monark.settings.views.invite_link).
+_INVITE_TOKEN = re.compile(r"(/invite/)[^/?#\s\"]+")
+
+
+class AccessLogger(Logger):
+    """gunicorn's logger, with invitation tokens cut out of everything the access log writes."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        for key, value in atoms.items():
+            if isinstance(value, str) and "/invite/" in value:
+                atoms[key] = _INVITE_TOKEN.sub(r"\1[redacted]", value)
+        return atoms
+
+
+logger_class = AccessLogger
 
 
 def on_starting(server) -> None:

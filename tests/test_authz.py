@@ -372,10 +372,13 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("settings.invite_revoke", "POST", "",
             lambda c: f"/settings/invites/{c.invite}/revoke",
             row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
-    # The link itself is the credential (tests/test_members.py); a wrong one is 404 for all.
-    WebCase("settings.invite", "GET", "unknown token", _url("/invite/inv_not-a-real-token"),
+    # The link itself is the credential (tests/test_members.py): opening it only moves its
+    # token into the session; /invite with none there (or a wrong one) is 404 for all.
+    WebCase("settings.invite_link", "GET", "unknown token", _url("/invite/inv_not-a-real-token"),
+            row(signed_out=303, owner=303, admin=303, member=303, viewer=303, other=303)),
+    WebCase("settings.invite", "GET", "none opened", _url("/invite"),
             row(signed_out=404, owner=404, admin=404, member=404, viewer=404, other=404)),
-    WebCase("settings.invite", "POST", "unknown token", _url("/invite/inv_not-a-real-token"),
+    WebCase("settings.invite", "POST", "none opened", _url("/invite"),
             row(signed_out=404, owner=404, admin=404, member=404, viewer=404, other=404),
             data=lambda c, who: {"name": "Mallory", "password": "long enough password"}),
     WebCase("settings.api_keys", "GET", "", _url("/settings/api-keys"),

@@ -14,6 +14,7 @@ ALLOWED = (
     "monark.core.errors",
     "monark.core.events",
     "monark.core.gates",
+    "monark.core.ids",
     "monark.core.models",
     "monark.core.rbac",
     "monark.core.text",

@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from bs4 import BeautifulSoup
+from gunicorn.config import Config
 from sqlalchemy import func, select
 
 from monark.core.models import Event, Invite, Membership, User, utcnow
 from monark.extensions import db
+from monark.gunicorn_conf import AccessLogger
 from tests import factories
 
 LINK_RE = re.compile(r"https?://[^/]+(/invite/inv_[A-Za-z0-9_-]+)")
@@ -115,10 +118,77 @@ def test_inviting_again_replaces_the_older_link(world, login, browser):
     admin = login("admin@acme.test")
     old = invite_link(admin, "twice@example.test")
     new = invite_link(admin, "twice@example.test")
-    assert browser.get(old).status_code == 404
-    assert browser.get(new).status_code == 200
+    assert browser.get(old, follow_redirects=True).status_code == 404
+    assert browser.get(new, follow_redirects=True).status_code == 200
     types = list(db.session.scalars(select(Event.type).order_by(Event.id)))[-3:]
     assert types == ["member.invited", "invite.revoked", "member.invited"]
+
+
+# ---- the token stays out of addresses ---------------------------------------------------------
+
+
+def test_opening_a_link_moves_its_token_into_the_session_and_out_of_the_address(
+    world, login, browser
+):
+    path = invite_link(login("admin@acme.test"), "newcomer@example.test")
+    token = path.rsplit("/", 1)[1]
+    opened = browser.get(path)
+    assert opened.status_code == 303 and opened.headers["Location"] == "/invite"
+    assert opened.headers["Referrer-Policy"] == "no-referrer"
+    page = browser.get("/invite")
+    assert page.status_code == 200 and "Join Acme" in page.get_data(as_text=True)
+    assert token not in page.get_data(as_text=True)
+    forms = soup_of(page).select("main form")
+    assert forms and all(f.get("action") in (None, "/invite") for f in forms)
+    browser._refresh_token(page.get_data(as_text=True))
+    done = browser.post("/invite", {"name": "Nia Newcomer", "password": "a long enough secret"})
+    assert done.status_code == 303
+    # Joined: the session no longer holds the token.
+    after = browser.get("/invite")
+    assert after.status_code == 404 and "No invitation is open" in after.get_data(as_text=True)
+
+
+def test_a_second_invitation_link_replaces_the_first(world, login, browser):
+    acme = invite_link(login("admin@acme.test"), "twice@example.test")
+    globex = invite_link(login("admin@globex.test"), "twice@example.test", "viewer")
+    browser.get(acme)
+    browser.get(globex)
+    text = soup_of(browser.get("/invite")).get_text(" ", strip=True)
+    assert "Join Globex" in text and "as viewer" in text
+
+
+def test_the_invitation_page_without_a_link_says_to_open_one(world, browser):
+    response = browser.get("/invite")
+    assert response.status_code == 404
+    assert "Open the invitation link you were sent" in response.get_data(as_text=True)
+
+
+def test_a_link_too_long_to_be_an_invitation_is_refused_at_once(world, browser):
+    response = browser.get("/invite/inv_" + "x" * 5000)
+    assert response.status_code == 404
+    assert "not valid any more" in response.get_data(as_text=True)
+    with browser.client.session_transaction() as session:
+        assert "invite_token" not in session
+
+
+def test_the_access_log_never_shows_an_invitation_token():
+    """gunicorn's access log (monark.gunicorn_conf) writes the link's path without its token."""
+    token = "inv_s3cret-T0ken_value"
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "RAW_URI": f"/invite/{token}?utm=mail",
+        "PATH_INFO": f"/invite/{token}",
+        "QUERY_STRING": "utm=mail",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_REFERER": f"https://app.example/invite/{token}",
+    }
+    response = SimpleNamespace(status="303 SEE OTHER", sent=0, headers=[("Location", "/invite")])
+    request = SimpleNamespace(headers=[("Referer", f"https://app.example/invite/{token}")])
+    atoms = AccessLogger(Config()).atoms(response, request, environ, timedelta(seconds=0))
+    assert token not in repr(atoms)
+    assert atoms["r"] == "GET /invite/[redacted]?utm=mail HTTP/1.1"
+    assert atoms["U"] == "/invite/[redacted]"
 
 
 # ---- accepting -----------------------------------------------------------------------------
@@ -126,7 +196,7 @@ def test_inviting_again_replaces_the_older_link(world, login, browser):
 
 def test_newcomer_creates_an_account_and_joins(world, login, browser):
     path = invite_link(login("admin@acme.test"), "newcomer@example.test", "member")
-    page = browser.get(path)
+    page = browser.get(path, follow_redirects=True)
     assert page.status_code == 200
     assert page.headers["Cache-Control"] == "no-store"
     assert page.headers["Referrer-Policy"] == "no-referrer"
@@ -135,14 +205,14 @@ def test_newcomer_creates_an_account_and_joins(world, login, browser):
     browser._refresh_token(page.get_data(as_text=True))
 
     since = last_event_id()
-    bad = browser.post(path, {"name": "", "password": "short"})
+    bad = browser.post("/invite", {"name": "", "password": "short"})
     assert bad.status_code == 422
     soup = soup_of(bad)
     assert "Give your name" in soup.select_one("#name-error").get_text()
     assert "at least 10" in soup.select_one("#password-error").get_text()
     assert db.session.scalar(select(User).where(User.email == "newcomer@example.test")) is None
 
-    done = browser.post(path, {"name": "Nia Newcomer", "password": "a long enough secret"})
+    done = browser.post("/invite", {"name": "Nia Newcomer", "password": "a long enough secret"})
     assert done.status_code == 303 and done.headers["Location"].endswith("/")
     joined = membership_of("newcomer@example.test", world.a.org)
     assert joined is not None and joined.role == "member"
@@ -151,24 +221,24 @@ def test_newcomer_creates_an_account_and_joins(world, login, browser):
     home = browser.get("/models/tasks/records")
     assert home.status_code == 200 and "Acme public task" in home.get_data(as_text=True)
     # The link is spent.
-    again = browser.get(path)
+    again = browser.get(path, follow_redirects=True)
     assert again.status_code == 404
     assert "not valid any more" in again.get_data(as_text=True)
 
 
 def test_existing_account_joins_with_its_password(world, login, browser):
     path = invite_link(login("admin@acme.test"), "owner@globex.test", "viewer")
-    page = browser.get(path)
+    page = browser.get(path, follow_redirects=True)
     assert "Enter its password" in page.get_data(as_text=True)
     assert soup_of(page).select_one("input[name=name]") is None
     browser._refresh_token(page.get_data(as_text=True))
 
-    wrong = browser.post(path, {"password": "not the password"})
+    wrong = browser.post("/invite", {"password": "not the password"})
     assert wrong.status_code == 422
     assert "not right" in soup_of(wrong).select_one("#password-error").get_text()
     assert membership_of("owner@globex.test", world.a.org) is None
 
-    ok = browser.post(path, {"password": factories.PASSWORD})
+    ok = browser.post("/invite", {"password": factories.PASSWORD})
     assert ok.status_code == 303
     assert membership_of("owner@globex.test", world.a.org).role == "viewer"
     # The new org is the current one, and Globex is still theirs.
@@ -179,18 +249,18 @@ def test_existing_account_joins_with_its_password(world, login, browser):
 def test_signed_in_invitee_joins_with_one_click(world, login):
     path = invite_link(login("admin@acme.test"), "owner@globex.test", "member")
     gil = login("owner@globex.test")
-    page = gil.get(path)
+    page = gil.get(path, follow_redirects=True)
     assert "Join Acme" in soup_of(page).select_one("button.primary").get_text()
-    assert gil.post(path).status_code == 303
+    assert gil.post("/invite").status_code == 303
     assert membership_of("owner@globex.test", world.a.org).role == "member"
 
 
 def test_someone_else_signed_in_cannot_use_the_link(world, login):
     path = invite_link(login("admin@acme.test"), "newcomer@example.test")
     member_of_globex = login("member@globex.test")
-    page = member_of_globex.get(path)
+    page = member_of_globex.get(path, follow_redirects=True)
     assert "You are signed in as member@globex.test" in page.get_data(as_text=True)
-    refused = member_of_globex.post(path)
+    refused = member_of_globex.post("/invite")
     assert refused.status_code == 403
     assert membership_of("member@globex.test", world.a.org) is None
     assert db.session.scalar(select(Invite.accepted_at)) is None
@@ -209,7 +279,7 @@ def test_revoked_and_expired_links_are_refused(world, login, browser):
     )
     db.session.commit()
     for path in (revoked, expired):
-        response = browser.get(path)
+        response = browser.get(path, follow_redirects=True)
         assert response.status_code == 404
         assert "not valid any more" in response.get_data(as_text=True)
     # Neither is listed as pending any more.
@@ -268,11 +338,11 @@ def test_a_removed_or_demoted_admins_invitations_stop_working(world, login, brow
     ms = membership_of("admin@acme.test", world.a.org)
     assert owner.post(f"/settings/members/{ms.id}/remove").status_code == 303
     assert db.session.scalar(select(Invite.revoked_at).where(Invite.email == "friend@example.test"))
-    assert browser.get(removed_link).status_code == 404
+    assert browser.get(removed_link, follow_redirects=True).status_code == 404
     # Globex's admin becomes a member: the link they made no longer vouches for anyone.
     globex_admin = membership_of("admin@globex.test", world.b.org)
     globex_admin.role = "member"
     db.session.commit()
-    gone = browser.get(demoted_link)
+    gone = browser.get(demoted_link, follow_redirects=True)
     assert gone.status_code == 404
     assert "can no longer invite" in gone.get_data(as_text=True)

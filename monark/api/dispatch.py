@@ -23,6 +23,7 @@ from werkzeug.test import run_wsgi_app
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY
 from monark.core.rbac import Principal
+from monark.core.text import scrub
 from monark.core.uow import unit_of_work
 
 
@@ -85,7 +86,12 @@ def _json_of(response: Any) -> Any:
     more than the parse itself."""
     if not response.is_json:
         return None
+    data = response.get_data()
     try:
-        return json.loads(response.get_data())
+        body = json.loads(data)
     except ValueError:
         return None
+    # A JSON column hands back lone surrogates as stored, escaped in the answer ("\ud800"):
+    # the tool result goes to the model as UTF-8, so make it text that encodes. The app's
+    # JSON escapes all non-ASCII, so answers without a "\ud" escape need no walk at all.
+    return scrub(body) if b"\\ud" in data else body

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from monark.core.models import MAX_ID
+from monark.core.ids import Id
 
 
 class Strict(BaseModel):
@@ -22,7 +22,7 @@ class ModelPath(Strict):
 
 
 class RecordPath(ModelPath):
-    record_id: int = Field(description="The record's id.", ge=1, le=MAX_ID)
+    record_id: Id = Field(description="The record's id.")
 
 
 class RecordsQuery(Strict):

@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Flask, jsonify, request
-from werkzeug.exceptions import BadRequest
 
 from monark.api.openapi import build_openapi
 from monark.api.registry import RouteDescriptor, parse_part
 from monark.api.routes import V1_ROUTES
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
-from monark.core.jsonbody import json_problem
+from monark.core.jsonbody import request_json
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
-
-
-def _json_body() -> Any:
-    if not request.content_length and not request.data:
-        return {}
-    if not request.is_json:
-        raise ValidationFailed(
-            "Send the body as JSON (Content-Type: application/json).",
-            [{"field": "body", "in": "body", "message": "Expected application/json."}],
-        )
-    try:
-        return request.get_json()
-    except BadRequest as err:
-        raise ValidationFailed(
-            "The request body is not valid JSON.",
-            [{"field": "body", "in": "body", "message": json_problem(err)}],
-        ) from None
 
 
 def _locate(route: RouteDescriptor, err: ValidationFailed) -> None:
@@ -54,7 +34,7 @@ def make_view(route: RouteDescriptor):
         principal = require_principal()
         path = parse_part(route.path_model, path_args, "path")
         query = parse_part(route.query_model, request.args.to_dict(), "query")
-        body = parse_part(route.body_model, _json_body(), "body") if route.body_model else None
+        body = parse_part(route.body_model, request_json(), "body") if route.body_model else None
         try:
             result = route.handler(principal, path, query, body)
         except ValidationFailed as err:

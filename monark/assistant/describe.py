@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from monark.core.errors import AppError
+from monark.core.ids import parse_id
 from monark.core.rbac import Principal
 from monark.records import services as records
 from monark.records.models import RecordModel
@@ -40,8 +41,11 @@ def _record_title(principal: Principal, model: RecordModel | None, record_id: An
     if model is None:
         return None, f"record #{record_id}"
     try:
-        record = records.get_record(principal, model, int(record_id))
-    except (AppError, TypeError, ValueError):
+        wanted = parse_id(str(record_id), "record_id")  # bad text: ValidationFailed, an AppError
+        record = records.get_record(principal, model, wanted) if wanted else None
+    except AppError:
+        record = None
+    if record is None:
         return None, f"record #{record_id}"
     return record, f"“{records.record_label(model, record)}”"
 

@@ -23,6 +23,8 @@ from monark.api.registry import describe_error
 from monark.automations import internal as automations_api
 from monark.automations.services import check_automation
 from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.core.errors import ValidationFailed
+from monark.core.ids import parse_id
 from monark.core.models import MAX_ID
 from monark.core.rbac import Principal
 from monark.wiki import internal as wiki_api
@@ -167,8 +169,11 @@ def _id(value: Any) -> int | None:
         return None
     if isinstance(value, int) and 0 < value <= MAX_ID:
         return value
-    if isinstance(value, str) and value.isdecimal() and 0 < int(value) <= MAX_ID:
-        return int(value)
+    if isinstance(value, str):
+        try:
+            return parse_id(value, "id")
+        except ValidationFailed:
+            return None
     return None
 
 

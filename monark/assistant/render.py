@@ -10,6 +10,8 @@ from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markupsafe import Markup
 
+from monark.core.text import scrub
+
 # Raw HTML in the model's Markdown is shown as text, never parsed.
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
     ["table", "strikethrough"]
@@ -50,7 +52,7 @@ def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
 
 def render_markdown(text: str) -> Markup:
     """Safe HTML for a reply: no scripts, handlers, javascript:/data: links or remote images."""
-    html = _md.render(text or "")
+    html = _md.render(scrub(text or ""))  # nh3 (Rust) refuses lone surrogates
     clean = nh3.clean(
         html,
         tags=ALLOWED_TAGS,
@@ -65,4 +67,5 @@ def render_markdown(text: str) -> Markup:
 
 def pretty_json(value: Any) -> str:
     """Indented JSON for showing tool input and results (escaped by the template)."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    # A JSON column hands back lone surrogates as stored: U+FFFD, or the page cannot encode.
+    return scrub(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))

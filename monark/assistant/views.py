@@ -14,6 +14,7 @@ from monark.chat.prompt import PageContext
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.gates import check_gates
+from monark.core.ids import form_id, parse_id
 from monark.core.models import User
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -170,12 +171,15 @@ def _start(principal: Principal, turn: turns.Turn) -> Response:
 
 def _page_context(principal: Principal) -> PageContext | None:
     form = request.form
-    record_id = form.get("page_record_id", "").strip()
+    try:
+        record_id = form_id("page_record_id")
+    except ValidationFailed:
+        record_id = None  # a page context is a hint: a bad id is dropped, not an error
     try:
         context = PageContext(
             route=form.get("page_route", "")[:300],
             model=form.get("page_model") or None,
-            record_id=int(record_id) if record_id.isdigit() else None,
+            record_id=record_id,
         )
     except ValueError:
         return None  # a page context is a hint; a bad one is dropped, not an error
@@ -193,8 +197,7 @@ def _page_context(principal: Principal) -> PageContext | None:
 
 
 def _conversation_id() -> int | None:
-    raw = request.form.get("conversation_id", "").strip()
-    return int(raw) if raw.isdigit() else None
+    return form_id("conversation_id")  # ValidationFailed names the field
 
 
 @bp.post("/stream")
@@ -224,9 +227,12 @@ def decide():
     """Confirm or reject a proposed write, then stream the continuation."""
     principal = require_principal()
     action, _, raw_id = request.form.get("decision", "").partition(":")
-    if action not in ("confirm", "reject") or not raw_id.isdigit():
+    try:
+        call_id = parse_id(raw_id, "decision")
+    except ValidationFailed:
+        call_id = None
+    if action not in ("confirm", "reject") or call_id is None:
         return _notice("Choose Confirm or Reject on a card.", 400)
-    call_id = int(raw_id)
     try:
         service.require_assistant(principal, current_app.config)
         call = store.get_tool_call(principal, call_id)
@@ -260,11 +266,13 @@ def _already_decided(call):
 def retry():
     """Run the turn again after an error, a stop or the step limit."""
     principal = require_principal()
-    conversation_id = _conversation_id()
-    if conversation_id is None:
-        return _notice("Nothing to retry yet.", 400)
     try:
+        conversation_id = _conversation_id()
+        if conversation_id is None:
+            return _notice("Nothing to retry yet.", 400)
         turn = service.begin_retry(principal, conversation_id)
+    except ValidationFailed as err:
+        return _notice("; ".join(f"{d['field']}: {d['message']}" for d in err.details), 400)
     except AppError as err:
         return _notice(err.message, err.status)
     return _start(principal, turn)

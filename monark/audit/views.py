@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from flask import Blueprint, render_template, request
-from sqlalchemy import false, select
+from sqlalchemy import select
 
 from monark.core.auth import guard, require_principal
 from monark.core.htmx import is_partial
+from monark.core.ids import parse_id, query_id
 from monark.core.models import MAX_ID, ApiKey, Event, User
 from monark.extensions import db
 from monark.records.models import Record, RecordModel
@@ -23,7 +24,7 @@ def audit_log():
     principal = require_principal()
     event_type = request.args.get("type", "").strip()
     actor = request.args.get("actor", "").strip()
-    before = request.args.get("before", type=int)
+    before = query_id("before")
     # Every assistant message writes an event: a busy assistant buries the rest.
     hide_chat = request.args.get("hide_chat") == "1"
     stmt = select(Event).where(Event.org_id == principal.org_id)
@@ -32,17 +33,16 @@ def audit_log():
     if hide_chat:
         stmt = stmt.where(Event.type != "chat.message.created")
     if actor:
-        kind, _, actor_id = actor.partition(":")
-        if kind == "user" and actor_id.isdigit():
+        kind, _, raw_id = actor.partition(":")
+        actor_id = parse_id(raw_id, "actor", "query")
+        if kind == "user" and actor_id is not None:
             # A person's actions include those they made through the assistant.
             stmt = stmt.where(Event.actor_kind.in_(("user", "assistant")))
         else:
             stmt = stmt.where(Event.actor_kind == kind)
-        if actor_id.isdigit():
-            # An id no column can hold matches nobody (and could not even be bound).
-            too_big = int(actor_id) > MAX_ID
-            stmt = stmt.where(false() if too_big else Event.actor_id == int(actor_id))
-    if before and before <= MAX_ID:  # every event is before a larger one
+        if actor_id is not None:
+            stmt = stmt.where(Event.actor_id == actor_id)
+    if before is not None:
         stmt = stmt.where(Event.id < before)
     rows = list(db.session.scalars(stmt.order_by(Event.id.desc()).limit(PAGE_SIZE + 1)))
     next_before = rows[PAGE_SIZE - 1].id if len(rows) > PAGE_SIZE else None

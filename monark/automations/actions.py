@@ -17,7 +17,9 @@ import httpx2
 
 from monark.automations import configs
 from monark.automations.template import render
+from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
+from monark.core.ids import parse_id
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records import services as records
@@ -103,9 +105,11 @@ def update_record(config: configs.UpdateRecordConfig, ctx: RunContext) -> dict[s
         raise StepFailed("No model to update: the trigger has none and the node names none.")
     raw_id = render(config.record_id, ctx.values)
     try:
-        record_id = int(raw_id)
-    except (TypeError, ValueError):
-        raise StepFailed(f"record_id resolved to {raw_id!r}, not a record id.") from None
+        record_id = None if isinstance(raw_id, bool) else parse_id(str(raw_id), "record_id")
+    except ValidationFailed:
+        record_id = None
+    if record_id is None:
+        raise StepFailed(f"record_id resolved to {raw_id!r}, not a record id.")
     model = records.get_model(ctx.principal, key)
     values = render(config.values, ctx.values)
     record, changed = records.update_record(ctx.principal, model, record_id, values)

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from monark.automations.template import has_placeholder
+from monark.core.ids import Id
 
 ModelKey = Field(
     description="Key of a model of this organization, e.g. 'tasks'.", min_length=1, max_length=40
@@ -87,7 +88,7 @@ class UpdateRecordConfig(NodeConfig):
         description="Model key of the record to update; default: the trigger's model.",
         max_length=40,
     )
-    record_id: int | str = Field(
+    record_id: Id | str = Field(
         "{{record.id}}",
         description="Id of the record to update; default: the triggering record "
         "({{record.id}}); {{nodes.<id>.record_id}} names a record made by an earlier node.",

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from monark.automations import services
 from monark.automations.models import Automation, AutomationRun
 from monark.core.auth import guard, require_principal
+from monark.core.ids import Id
 from monark.core.jsonbody import parse_body
 from monark.core.models import as_utc
 from monark.core.rbac import Principal
@@ -57,7 +58,7 @@ class EnabledBody(_Body):
 
 
 class TestBody(_Body):
-    record_id: int | None = Field(None, ge=1, description="Default: the newest record.")
+    record_id: Id | None = Field(None, description="Default: the newest record.")
 
 
 def _when(value: Any) -> str | None:

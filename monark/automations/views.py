@@ -13,6 +13,7 @@ from monark.automations.nodes import REGISTRY
 from monark.core import jsonbody
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
+from monark.core.ids import form_id
 from monark.core.rbac import Principal
 
 bp = Blueprint("automations", __name__, url_prefix="/automations")
@@ -157,11 +158,13 @@ def set_enabled(automation_id: int):
 def test_run(automation_id: int):
     """Run it now on a record (default: the newest) and show the run."""
     principal = require_principal()
-    raw = request.form.get("record_id", "").strip()
-    if raw and not raw.isdigit():
-        flash("The record id is a number (or leave it empty for the newest record).", "error")
+    try:
+        record_id = form_id("record_id")
+    except ValidationFailed as err:
+        rule = err.details[0]["message"]
+        flash(f"Record id: {rule} Or leave it empty for the newest record.", "error")
         return redirect(url_for("automations.detail", automation_id=automation_id), 303)
-    run = services.run_test(principal, automation_id, int(raw) if raw else None)
+    run = services.run_test(principal, automation_id, record_id)
     flash(f"Test run {run.status}.", "info" if run.status == "succeeded" else "error")
     return redirect(
         url_for("automations.run_detail", automation_id=automation_id, run_id=run.id), 303

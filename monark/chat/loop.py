@@ -41,7 +41,7 @@ from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec, get_chat_
 from monark.core.gates import assistant_name
 from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
-from monark.core.text import scrub, scrub_str
+from monark.core.text import scrub
 from monark.core.uow import unit_of_work
 from monark.extensions import db
 
@@ -68,7 +68,7 @@ class TurnResult:
 
 def _result_text(call: ToolCall | store.TranscriptCall) -> tuple[str, bool]:
     if call.status == "SUCCEEDED":
-        text = json.dumps(call.result, ensure_ascii=False, sort_keys=True, default=str)
+        text = scrub(json.dumps(call.result, ensure_ascii=False, sort_keys=True, default=str))
         if len(text) > RESULT_LIMIT:
             text = text[:RESULT_LIMIT] + " …(truncated)"
         return text, False
@@ -261,20 +261,18 @@ def _drain(events: queue.SimpleQueue, first: Any) -> list[Any]:
 def _apply(step: _Step, event: Any) -> str:
     """Fold one provider event into the step; returns its text (cleaned), if any."""
     if isinstance(event, TextDelta):
-        text = scrub_str(event.text)
+        text = scrub(event.text)
         step.text.append(text)
         return text
     if isinstance(event, ToolCallRequested):
-        step.calls.append(
-            ToolCallRequested(scrub_str(event.id), scrub_str(event.name), scrub(event.input))
-        )
+        step.calls.append(ToolCallRequested(scrub(event.id), scrub(event.name), scrub(event.input)))
     elif isinstance(event, UsageReport):
         step.usage = event
     elif isinstance(event, StopReason):
-        step.stop_reason = scrub_str(event.reason)
+        step.stop_reason = scrub(event.reason)
         step.stopped = event.reason == "stopped"
     elif isinstance(event, ProviderError):
-        step.error = ProviderError(scrub_str(event.message), event.kind)
+        step.error = ProviderError(scrub(event.message), event.kind)
     return ""
 
 

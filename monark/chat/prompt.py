@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from monark.core.ids import Id
+
 SYSTEM_PROMPT = """\
 You are {name}, the AI assistant built into Monark, a business app where organizations keep \
 models (kinds of records, such as tasks or contacts) and their records.
@@ -43,7 +45,7 @@ class PageContext(BaseModel):
 
     route: str = Field("", max_length=300)
     model: str | None = Field(None, max_length=40)
-    record_id: int | None = Field(None, ge=1)
+    record_id: Id | None = None
     # Filled in by the host from the database (never taken from the browser), so "this
     # record" needs no lookup.
     record_title: str | None = Field(None, max_length=300)

@@ -18,6 +18,7 @@ from monark.chat.tools import get_chat_tool_executor
 from monark.chat.turns import Turn, run_turn
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
 from monark.core.gates import check_gates
+from monark.core.ids import Id
 from monark.core.models import utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -28,7 +29,7 @@ AUTO_REJECT_REASON = "The user sent a new message instead of confirming."
 
 class SendInput(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_TEXT)
-    conversation_id: int | None = Field(None, ge=1)
+    conversation_id: Id | None = None
     page_context: PageContext | None = None
 
 

@@ -99,11 +99,15 @@ def register_error_handlers(app: Flask) -> None:
             message = f"The request body is larger than the {limit} byte limit."
         else:
             message = err.description or err.name
+        # A 405 says which methods the address takes (werkzeug's own answer would).
+        allowed = getattr(err, "valid_methods", None)
+        headers = {"Allow": ", ".join(allowed)} if status == 405 and allowed else {}
         if wants_json():
             # A too-large body is a problem of one part of the request: name it, like 400s do.
             details = [{"field": "body", "in": "body", "message": message}] if status == 413 else []
-            return error_json(_HTTP_CODES.get(status, "error"), message, status, details)
-        return render_template("error.html", status=status, message=message), status
+            body, _ = error_json(_HTTP_CODES.get(status, "error"), message, status, details)
+            return body, status, headers
+        return render_template("error.html", status=status, message=message), status, headers
 
     @app.errorhandler(OverflowError)
     @app.errorhandler(DataError)

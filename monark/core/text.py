@@ -1,31 +1,47 @@
-"""Text that can always be stored, encoded and shown, whatever code points it came with."""
+"""Text that can always be sent: lone UTF-16 surrogates replaced before they reach a response.
+
+A Python ``str`` may hold a surrogate code point (``"\\ud800"``) that UTF-8 cannot encode:
+JSON's ``\\ud800`` escape decodes to one, and a JSON column hands it back as it was stored.
+Encoding such a string for a page raises ``UnicodeEncodeError`` (a 500), so everything a
+template outputs goes through ``scrub`` (installed as the Jinja environment's ``finalize``).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
-REPLACEMENT = "\ufffd"
+from markupsafe import Markup
+
+T = TypeVar("T")
 
 
-def scrub_str(text: str) -> str:
-    """``text`` with lone UTF-16 surrogates replaced by U+FFFD (valid pairs are joined).
-
-    A lone surrogate (``"\\ud800"``, which JSON can spell and a model can emit) is a Python
-    string no encoder accepts: it breaks a database write, an HTTP response, a log line.
-    """
+def has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point (which UTF-8 cannot encode)."""
+    if text.isascii():  # O(1) in CPython: most strings stop here
+        return False
     try:
-        text.encode("utf-8")
+        text.encode("utf-8")  # faster than a regex search, even on long text
     except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
+        return True
+    return False
 
 
-def scrub(value: Any) -> Any:
-    """``scrub_str`` applied to every string in a JSON-like value (keys included)."""
+def _scrub_str(text: str) -> str:
+    if not has_surrogate(text):
+        return text
+    # Through UTF-16: a split pair becomes its character again, a lone half U+FFFD.
+    fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return Markup(fixed) if isinstance(text, Markup) else fixed
+
+
+def scrub(value: T) -> T:
+    """``value`` with lone surrogates replaced by U+FFFD, in strings, dicts, lists and tuples."""
     if isinstance(value, str):
-        return scrub_str(value)
+        return _scrub_str(value)  # type: ignore[return-value]
     if isinstance(value, dict):
-        return {scrub(k): scrub(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [scrub(v) for v in value]
+        return {scrub(k): scrub(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [scrub(v) for v in value]  # type: ignore[return-value]
+    if type(value) is tuple:
+        return tuple(scrub(v) for v in value)  # type: ignore[return-value]
     return value

@@ -19,6 +19,7 @@ from flask_login import login_user, logout_user
 from sqlalchemy import func, select
 
 from monark.core.auth import current_principal, guard, memberships_of
+from monark.core.ids import form_id
 from monark.core.models import Membership, User
 from monark.core.throttle import check_password
 from monark.extensions import db
@@ -92,10 +93,7 @@ def logout():
 def switch_org():
     """Make another of the user's orgs the current one."""
     principal = current_principal()
-    try:
-        org_id = int(request.form.get("org_id", ""))
-    except ValueError:
-        org_id = 0
+    org_id = form_id("org_id")
     membership = db.session.scalar(
         select(Membership).where(
             Membership.user_id == principal.user_id, Membership.org_id == org_id

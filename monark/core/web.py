@@ -7,12 +7,13 @@ from typing import Any
 
 from flask import Flask, current_app, request
 from sqlalchemy import select
-from werkzeug.routing import IntegerConverter
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
 from monark.core.errors import NotFound, Unauthorized, ValidationFailed
 from monark.core.gates import assistant_name, check_gates
-from monark.core.models import MAX_ID, User, as_utc
+from monark.core.ids import IdConverter
+from monark.core.models import User, as_utc
+from monark.core.text import scrub
 from monark.extensions import csrf, db
 
 CSP = "; ".join(
@@ -63,17 +64,11 @@ def _when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
 
 
-class IdConverter(IntegerConverter):
-    """``<int:...>`` in URLs, capped at ``MAX_ID``: a larger id is a 404, not a crash."""
-
-    def __init__(self, map: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("max", MAX_ID)
-        super().__init__(map, *args, **kwargs)
-
-
 def register_web(app: Flask) -> None:
     """URL converters, context processor, filters and headers for HTML pages."""
     app.url_map.converters["int"] = IdConverter
+    # Every ``{{ }}`` output: a lone surrogate from a JSON column would fail the encoding.
+    app.jinja_env.finalize = scrub
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False  # ``csrf_check`` below decides
     app.context_processor(_page_context)
 
@@ -82,9 +77,12 @@ def register_web(app: Flask) -> None:
         """Every state-changing browser request needs the CSRF token (form field or header).
 
         API-key calls carry no cookie, so they cannot be forged cross-site; in-process
-        calls from the assistant come with their principal bound by the server.
+        calls from the assistant come with their principal bound by the server. A request
+        no route takes runs no view, so it answers its own 404 or 405 instead.
         """
         if request.method in ("GET", "HEAD", "OPTIONS", "TRACE"):
+            return
+        if request.routing_exception is not None:
             return
         if not current_app.config.get("WTF_CSRF_ENABLED", True):
             return

@@ -12,6 +12,7 @@ from sqlalchemy.orm import joinedload, selectinload
 
 from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
+from monark.core.ids import parse_id
 from monark.core.models import MAX_ID, Membership, User
 from monark.core.rbac import Principal
 from monark.core.uow import for_update
@@ -277,8 +278,8 @@ def _filter_clause(model: RecordModel, field_key: str, raw: str) -> ColumnElemen
         return element.as_boolean() == (raw.lower() == "true")
     if field.type == "user":
         # A member's id, or their name (any case; namesakes all match).
-        if raw.isdecimal():
-            if int(raw) > MAX_ID:
+        if raw.isascii() and raw.isdecimal():  # other scripts' digits are decimal too
+            if len(raw) > 10 or int(raw) > MAX_ID:
                 raise _filter_error(f"No member has the id {raw}.")
             return element.as_integer() == int(raw)
         # A whole name matches exactly; otherwise any name containing the text ("ben").
@@ -354,13 +355,13 @@ def list_records(
     stmt = _records_query(principal, model, q, filter)
     if cursor:
         try:
-            before = int(cursor)
-            if not 0 < before <= MAX_ID:
-                raise ValueError(cursor)
-        except ValueError:
+            before = parse_id(cursor, "cursor", "query")
+        except ValidationFailed:
+            before = None
+        if before is None:
             raise ValidationFailed(
                 "Invalid cursor.", [{"field": "cursor", "message": "Use the next_cursor given."}]
-            ) from None
+            )
         stmt = stmt.where(Record.id < before)
     stmt = stmt.order_by(Record.model_id.desc(), Record.id.desc()).limit(limit + 1)
     rows = list(db.session.scalars(stmt))
@@ -385,6 +386,8 @@ def get_record(
     updates merge one after the other instead of one overwriting the other's fields.
     """
     principal.require("records.view")
+    if not 0 < record_id <= MAX_ID:  # no row has it (and PostgreSQL could not even bind it)
+        raise NotFound(f"No record {record_id} in {model.name}.")
     stmt = select(Record).where(
         Record.id == record_id,
         Record.org_id == principal.org_id,

@@ -31,6 +31,10 @@ MIN_PASSWORD = 10
 # Deliberately loose: one @, something on each side, a dot in the domain. Whether the
 # address is real is the invitee's to prove by opening the link.
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+GONE_MESSAGE = (
+    "This invitation link is not valid any more: it was used, revoked or has expired. "
+    "Ask for a new one."
+)
 
 
 def _digest(token: str) -> str:
@@ -179,10 +183,7 @@ def find_invite(token: str) -> InviteView:
         or invite.revoked_at is not None
         or as_utc(invite.expires_at) <= utcnow()
     ):
-        raise NotFound(
-            "This invitation link is not valid any more: it was used, revoked or has expired. "
-            "Ask for a new one."
-        )
+        raise NotFound(GONE_MESSAGE)
     if not _may_invite(_role_in(invite.org_id, invite.created_by_id), invite.role):
         # Whoever made it left the org or lost the right to invite with this role.
         raise NotFound(

@@ -129,7 +129,7 @@ def invite_create():
         )
     except ValidationFailed as err:
         return _org_page(invite_errors=err.field_errors(), status=422)
-    link = url_for("settings.invite", token=token, _external=True)
+    link = url_for("settings.invite_link", token=token, _external=True)
     return _shown_once(_org_page(new_invite=(invite.email, link), status=201))
 
 
@@ -142,13 +142,41 @@ def invite_revoke(invite_id: int):
     return redirect(url_for("settings.org_settings"), 303)
 
 
-@bp.route("/invite/<token>", methods=["GET", "POST"])
-def invite(token: str):
+# The invitation token lives in the (signed) session between its link and the join: an
+# address is written to access logs, browser history and Referer headers; a cookie is not.
+INVITE_SESSION_KEY = "invite_token"
+MAX_TOKEN_LENGTH = 64  # a real one is 36 characters; longer would only bloat the cookie
+
+
+def _invite_gone(message: str):
+    return render_template("settings/invite.html", view=None, gone=message), 404
+
+
+@bp.get("/invite/<token>")
+def invite_link(token: str):
+    """An invitation link: keep its token in the session and go on to ``/invite`` without it."""
+    if len(token) > MAX_TOKEN_LENGTH:
+        return _invite_gone(members.GONE_MESSAGE)
+    session[INVITE_SESSION_KEY] = token  # a second link replaces the first
+    response = redirect(url_for("settings.invite"), 303)
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+@bp.route("/invite", methods=["GET", "POST"])
+def invite():
     """Accept an invitation: signed in as the invitee, with its password, or a new account."""
+    token = session.get(INVITE_SESSION_KEY)
+    if not token:
+        return _invite_gone(
+            "No invitation is open in this browser. Open the invitation link you were sent."
+        )
     try:
         view = members.find_invite(token)
     except AppError as err:
-        return render_template("settings/invite.html", view=None, gone=err.message), 404
+        session.pop(INVITE_SESSION_KEY, None)
+        return _invite_gone(err.message)
     errors: dict[str, str] = {}
     status = 200
     if request.method == "POST":
@@ -159,6 +187,7 @@ def invite(token: str):
         except AppError as err:
             errors, status = {"form": err.message}, err.status
         else:
+            session.pop(INVITE_SESSION_KEY, None)
             session["org_id"] = membership.org_id
             flash(f"Welcome to {view.org.name}.", "info")
             return redirect(url_for("records.home"), 303)
@@ -166,7 +195,7 @@ def invite(token: str):
         render_template("settings/invite.html", view=view, errors=errors, form=request.form),
         status,
     )
-    response.headers["Cache-Control"] = "no-store"  # the address holds the token
+    response.headers["Cache-Control"] = "no-store"  # it names the invitee
     response.headers["Referrer-Policy"] = "no-referrer"
     return response
 

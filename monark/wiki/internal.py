@@ -22,6 +22,7 @@ from flask import Blueprint, jsonify, url_for
 from pydantic import BaseModel, ConfigDict, Field
 
 from monark.core.auth import guard, require_principal
+from monark.core.ids import Id
 from monark.core.jsonbody import parse_body
 from monark.core.models import as_utc
 from monark.wiki import services
@@ -37,7 +38,7 @@ class _Body(BaseModel):
 class CreateBody(_Body):
     title: str = Field(max_length=1000)
     icon: str = Field("", description="One emoji, or empty.", max_length=100)
-    parent_id: int | None = Field(None, description="The parent page; null for the top level.")
+    parent_id: Id | None = Field(None, description="The parent page; null for the top level.")
 
 
 class RenameBody(_Body):
@@ -49,7 +50,7 @@ class IconBody(_Body):
 
 
 class MoveBody(_Body):
-    parent_id: int | None = Field(
+    parent_id: Id | None = Field(
         None, description="The new parent; null for the top level; leave out to keep it."
     )
     position: int | None = Field(None, description="0 is first; leave out to go last.")

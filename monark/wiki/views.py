@@ -7,20 +7,12 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from monark.assistant.render import render_markdown
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
+from monark.core.ids import form_id
 from monark.core.rbac import Principal
 from monark.wiki import services
 from monark.wiki.models import WikiPage
 
 bp = Blueprint("wiki", __name__, url_prefix="/wiki")
-
-
-def _optional_int(raw: str | None, field: str) -> int | None:
-    raw = (raw or "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit():
-        raise ValidationFailed("Not a number.", [{"field": field, "message": "Give a number."}])
-    return int(raw)
 
 
 def _tree_context(principal: Principal, current: WikiPage | None = None) -> dict:
@@ -74,7 +66,7 @@ def new():
     errors: dict[str, str] = {}
     if request.method == "POST":
         try:
-            parent_id = _optional_int(form.get("parent_id"), "parent_id")
+            parent_id = form_id("parent_id")
             page = services.create_page(
                 principal, form.get("title", ""), form.get("icon", ""), parent_id, form.get("body")
             )
@@ -135,7 +127,7 @@ def move(page_id: int):
     """Reparent or reorder a page (position 1 is first; empty: last)."""
     principal = require_principal()
     try:
-        parent_id = _optional_int(request.form.get("parent_id"), "parent_id")
+        parent_id = form_id("parent_id")
         raw_position = (request.form.get("position") or "").strip()
         if raw_position and not (raw_position.isdecimal() and int(raw_position) >= 1):
             raise ValidationFailed(

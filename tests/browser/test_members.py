@@ -35,6 +35,7 @@ def test_an_admin_invites_and_the_newcomer_joins_from_the_link(world, browse, ch
         page.set_default_timeout(10_000)
         page.goto(url)
         expect(page.locator("h1")).to_have_text("Join Acme")
+        assert page.url.endswith("/invite")  # the token left the address bar (and history)
         page.get_by_role("button", name="Create account and join").click()
         expect(page.locator("#name-error")).to_contain_text("Give your name")
         page.get_by_label("Your name").fill("Nia Newcomer")
