@@ -27,7 +27,13 @@ from markupsafe import escape
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from monark.assistant.thread import ThreadView, call_view, message_view, thread_view
+from monark.assistant.thread import (
+    ThreadView,
+    call_view,
+    message_view,
+    thread_tail,
+    thread_view,
+)
 from monark.chat import store
 from monark.chat.models import Message, ToolCall
 from monark.chat.turns import progress_log
@@ -109,13 +115,14 @@ class _Watch:
         self.shown = {m.id: len(m.text) for m in thread.messages if m.status == "streaming"}
         return self._thread_frames(thread, following)
 
-    def _thread_frames(self, thread: ThreadView, following: bool, error: str | None = None) -> str:
-        items = render_fragment(
-            "assistant/_thread_items.html", thread=thread, turn_error=error, following=following
-        )
+    def _thread_frames(self, thread: ThreadView, following: bool) -> str:
+        items = render_fragment("assistant/_thread_items.html", thread=thread)
+        foot = render_fragment("assistant/_thread_foot.html", foot=thread.foot, following=following)
         title = render_fragment("assistant/_title.html", thread=thread)
-        return sse(partial("#chat-thread", "outerHTML", items)) + sse(
-            partial("#chat-title", "outerHTML", title)
+        return (
+            sse(partial("#chat-thread", "outerHTML", items))
+            + sse(partial("#chat-thread-foot", "outerHTML", foot))
+            + sse(partial("#chat-title", "outerHTML", title))
         )
 
     def absorb(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
@@ -177,16 +184,28 @@ class _Watch:
         html = render_fragment("assistant/_call.html", c=view)
         return sse(partial(f"#call-{view.id}", "outerHTML", html))
 
-    def finish(self, status: str, error: str | None) -> str:
-        """The turn ended: the thread as stored, then ``done`` (and ``error``)."""
+    def finish(
+        self, status: str, error: str | None, whole: bool = False, notice: bool = False
+    ) -> str:
+        """The turn ended: the thread's foot and title as stored (the whole thread when
+        ``whole``: a turn that died may have left anything), then ``done`` (and ``error``).
+        ``notice``: the error is shown under the thread (no stored message says it)."""
         frames = ""
+        if notice and error:
+            html = render_fragment("assistant/_notice.html", message=error, kind="error")
+            frames += sse(partial("#chat-live", "innerHTML", html))
         try:
-            thread = thread_view(self.principal, self.conversation_id)
-            frames += self._thread_frames(thread, following=False, error=error)
+            if whole:
+                thread = thread_view(self.principal, self.conversation_id)
+                frames += self._thread_frames(thread, following=False)
+            else:
+                title, foot = thread_tail(self.principal, self.conversation_id)
+                html = render_fragment("assistant/_thread_foot.html", foot=foot)
+                frames += sse(partial("#chat-thread-foot", "outerHTML", html))
+                html = render_fragment("assistant/_title.html", thread={"title": title})
+                frames += sse(partial("#chat-title", "outerHTML", html))
         except AppError:
-            if error:
-                html = render_fragment("assistant/_notice.html", message=error, kind="error")
-                frames += sse(partial("#chat-thread", "beforeend", html))
+            pass  # the conversation is gone (deleted in another tab): nothing to redraw
         frames += sse(
             partial("#chat-conversation-id", "outerHTML", _id_input(self.conversation_id))
         )
@@ -296,7 +315,7 @@ def _follow(watch: _Watch, log: ProgressLog, turn_id: str, after: str | None) ->
             # Gone: it either just ended (its "finished" is on its way) or its process died.
             entries = log.read(turn_id, after, 0.5)
             if not entries:
-                yield watch.finish("interrupted", None)
+                yield watch.finish("interrupted", None, whole=True)
                 db.session.remove()
                 return
         after = entries[-1][0]
@@ -305,7 +324,11 @@ def _follow(watch: _Watch, log: ProgressLog, turn_id: str, after: str | None) ->
         if frames:
             yield frames
         if finished is not None:
-            yield watch.finish(finished.get("status") or "done", finished.get("error"))
+            yield watch.finish(
+                finished.get("status") or "done",
+                finished.get("error"),
+                notice=bool(finished.get("raised")),
+            )
             db.session.remove()
             return
 

@@ -120,7 +120,9 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
 
 def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
     """A bubble's data; assistant text is rendered from Markdown and sanitized."""
-    calls = list(message.tool_calls) if message.role == "assistant" else []
+    # A reply still streaming has no calls yet (they are stored with its end).
+    has_calls = message.role == "assistant" and message.status != "streaming"
+    calls = list(message.tool_calls) if has_calls else []
     if names is None:
         names = _user_names({c.decided_by_id for c in calls if c.decided_by_id})
     # A reply still streaming is plain text until it is whole (its Markdown may be cut).
@@ -139,6 +141,36 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
     )
 
 
+RETRY_AFTER = ("error", "incomplete", "unanswered")
+
+
+@dataclass(frozen=True)
+class ThreadFoot:
+    """What the thread's foot shows: a card waiting, a reply being written, or Retry."""
+
+    waiting: bool  # a proposed write still waits for the user's decision
+    running: bool  # a turn is being written (in another tab, window or instance)
+    retry: bool  # the last reply broke off or never came
+
+    @classmethod
+    def of(cls, waiting: bool, running: bool, last: tuple[str, str] | None) -> ThreadFoot:
+        """From the last message's ``(role, status)``."""
+        retry = False
+        if last is not None and last[0] != "note" and not running:
+            role, status = last
+            state = "unanswered" if role == "user" else status
+            retry = state in RETRY_AFTER or state == "streaming"  # "streaming": interrupted
+        return cls(waiting, running, retry)
+
+
+def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, ThreadFoot]:
+    """The title and the foot as stored now, without loading the thread (three queries)."""
+    conversation = store.get_conversation(principal, conversation_id)
+    last, waiting = store.tail_state(conversation.id)
+    foot = ThreadFoot.of(waiting, store.live_turn_id(conversation) is not None, last)
+    return conversation.title, foot
+
+
 @dataclass
 class ThreadView:
     conversation_id: int | None
@@ -147,17 +179,10 @@ class ThreadView:
     running: bool = False  # a turn is being written (in another tab, window or instance)
 
     @property
-    def waiting(self) -> bool:
-        """Whether a proposed write still waits for the user's decision."""
-        return any(c.status == "PROPOSED" for m in self.messages for c in m.calls)
-
-    @property
-    def last_status(self) -> str | None:
-        """The last assistant message's status (drives Retry)."""
-        for message in reversed(self.messages):
-            if message.role in ("assistant", "user"):
-                return message.status if message.role == "assistant" else "unanswered"
-        return None
+    def foot(self) -> ThreadFoot:
+        waiting = any(c.status == "PROPOSED" for m in self.messages for c in m.calls)
+        last = (self.messages[-1].role, self.messages[-1].status) if self.messages else None
+        return ThreadFoot.of(waiting, self.running, last)
 
 
 def _as_interrupted(view: MessageView) -> None:

@@ -68,11 +68,12 @@ def _claimed(
     principal: Principal,
     conversation_id: int,
     config: Mapping[str, Any],
-    opening: Callable[[], list[int]],
+    opening: Callable[[], list[dict[str, Any]]],
     work: Callable[[TurnHooks], TurnResult],
 ) -> Turn:
     """Claim the conversation's turn and run ``opening`` under the claim (the user's
-    message, a decision); a failed opening gives the claim back."""
+    message, a decision); it returns the progress entries of what it stored. A failed
+    opening gives the claim back."""
     turn_id = turns.claim(conversation_id, config)
     try:
         opened = opening()
@@ -94,12 +95,14 @@ def begin_send(
         conversation = store.get_conversation(principal, data.conversation_id)
     conversation_id = conversation.id
 
-    def opening() -> list[int]:
+    def opening() -> list[dict[str, Any]]:
         conversation = store.get_conversation(principal, conversation_id)
+        entries: list[dict[str, Any]] = []
         for call in store.pending_calls(conversation_id):
             if call.status == "EXECUTING":
                 raise Conflict("An action is still running. Wait for it to finish.")
             _decide(principal, call, "REJECTED", AUTO_REJECT_REASON)
+            entries.append({"k": "c", "id": call.id})
         sentence = context_sentence(data.page_context, utcnow().date())
         message = store.add_message(
             conversation,
@@ -111,7 +114,7 @@ def begin_send(
             content=[{"type": "text", "text": sentence}],
         )
         db.session.commit()
-        return [message.id]
+        return [*entries, {"k": "m", "id": message.id}]
 
     return _claimed(
         principal,
@@ -176,7 +179,7 @@ def begin_decision(
     conversation_id = call.conversation_id
     reason = " ".join((reason or "").split())[:500] or None
 
-    def opening() -> list[int]:
+    def opening() -> list[dict[str, Any]]:
         decided = store.get_tool_call(principal, tool_call_id)
         _decide(principal, decided, "EXECUTING" if confirm else "REJECTED", reason)
         return []

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, or_, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import selectinload
 
 from monark.chat.models import PENDING_STATUSES, Conversation, Message, Participant, ToolCall
@@ -240,6 +240,22 @@ def pending_calls(conversation_id: int) -> list[ToolCall]:
     return list(db.session.scalars(stmt))
 
 
+def tail_state(conversation_id: int) -> tuple[tuple[str, str] | None, bool]:
+    """The last message's ``(role, status)``, and whether a proposed call waits."""
+    last = db.session.execute(
+        select(Message.role, Message.status)
+        .where(Message.conversation_id == conversation_id)
+        .order_by(Message.seq.desc())
+        .limit(1)
+    ).one_or_none()
+    waiting = db.session.scalar(
+        select(ToolCall.id)
+        .where(ToolCall.conversation_id == conversation_id, ToolCall.status == "PROPOSED")
+        .limit(1)
+    )
+    return (tuple(last) if last is not None else None), waiting is not None
+
+
 def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
     """A tool call in one of the principal's own conversations; ``NotFound`` otherwise."""
     call = db.session.scalar(
@@ -260,7 +276,7 @@ def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
 # ---- one turn at a time: a lease ----------------------------------------------------------
 
 INTERRUPTED_REPLY = "The server stopped while writing this reply."
-INTERRUPTED_CALL = "Interrupted: the server stopped before this finished, so nothing was changed."
+INTERRUPTED_CALL = "Interrupted before it finished, so nothing was changed."
 
 
 def claim_turn(conversation_id: int, lease: timedelta) -> str:
@@ -272,12 +288,8 @@ def claim_turn(conversation_id: int, lease: timedelta) -> str:
     """
     now = utcnow()
     turn_id = uuid.uuid4().hex
-    claimed = db.session.execute(
+    claim = (
         update(Conversation)
-        .where(
-            Conversation.id == conversation_id,
-            or_(Conversation.turn_id.is_(None), Conversation.turn_lease_until < now),
-        )
         .values(
             turn_id=turn_id,
             turn_started_at=now,
@@ -285,10 +297,17 @@ def claim_turn(conversation_id: int, lease: timedelta) -> str:
             turn_stop_requested=False,
         )
         .execution_options(synchronize_session=False)
-    ).rowcount
-    if claimed != 1:
-        db.session.rollback()
-        raise Conflict(BUSY)
+    )
+    free = claim.where(Conversation.id == conversation_id, Conversation.turn_id.is_(None))
+    if db.session.execute(free).rowcount != 1:
+        expired = claim.where(
+            Conversation.id == conversation_id, Conversation.turn_lease_until < now
+        )
+        if db.session.execute(expired).rowcount != 1:
+            db.session.rollback()
+            raise Conflict(BUSY)
+    # Taken over from a turn that died, or freed by one that failed to settle: either way
+    # nothing of an earlier turn can still be running now.
     settle_dead_turn(conversation_id)
     db.session.commit()
     return turn_id

@@ -74,8 +74,9 @@ class Turn:
     conversation_id: int
     turn_id: str
     work: Callable[[TurnHooks], TurnResult]
-    # Messages stored while the turn was claimed (the user's), reported before the work.
-    opening: list[int] = field(default_factory=list)
+    # Progress entries of what was stored while the turn was claimed (the user's message,
+    # cards it skipped), reported before the work.
+    opening: list[dict[str, Any]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     lost: bool = False  # the lease ran out under it (this process stalled)
 
@@ -235,10 +236,12 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
         _running[turn.turn_id] = turn.stop
     keeper.add(turn, reporter)
     result = TurnResult("error", turn.conversation_id)
+    raised = True  # the work broke off with an exception: no stored message says why
     try:
-        for message_id in turn.opening:
-            reporter.publish({"k": "m", "id": message_id})
+        for entry in turn.opening:
+            reporter.publish(entry)
         result = turn.work(reporter)
+        raised = False
         return result
     except AppError as err:
         result.error = err.message
@@ -247,6 +250,8 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
         result.error = FAILED_TEXT
         raise
     finally:
+        if raised:
+            _settle_after_failure(turn)
         keeper.remove(turn)
         with _running_lock:
             _running.pop(turn.turn_id, None)
@@ -254,7 +259,20 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
             release(turn.conversation_id, turn.turn_id)
         except Exception:  # the lease runs out on its own
             app.logger.exception("releasing turn %s failed", turn.turn_id)
-        reporter.publish({"k": "f", "status": result.status, "error": result.error})
+        reporter.publish(
+            {"k": "f", "status": result.status, "error": result.error, "raised": raised}
+        )
+
+
+def _settle_after_failure(turn: Turn) -> None:
+    """A turn that broke off leaves no reply marked streaming and no call EXECUTING."""
+    try:
+        db.session.rollback()
+        store.settle_dead_turn(turn.conversation_id)
+        db.session.commit()
+    except Exception:  # the next claim settles them (see ``store.claim_turn``)
+        current_app.logger.exception("settling turn %s failed", turn.turn_id)
+        db.session.rollback()
 
 
 def start_turn(turn: Turn) -> threading.Thread:
