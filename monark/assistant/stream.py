@@ -25,7 +25,6 @@ from typing import Any
 from flask import Response, current_app, stream_with_context
 from markupsafe import escape
 from sqlalchemy import select
-from sqlalchemy.orm import selectinload
 
 from monark.assistant.thread import (
     ThreadView,
@@ -93,10 +92,11 @@ class _Watch:
     # ---- loading (each a short session, handed back at once) ----
 
     def _message(self, message_id: int) -> Message | None:
+        # Its tool calls load when drawn, which only a finished reply is.
         return db.session.scalar(
-            select(Message)
-            .where(Message.id == message_id, Message.conversation_id == self.conversation_id)
-            .options(selectinload(Message.tool_calls))
+            select(Message).where(
+                Message.id == message_id, Message.conversation_id == self.conversation_id
+            )
         )
 
     def _call(self, call_id: int) -> ToolCall | None:
