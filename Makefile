@@ -35,6 +35,7 @@ browser:
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 bench: install-dev
 	$(BIN)/python bench/records_bench.py

@@ -75,7 +75,6 @@ from sqlalchemy import delete, insert, select  # noqa: E402
 from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
 
 from monark import create_app  # noqa: E402
-from monark.api.keys import create_key  # noqa: E402
 from monark.api.registry import parse_part  # noqa: E402
 from monark.api.routes import V1_ROUTES  # noqa: E402
 from monark.assistant.tools import build_chat_toolset  # noqa: E402
@@ -91,6 +90,7 @@ from monark.chat.llm.types import (  # noqa: E402
 from monark.chat.loop import advance_conversation  # noqa: E402
 from monark.chat.models import Message, ToolCall  # noqa: E402
 from monark.core.auth import hash_password  # noqa: E402
+from monark.core.keys import create_key  # noqa: E402
 from monark.core.models import Membership, Org, User  # noqa: E402
 from monark.core.rbac import Principal  # noqa: E402
 from monark.extensions import db  # noqa: E402

@@ -61,8 +61,8 @@ from flask.testing import FlaskClient  # noqa: E402
 from sqlalchemy import insert, text  # noqa: E402
 
 from monark import create_app  # noqa: E402
-from monark.api.keys import create_key  # noqa: E402
 from monark.core.auth import hash_password  # noqa: E402
+from monark.core.keys import create_key  # noqa: E402
 from monark.core.models import Membership, Org, User  # noqa: E402
 from monark.core.rbac import Principal  # noqa: E402
 from monark.extensions import db  # noqa: E402

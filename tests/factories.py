@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from monark.api.keys import create_key
 from monark.core.auth import hash_password
+from monark.core.keys import create_key
 from monark.core.models import Membership, Org, User
 from monark.core.rbac import Principal
 from monark.extensions import db

@@ -27,12 +27,12 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
-from monark.api.keys import revoke_key
 from monark.api.routes import V1_ROUTES
 from monark.automations import services as automations
 from monark.automations.models import Automation, AutomationRun
 from monark.chat import store
 from monark.chat.models import ToolCall
+from monark.core.keys import revoke_key
 from monark.core.models import ApiKey, Event, Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.extensions import db

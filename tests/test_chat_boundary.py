@@ -13,7 +13,6 @@ ALLOWED = (
     "monark.core.broker",
     "monark.core.errors",
     "monark.core.events",
-    "monark.core.gates",
     "monark.core.ids",
     "monark.core.models",
     "monark.core.rbac",

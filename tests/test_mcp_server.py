@@ -20,10 +20,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from sqlalchemy import func, select
 
-from monark.api.keys import revoke_key
 from monark.api.registry import tool_input_schema
 from monark.api.routes import V1_ROUTES
 from monark.chat.tools import get_chat_tool_executor
+from monark.core.keys import revoke_key
 from monark.core.models import ApiKey, Event
 from monark.extensions import db
 from monark.records.models import Record

@@ -15,8 +15,8 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import select
 
-from monark.api.keys import revoke_key
 from monark.chat import store
+from monark.core.keys import revoke_key
 from monark.core.models import ApiKey, Event, Org
 from monark.core.rbac import ROLES
 from monark.extensions import db

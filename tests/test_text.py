@@ -7,10 +7,10 @@ import json
 from bs4 import BeautifulSoup
 from markupsafe import Markup
 
-from monark.assistant.render import pretty_json, render_markdown
 from monark.chat import service, store
 from monark.chat.models import ToolCall
 from monark.chat.service import SendInput
+from monark.core.markdown import pretty_json, render_markdown
 from monark.core.text import has_surrogate, scrub
 from monark.extensions import db
 from monark.records.models import Record

@@ -9,10 +9,10 @@ from typing import Any
 from markupsafe import Markup
 from sqlalchemy import select
 
-from monark.assistant.render import pretty_json, render_markdown
 from monark.chat import store
 from monark.chat.models import Message, ToolCall
 from monark.chat.service import AUTO_REJECT_REASON
+from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
 from monark.extensions import db

@@ -3,24 +3,40 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, render_template, request
 
 from monark.assistant.stream import follow_slot, partial, sse, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.chat import service, store, turns
+from monark.chat.gates import assistant_name, check_gates
 from monark.chat.llm import provider_problem
 from monark.chat.prompt import PageContext
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
-from monark.core.gates import check_gates
 from monark.core.ids import form_id, parse_id
-from monark.core.models import User
+from monark.core.models import Org, User
 from monark.core.rbac import Principal
+from monark.core.web import page_principal
 from monark.extensions import db
 from monark.records import services as records
 
 bp = Blueprint("assistant", __name__, url_prefix="/chat")
+
+
+@bp.app_context_processor
+def _assistant_context() -> dict[str, Any]:
+    """Every signed-in page shows the assistant's button and panel: its name, and its gates."""
+    principal = page_principal()
+    if principal is None:
+        return {}
+    org = db.session.get(Org, principal.org_id)
+    return {
+        "assistant_name": assistant_name(org, current_app.config),
+        "assistant_gate": check_gates(principal, current_app.config),
+    }
+
 
 MIN_WIDTH, MAX_WIDTH = 320, 960
 # How long Stop waits for the turn to let go before answering "stopping".

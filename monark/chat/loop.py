@@ -18,6 +18,7 @@ from flask import current_app
 from sqlalchemy import update
 
 from monark.chat import store
+from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm import get_llm_provider
 from monark.chat.llm.types import (
@@ -38,7 +39,6 @@ from monark.chat.llm.types import (
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.prompt import system_prompt
 from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec, get_chat_tool_executor
-from monark.core.gates import assistant_name
 from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
 from monark.core.text import scrub

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import update
 
 from monark.chat import store, turns
+from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation, run_tool_call
 from monark.chat.models import ToolCall
@@ -17,7 +18,6 @@ from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.tools import get_chat_tool_executor
 from monark.chat.turns import Turn, run_turn
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
-from monark.core.gates import check_gates
 from monark.core.ids import Id
 from monark.core.models import utcnow
 from monark.core.rbac import Principal

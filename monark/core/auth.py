@@ -15,6 +15,7 @@ from flask_login import current_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from monark.core.errors import Unauthorized, wants_json
+from monark.core.keys import authenticate_key
 from monark.core.models import Membership, User
 from monark.core.rbac import Principal
 from monark.extensions import db, login_manager
@@ -99,8 +100,6 @@ def current_principal() -> Principal | None:
     if principal is None:
         header = request.headers.get("Authorization", "")
         if header[:7].lower() == "bearer " and request.path.startswith("/api/"):
-            from monark.api.keys import authenticate_key  # api depends on core, not back
-
             principal = authenticate_key(header[7:].strip())
             if principal is None:
                 raise Unauthorized(

@@ -6,13 +6,12 @@ from datetime import datetime
 from typing import Any
 
 from flask import Flask, current_app, request
-from sqlalchemy import select
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
 from monark.core.errors import NotFound, Unauthorized, ValidationFailed
-from monark.core.gates import assistant_name, check_gates
 from monark.core.ids import IdConverter
 from monark.core.models import User, as_utc
+from monark.core.rbac import Principal
 from monark.core.text import scrub
 from monark.extensions import csrf, db
 
@@ -32,30 +31,29 @@ CSP = "; ".join(
 )
 
 
-def _page_context() -> dict[str, Any]:
+def page_principal() -> Principal | None:
+    """The signed-in user's principal on an HTML page; None for API calls, static files and
+    visitors who are signed out (an invalid bearer on a page renders it signed out)."""
     if request.blueprint == "api" or (request.endpoint or "").startswith("static"):
-        return {}
+        return None
     try:
         principal = current_principal()
-    except Unauthorized:  # an invalid bearer on a page: render it signed out
-        principal = None
-    if principal is None or principal.user_id is None:
-        return {"principal": None}
-    from monark.records.models import RecordModel
+    except Unauthorized:
+        return None
+    return principal if principal is not None and principal.user_id is not None else None
 
+
+def _page_context() -> dict[str, Any]:
+    """Who is signed in, and their orgs (features add their own: the nav, the assistant)."""
+    principal = page_principal()
+    if principal is None:
+        return {"principal": None}
     memberships = memberships_of(principal.user_id)
-    org = next((m.org for m in memberships if m.org_id == principal.org_id), None)
-    nav_models = db.session.scalars(
-        select(RecordModel).where(RecordModel.org_id == principal.org_id).order_by(RecordModel.name)
-    ).all()
     return {
         "principal": principal,
         "me": db.session.get(User, principal.user_id),
-        "org": org,
+        "org": next((m.org for m in memberships if m.org_id == principal.org_id), None),
         "memberships": memberships,
-        "nav_models": nav_models,
-        "assistant_name": assistant_name(org, current_app.config),
-        "assistant_gate": check_gates(principal, current_app.config),
     }
 
 

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, flash, redirect, render_template, request, url_for
+from sqlalchemy import select
 
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import is_partial, redirect_full
+from monark.core.web import page_principal
+from monark.extensions import db
 from monark.records import services
 from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, RecordModel
 from monark.records.values import parse_form_values
 
 bp = Blueprint("records", __name__)
+
+
+@bp.app_context_processor
+def _nav_models() -> dict[str, Any]:
+    """Every page's navigation lists the org's models by name."""
+    principal = page_principal()
+    if principal is None:
+        return {}
+    stmt = (
+        select(RecordModel).where(RecordModel.org_id == principal.org_id).order_by(RecordModel.name)
+    )
+    return {"nav_models": db.session.scalars(stmt).all()}
+
 
 PAGE_SIZE = 25
 

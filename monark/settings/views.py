@@ -16,7 +16,7 @@ from flask import (
 )
 from flask_login import current_user, login_user
 
-from monark.api import keys
+from monark.core import keys
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, ValidationFailed
 from monark.core.htmx import redirect_full

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 
-from monark.assistant.render import render_markdown
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.ids import form_id
+from monark.core.markdown import render_markdown
 from monark.core.rbac import Principal
 from monark.wiki import services
 from monark.wiki.models import WikiPage

@@ -1,4 +1,5 @@
-"""Model output is untrusted: Markdown to HTML with markdown-it-py, then nh3's allow-list."""
+"""Untrusted Markdown (model replies, wiki pages) to safe HTML: markdown-it-py, then nh3's
+allow-list; and JSON shown to people (tool input and results on cards)."""
 
 from __future__ import annotations
 
