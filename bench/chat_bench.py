@@ -75,11 +75,9 @@ from sqlalchemy import delete, insert, select  # noqa: E402
 from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
 
 from monark import create_app  # noqa: E402
-from monark.api.registry import parse_part  # noqa: E402
 from monark.api.routes import V1_ROUTES  # noqa: E402
 from monark.assistant.tools import build_chat_toolset  # noqa: E402
 from monark.chat import store  # noqa: E402
-from monark.chat.llm import set_llm_provider  # noqa: E402
 from monark.chat.llm.types import (  # noqa: E402
     LlmEvent,
     LlmRequest,
@@ -89,10 +87,12 @@ from monark.chat.llm.types import (  # noqa: E402
 )
 from monark.chat.loop import advance_conversation  # noqa: E402
 from monark.chat.models import Message, ToolCall  # noqa: E402
+from monark.chat.runtime import set_llm_provider  # noqa: E402
 from monark.core.auth import hash_password  # noqa: E402
 from monark.core.keys import create_key  # noqa: E402
 from monark.core.models import Membership, Org, User  # noqa: E402
 from monark.core.rbac import Principal  # noqa: E402
+from monark.core.routes import parse_part  # noqa: E402
 from monark.extensions import db  # noqa: E402
 from monark.records import services  # noqa: E402
 from monark.records.models import Record, RecordModel  # noqa: E402
@@ -329,7 +329,7 @@ def serve(app: Flask) -> Iterator[int]:
 def measure_tool_call(app: Flask, log: QueryLog, seeded: Seeded, n: int) -> list[CaseResult]:
     """The in-process call, the HTTP call and the view work they share, interleaved."""
     toolset = build_chat_toolset(V1_ROUTES)
-    route = next(r for r in V1_ROUTES if r.mcp_tool_name == "records_list")
+    route = next(r for r in V1_ROUTES if r.name == "records_list")
     actor = seeded.owner.via_assistant(seeded.tool_conversation_id)
     arguments = {"model": MODEL, "limit": LIMIT}
     headers = {"Authorization": f"Bearer {seeded.api_token}", "Accept": "application/json"}

@@ -1,85 +1,21 @@
-"""Monark: a multi-tenant business app with an app-owned AI assistant."""
+"""Monark: a multi-tenant business app with an app-owned AI assistant.
+
+This module stays light on purpose: importing any ``monark.*`` module runs it first, and
+``monark.chat`` must load without the host (views, features, the API; see
+tests/test_chat_boundary.py). The app factory and everything it wires live in
+``monark.factory``, imported only when an app is built.
+"""
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask
-from werkzeug.middleware.proxy_fix import ProxyFix
-
-from monark.config import engine_options, instance_secret_key, load_config
-from monark.core.jsonbody import JSONProvider
-from monark.extensions import csrf, db, login_manager, migrate
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if TYPE_CHECKING:
+    from flask import Flask
 
 
 def create_app(overrides: dict[str, Any] | None = None) -> Flask:
-    """Build the app: config, extensions, blueprints, error handlers. Nothing else."""
-    app = Flask(
-        __name__,
-        template_folder=os.path.join(ROOT, "templates"),
-        static_folder=os.path.join(ROOT, "static"),
-        instance_path=os.path.join(ROOT, "instance"),
-    )
-    app.json = JSONProvider(app)  # request bodies parse with a nesting limit
-    app.config.from_mapping(load_config(app.instance_path))
-    if overrides:
-        app.config.update(overrides)
-    # After the overrides: the options must fit the database actually used.
-    app.config.setdefault(
-        "SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config["SQLALCHEMY_DATABASE_URI"])
-    )
-    if proxies := app.config["TRUSTED_PROXIES"]:
-        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
-            app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_prefix=proxies
-        )
-    os.makedirs(app.instance_path, exist_ok=True)
-    if not app.config.get("SECRET_KEY"):
-        app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)
+    """Build the app (``monark.factory.create_app``)."""
+    from monark.factory import create_app as build
 
-    db.init_app(app)
-    migrate.init_app(
-        app, db, directory=os.path.join(ROOT, "migrations"), render_as_batch=True, compare_type=True
-    )
-    login_manager.init_app(app)
-    login_manager.login_view = "auth.login"
-    login_manager.login_message = "Sign in to continue."
-    csrf.init_app(app)
-
-    from monark import models  # noqa: F401  (every table, for Alembic and create_all)
-    from monark.api.routes import V1_ROUTES
-    from monark.api.views import register_api
-    from monark.assistant.internal_tools import IN_APP_TOOLS
-    from monark.assistant.navigate import NavigateTool
-    from monark.assistant.tools import build_chat_toolset
-    from monark.assistant.views import bp as assistant_bp
-    from monark.audit.views import bp as audit_bp
-    from monark.automations.engine import install_engine
-    from monark.automations.internal import bp as automations_internal_bp
-    from monark.automations.views import bp as automations_bp
-    from monark.chat.tools import set_chat_tool_executor
-    from monark.cli import register_cli
-    from monark.core.errors import register_error_handlers
-    from monark.core.views import bp as core_bp
-    from monark.core.web import register_web
-    from monark.records.views import bp as records_bp
-    from monark.settings.views import bp as settings_bp
-    from monark.wiki.internal import bp as wiki_internal_bp
-    from monark.wiki.views import bp as wiki_bp
-
-    register_web(app)
-    app.register_blueprint(core_bp)
-    app.register_blueprint(records_bp)
-    app.register_blueprint(settings_bp)
-    app.register_blueprint(audit_bp)
-    app.register_blueprint(assistant_bp)
-    for feature_bp in (automations_bp, automations_internal_bp, wiki_bp, wiki_internal_bp):
-        app.register_blueprint(feature_bp)
-    register_api(app)
-    register_error_handlers(app)
-    register_cli(app)
-    install_engine()
-    set_chat_tool_executor(build_chat_toolset(V1_ROUTES, [NavigateTool(), *IN_APP_TOOLS]))
-    return app
+    return build(overrides)

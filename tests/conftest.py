@@ -146,10 +146,40 @@ def login(app: Flask):
     return _login
 
 
+class NoModel:
+    """The provider every test starts with: a test that reaches a model without asking for
+    the scripted provider or the fake Anthropic server fails (no key, no network, ever)."""
+
+    name = "no-model"
+
+    def __init__(self) -> None:
+        self.reached = 0
+
+    def problem(self) -> None:
+        return None
+
+    def stream(self, request):
+        self.reached += 1
+        raise AssertionError("this test reached a model: use `scripted` or `fake_anthropic`")
+
+
+@pytest.fixture(autouse=True)
+def _no_model(app: Flask, _clean_db) -> Iterator[None]:
+    from monark.chat.runtime import runtime, set_llm_provider
+
+    guard = NoModel()
+    set_llm_provider(guard)
+    yield
+    if runtime(app).provider is guard:
+        set_llm_provider(None)
+    if guard.reached:
+        pytest.fail("the test reached a model without the scripted or fake provider")
+
+
 @pytest.fixture
 def scripted(app: Flask):
     """The scripted in-process provider, installed for one test."""
-    from monark.chat.llm import set_llm_provider
+    from monark.chat.runtime import set_llm_provider
     from tests.llm_script import ScriptedProvider
 
     provider = ScriptedProvider()
@@ -161,14 +191,14 @@ def scripted(app: Flask):
 @pytest.fixture
 def fake_anthropic(app: Flask, monkeypatch):
     """The real AnthropicProvider, via ANTHROPIC_BASE_URL, talking to a loopback fake."""
-    from monark.chat.llm import get_llm_provider, set_llm_provider
+    from monark.chat.runtime import llm_provider, set_llm_provider
     from tests.fake_anthropic import FakeAnthropic
 
     fake = FakeAnthropic().start()
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
     set_llm_provider(None)
     app.config["ANTHROPIC_API_KEY"] = "sk-test-not-real"
-    get_llm_provider(app.config)  # built now, reading ANTHROPIC_BASE_URL like any deploy
+    llm_provider(app.config)  # built now, reading ANTHROPIC_BASE_URL like any deploy
     yield fake
     set_llm_provider(None)
     app.config["ANTHROPIC_API_KEY"] = ""

@@ -7,10 +7,10 @@ import json
 from sqlalchemy import select
 
 from monark.chat import service
-from monark.chat.llm import get_llm_provider, set_llm_provider
 from monark.chat.llm.anthropic import AnthropicProvider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock
 from monark.chat.models import Message, ToolCall
+from monark.chat.runtime import llm_provider, set_llm_provider
 from monark.chat.service import SendInput
 from monark.extensions import db
 from tests.llm_script import Call, Fail, HttpFail, Say
@@ -164,7 +164,7 @@ def test_a_rejected_request_is_an_error_with_the_apis_message(world, fake_anthro
 def test_without_a_key_the_app_starts_and_the_assistant_explains(app, world):
     set_llm_provider(None)
     try:
-        provider = get_llm_provider({"ANTHROPIC_API_KEY": "", "CHAT_LLM_PROVIDER": "anthropic"})
+        provider = llm_provider({"ANTHROPIC_API_KEY": "", "CHAT_LLM_PROVIDER": "anthropic"})
         request = LlmRequest(
             model="m",
             system="s",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from monark.assistant.internal_tools import _id
+from monark.core.ids import id_or_none as _id
 from tests.llm_script import Say
 
 

@@ -206,6 +206,7 @@ def test_invalid_arguments_come_back_as_an_error_naming_the_fields(world, script
 
 def test_resume_after_the_app_is_rebuilt_between_proposal_and_confirmation(world, scripted):
     from monark import create_app
+    from monark.chat.runtime import set_llm_provider
 
     member = world.a.principal("member")
     scripted.script.add(
@@ -217,6 +218,7 @@ def test_resume_after_the_app_is_rebuilt_between_proposal_and_confirmation(world
     db.session.remove()
     fresh = create_app({"TESTING": True, "SECRET_KEY": "test"})
     with fresh.app_context():
+        set_llm_provider(scripted)  # the provider lives on the app: give the new one the script
         result = service.confirm_tool_call(member, call_id)
         assert result.status == "done"
         assert records_titled("Survives restarts") == 1
@@ -362,6 +364,12 @@ class ExplodingTool:
     def __init__(self, model_id: int):
         self.model_id = model_id
 
+    def preview(self, principal, arguments):
+        return {"headline": "explode"}
+
+    def precheck(self, principal, arguments):
+        return None
+
     def run(self, principal, arguments):
         from monark.records.models import RecordModel
         from monark.records.services import create_record
@@ -374,10 +382,11 @@ class ExplodingTool:
 def test_a_tool_that_raises_fails_and_its_writes_are_rolled_back(world, scripted, caplog):
     from monark.api.routes import V1_ROUTES
     from monark.assistant.tools import build_chat_toolset
-    from monark.chat.tools import get_chat_tool_executor, set_chat_tool_executor
+    from monark.chat.runtime import runtime
 
-    original = get_chat_tool_executor()
-    set_chat_tool_executor(build_chat_toolset(V1_ROUTES, [ExplodingTool(world.a.model.id)]))
+    state = runtime()
+    original = state.executor
+    state.executor = build_chat_toolset(V1_ROUTES, [ExplodingTool(world.a.model.id)])
     try:
         member = world.a.principal("member")
         scripted.script.add([Call("explode")], [Say("That failed.")])
@@ -385,7 +394,7 @@ def test_a_tool_that_raises_fails_and_its_writes_are_rolled_back(world, scripted
         (call,) = calls_of(proposed.conversation_id)
         result = service.confirm_tool_call(member, call.id)
     finally:
-        set_chat_tool_executor(original)
+        state.executor = original
     assert result.status == "done"
     db.session.refresh(call)
     # The model and the user learn that it failed; the exception's text stays in the log.

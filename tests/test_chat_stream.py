@@ -144,7 +144,7 @@ def test_a_closed_gate_answers_with_its_reason(world, login, scripted):
 
 
 def test_without_an_api_key_the_thread_says_so_with_retry(world, login, app):
-    from monark.chat.llm import set_llm_provider
+    from monark.chat.runtime import set_llm_provider
 
     set_llm_provider(None)
     app.config["ANTHROPIC_API_KEY"] = ""
@@ -291,7 +291,7 @@ def test_a_waiting_card_comes_with_a_hint_about_sending_instead(world, login, sc
 
 
 def test_without_an_api_key_the_thread_says_so_before_anyone_sends(world, login, app):
-    from monark.chat.llm import set_llm_provider
+    from monark.chat.runtime import set_llm_provider
 
     set_llm_provider(None)
     app.config["ANTHROPIC_API_KEY"] = ""

@@ -227,8 +227,8 @@ class _HeldProvider:
 def test_one_turn_at_a_time_per_conversation(app, world):
     from monark.assistant.thread import thread_view
     from monark.chat import store
-    from monark.chat.llm import set_llm_provider
     from monark.chat.models import Conversation, Message
+    from monark.chat.runtime import set_llm_provider
 
     member = world.a.principal("member")
     conversation_id = store.create_conversation(member, "Busy").id

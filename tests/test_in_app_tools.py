@@ -9,15 +9,16 @@ from sqlalchemy import select
 
 from monark.api.openapi import build_openapi
 from monark.api.routes import V1_ROUTES
-from monark.assistant.internal_tools import IN_APP_TOOLS
 from monark.assistant.navigate import NavigateTool
 from monark.automations.models import Automation
+from monark.automations.routes import AUTOMATION_ROUTES
 from monark.chat import service
 from monark.chat.models import ToolCall
 from monark.chat.service import SendInput
 from monark.extensions import db
 from monark.wiki import services as wiki
 from monark.wiki.models import WikiPage
+from monark.wiki.routes import WIKI_ROUTES
 from tests.llm_script import Call, Say
 
 VALID = {
@@ -221,8 +222,11 @@ def test_navigate_accepts_an_in_app_page_and_returns_it(world):
     assert outcome.ok and outcome.result == {"path": path, "label": "Task"}
 
 
+IN_APP_ROUTES = (*AUTOMATION_ROUTES, *WIKI_ROUTES)
+
+
 def test_in_app_tools_are_not_in_the_public_api():
-    names = {t.name for t in IN_APP_TOOLS} | {"navigate"}
+    names = {r.name for r in IN_APP_ROUTES} | {"navigate"}
     document = build_openapi(V1_ROUTES)
     tools = {
         op["x-mcp-tool"]["name"]
@@ -236,9 +240,9 @@ def test_in_app_tools_are_not_in_the_public_api():
 
 
 def test_every_in_app_tool_is_in_the_assistants_set(app):
-    from monark.chat.tools import get_chat_tool_executor
+    from monark.chat.runtime import runtime
 
-    specs = {s.name: s for s in get_chat_tool_executor().specs()}
-    for tool in IN_APP_TOOLS:
-        assert specs[tool.name].mutates == (tool.method != "GET")
-        assert specs[tool.name].input_schema["additionalProperties"] is False
+    specs = {s.name: s for s in runtime(app).executor.specs()}
+    for route in IN_APP_ROUTES:
+        assert specs[route.name].mutates == (route.method != "GET")
+        assert specs[route.name].input_schema["additionalProperties"] is False

@@ -20,18 +20,18 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from sqlalchemy import func, select
 
-from monark.api.registry import tool_input_schema
 from monark.api.routes import V1_ROUTES
-from monark.chat.tools import get_chat_tool_executor
+from monark.chat.runtime import tool_executor
 from monark.core.keys import revoke_key
 from monark.core.models import ApiKey, Event
+from monark.core.routes import tool_input_schema
 from monark.extensions import db
 from monark.records.models import Record
 from tests.factories import World
 
 ROOT = Path(__file__).resolve().parents[1]
 MONARK_MCP = Path(sys.executable).with_name("monark-mcp")
-EXPOSED = {r.mcp_tool_name: r for r in V1_ROUTES if r.mcp_tool_name}
+EXPOSED = {r.name: r for r in V1_ROUTES if r.audience == "public"}
 
 Body = Callable[[ClientSession], Awaitable[Any]]
 
@@ -104,7 +104,7 @@ def test_tools_are_the_exposed_routes_described_as_in_the_app(world: World, mcp_
     tools = {t.name: t for t in mcp_run(world.a.keys["member"], body)}
 
     assert set(tools) == set(EXPOSED)
-    in_app = {s.name: s for s in get_chat_tool_executor().specs()}
+    in_app = {s.name: s for s in tool_executor().specs()}
     assert "navigate" in in_app  # in-app only, like automation_* and wiki_* tools
     assert not set(tools) & (set(in_app) - set(EXPOSED))
     for name, tool in tools.items():

@@ -180,11 +180,11 @@ def test_error_schema_matches_the_error_bodies(spec, app, world):
 def test_mcp_tool_extension_matches_the_registry(spec):
     for route in V1_ROUTES:
         op = operation(spec, route)
-        if route.mcp_tool_name is None:
+        if route.audience != "public":
             assert "x-mcp-tool" not in op
             continue
         assert op["x-mcp-tool"] == {
-            "name": route.mcp_tool_name,
+            "name": route.name,
             "mutates": route.method != "GET",
         }
 
@@ -197,7 +197,7 @@ def test_the_tool_set_is_exactly_the_expected_one(spec):
         if "x-mcp-tool" in op
     }
     assert documented == TOOL_NAMES
-    assert {r.mcp_tool_name for r in V1_ROUTES if r.mcp_tool_name} == TOOL_NAMES
+    assert {r.name for r in V1_ROUTES if r.audience == "public"} == TOOL_NAMES
     mutating = {
         op["x-mcp-tool"]["name"]
         for item in spec["paths"].values()

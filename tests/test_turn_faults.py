@@ -12,8 +12,8 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
 
 from monark.chat import service, store
-from monark.chat.llm import get_llm_provider, set_llm_provider
 from monark.chat.models import Conversation, Message, ToolCall
+from monark.chat.runtime import llm_provider, set_llm_provider
 from monark.chat.service import SendInput
 from monark.extensions import db
 from monark.records.models import Record
@@ -28,7 +28,7 @@ def silence(app, fake_anthropic):
     def set_to(seconds: float) -> None:
         app.config["CHAT_LLM_TIMEOUT"] = seconds
         set_llm_provider(None)
-        get_llm_provider(app.config)
+        llm_provider(app.config)
 
     yield set_to
     app.config["CHAT_LLM_TIMEOUT"] = saved

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from monark.api.registry import RouteDescriptor
+from monark.core.routes import MOUNTS, RouteDescriptor
 
 REF = "#/components/schemas/{model}"
 
@@ -108,13 +108,13 @@ def build_openapi(routes: tuple[RouteDescriptor, ...]) -> dict[str, Any]:
                 "required": True,
                 "content": {"application/json": {"schema": _schema(route.body_model, components)}},
             }
-        if route.mcp_tool_name:
-            op["x-mcp-tool"] = {"name": route.mcp_tool_name, "mutates": route.mutates}
+        if route.audience == "public":
+            op["x-mcp-tool"] = {"name": route.name, "mutates": route.mutates}
         paths.setdefault(route.path, {})[route.method.lower()] = op
     return {
         "openapi": "3.1.0",
         "info": {"title": "Monark API", "version": "1"},
-        "servers": [{"url": "/api/v1"}],
+        "servers": [{"url": MOUNTS["public"]}],
         "components": {
             "schemas": components,
             "securitySchemes": {

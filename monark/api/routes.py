@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from monark.api import schemas as s
-from monark.api.registry import RouteDescriptor
 from monark.core.models import ApiKey, Org, User
 from monark.core.rbac import Principal
+from monark.core.routes import RouteDescriptor, headline
 from monark.extensions import db
+from monark.records import previews
 from monark.records import services as records
 from monark.records.models import Record, RecordModel
 
@@ -113,6 +114,7 @@ def records_delete(principal: Principal, path: s.RecordPath, query: None, body: 
     return s.Deleted(id=path.record_id)
 
 
+# Public: each is under /api/v1, in the OpenAPI document, an MCP tool and an in-app tool.
 V1_ROUTES: tuple[RouteDescriptor, ...] = (
     RouteDescriptor(
         method="GET",
@@ -122,7 +124,7 @@ V1_ROUTES: tuple[RouteDescriptor, ...] = (
         permission="records.view",
         handler=me_get,
         response_model=s.MeOut,
-        mcp_tool_name="me_get",
+        preview=headline("check who you are"),
     ),
     RouteDescriptor(
         method="GET",
@@ -132,7 +134,7 @@ V1_ROUTES: tuple[RouteDescriptor, ...] = (
         permission="records.view",
         handler=models_list,
         response_model=s.ModelList,
-        mcp_tool_name="models_list",
+        preview=headline("list the models"),
     ),
     RouteDescriptor(
         method="GET",
@@ -143,7 +145,7 @@ V1_ROUTES: tuple[RouteDescriptor, ...] = (
         handler=models_get,
         response_model=s.ModelOut,
         path_model=s.ModelPath,
-        mcp_tool_name="models_get",
+        preview=previews.model_get,
     ),
     RouteDescriptor(
         method="GET",
@@ -155,7 +157,7 @@ V1_ROUTES: tuple[RouteDescriptor, ...] = (
         response_model=s.RecordList,
         path_model=s.ModelPath,
         query_model=s.RecordsQuery,
-        mcp_tool_name="records_list",
+        preview=previews.list_records,
     ),
     RouteDescriptor(
         method="GET",
@@ -166,7 +168,7 @@ V1_ROUTES: tuple[RouteDescriptor, ...] = (
         handler=records_get,
         response_model=s.RecordOut,
         path_model=s.RecordPath,
-        mcp_tool_name="records_get",
+        preview=previews.get,
     ),
     RouteDescriptor(
         method="POST",
@@ -178,7 +180,7 @@ V1_ROUTES: tuple[RouteDescriptor, ...] = (
         response_model=s.RecordOut,
         path_model=s.ModelPath,
         body_model=s.RecordCreate,
-        mcp_tool_name="records_create",
+        preview=previews.create,
         status=201,
     ),
     RouteDescriptor(
@@ -191,7 +193,7 @@ V1_ROUTES: tuple[RouteDescriptor, ...] = (
         response_model=s.RecordUpdated,
         path_model=s.RecordPath,
         body_model=s.RecordUpdate,
-        mcp_tool_name="records_update",
+        preview=previews.update,
     ),
     RouteDescriptor(
         method="DELETE",
@@ -202,6 +204,6 @@ V1_ROUTES: tuple[RouteDescriptor, ...] = (
         handler=records_delete,
         response_model=s.Deleted,
         path_model=s.RecordPath,
-        mcp_tool_name="records_delete",
+        preview=previews.delete,
     ),
 )

@@ -5,14 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+from monark.core.routes import StrictModel as Strict
 
 # ---- inputs ---------------------------------------------------------------------------
 

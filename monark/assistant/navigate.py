@@ -13,8 +13,11 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, ValidationError
 
 from monark.api.dispatch import dispatch
+from monark.assistant.tools import invalid
 from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
+from monark.core.routes import without_titles
 
 NOT_PAGES = ("/api/", "/internal/", "/chat/", "/static/", "/login", "/logout")
 ENCODED_SEPARATOR = re.compile(r"%(2f|5c|2e)", re.IGNORECASE)
@@ -50,6 +53,8 @@ def check_path(path: str) -> str | None:
 
 
 class NavigateTool:
+    """The ``navigate`` tool (``monark.assistant.tools.AssistantTool``)."""
+
     spec = ToolSpec(
         name="navigate",
         description=(
@@ -59,28 +64,25 @@ class NavigateTool:
         ),
         input_schema={
             "type": "object",
-            "properties": {
-                name: {k: v for k, v in prop.items() if k != "title"}
-                for name, prop in NavigateInput.model_json_schema()["properties"].items()
-            },
+            "properties": without_titles(NavigateInput.model_json_schema()["properties"]),
             "required": ["path", "label"],
             "additionalProperties": False,
         },
         mutates=False,
-        action_label="offer a link",
     )
 
-    def describe(self, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    def preview(self, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"headline": f"offer a link to {arguments.get('label') or 'a page'}"}
+
+    def precheck(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome | None:
+        return None  # a read: it runs at once, and says itself what is wrong
 
     def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
         try:
             data = NavigateInput.model_validate(arguments)
         except ValidationError as err:
-            fields = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)
-            )
-            return ToolOutcome(ok=False, error=f"Invalid arguments. {fields}")
+            problem = ValidationFailed.from_pydantic(err, "Invalid arguments.")
+            return invalid(problem.message, problem.details)
         problem = check_path(data.path)
         if problem:
             return ToolOutcome(ok=False, error=f"Cannot navigate to {data.path!r}: {problem}")

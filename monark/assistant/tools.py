@@ -1,93 +1,110 @@
-"""``build_chat_toolset``: the assistant's tools, built from the route registry.
+"""The assistant's tool set: every declared route an agent may call, plus ``navigate``.
 
-Each route exposed to agents becomes a tool whose input schema flattens the route's path
-params, query and body into one object. A call splits the arguments again, validates
-each part with the route's own models, and runs the route's view in-process as the user.
+Every tool speaks one protocol (``AssistantTool``): its ``spec`` (name, description, input
+schema, whether it writes, the permission it needs), a ``preview`` (what its card says), a
+``precheck`` (arguments that can never work fail before any card) and ``run``. A route's
+tool splits the model's arguments with the route's own models and runs the route's view
+in-process as the user (``monark.api.dispatch``), so the view's permission check, record
+rules, validation, events and audit apply as they do for a click.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from monark.api.dispatch import dispatch
-from monark.api.registry import (
+from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.core.errors import ValidationFailed
+from monark.core.rbac import Principal
+from monark.core.routes import (
     RouteDescriptor,
     describe_error,
     prepare_call,
     tool_description,
     tool_input_schema,
 )
-from monark.assistant.describe import DESCRIBERS
-from monark.chat.tools import ToolOutcome, ToolSpec
-from monark.core.errors import ValidationFailed
-from monark.core.rbac import Principal
 
-API_PREFIX = "/api/v1"
+
+class AssistantTool(Protocol):
+    """What the tool set needs of a tool."""
+
+    spec: ToolSpec
+
+    def preview(self, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What the call's card says: ``{"headline", "changes"?, ...}``."""
+        ...
+
+    def precheck(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome | None:
+        """A failed outcome when the arguments can never work (no card is shown then)."""
+        ...
+
+    def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
+        """Carry the call out as ``principal``."""
+        ...
+
+
+def invalid(message: str, details: list[dict[str, Any]]) -> ToolOutcome:
+    """A failed outcome naming each bad field."""
+    return ToolOutcome(ok=False, error=describe_error(message, details), details=details)
 
 
 @dataclass(frozen=True)
 class RouteTool:
-    """A tool that calls one /api/v1 route in-process."""
+    """A declared route as a tool."""
 
     route: RouteDescriptor
     spec: ToolSpec
 
-    def precheck(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome | None:
-        """The route's own models reject the arguments: fail before asking the user."""
-        try:
-            prepare_call(self.route, arguments)
-        except ValidationFailed as err:
-            error = describe_error("Invalid arguments.", err.details)
-            return ToolOutcome(ok=False, error=error, details=err.details)
-        return None
-
-    def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
-        route = self.route
-        invalid = self.precheck(principal, arguments)
-        if invalid is not None:
-            return invalid
-        call = prepare_call(route, arguments)
-        response = dispatch(
-            principal, route.method, API_PREFIX + call.path, query=call.query, json_body=call.body
-        )
-        if not response.ok:
-            details = response.error_details()
-            error = describe_error(response.error_message(), details)
-            return ToolOutcome(ok=False, error=error, details=details)
-        return ToolOutcome(ok=True, result=response.body)
-
-
-def route_tool(route: RouteDescriptor) -> RouteTool:
-    """The tool for one exposed route."""
-    assert route.mcp_tool_name, route.name
-    return RouteTool(
-        route=route,
-        spec=ToolSpec(
-            name=route.mcp_tool_name,
+    @classmethod
+    def of(cls, route: RouteDescriptor) -> RouteTool:
+        """The tool of one route."""
+        spec = ToolSpec(
+            name=route.name,
             description=tool_description(route),
             input_schema=tool_input_schema(route),
             mutates=route.mutates,
             permission=route.permission,
-        ),
-    )
+        )
+        return cls(route, spec)
 
+    def preview(self, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self.route.preview is None:
+            return {"headline": f"run {self.spec.name}"}
+        return self.route.preview(principal, arguments)
 
-class Tool:
-    """What the executor needs of a tool: its spec and a way to run it."""
-
-    spec: ToolSpec
+    def precheck(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome | None:
+        try:
+            prepare_call(self.route, arguments)
+        except ValidationFailed as err:
+            return invalid("Invalid arguments.", err.details)
+        problems = self.route.precheck(principal, arguments) if self.route.precheck else []
+        if problems:
+            count = len(problems)
+            return invalid(
+                f"{count} problem{'s' if count > 1 else ''} to fix; nothing was saved.", problems
+            )
+        return None
 
     def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
-        raise NotImplementedError
+        try:
+            call = prepare_call(self.route, arguments)
+        except ValidationFailed as err:
+            return invalid("Invalid arguments.", err.details)
+        response = dispatch(
+            principal, self.route.method, call.url, query=call.query, json_body=call.body
+        )
+        if not response.ok:
+            return invalid(response.error_message(), response.error_details())
+        return ToolOutcome(ok=True, result=response.body)
 
 
 class ChatToolset:
-    """The merged tool set, implementing ``monark.chat.tools.ChatToolExecutor``."""
+    """The tools by name; implements ``monark.chat.tools.ChatToolExecutor``."""
 
-    def __init__(self, tools: Iterable[RouteTool | Tool]):
-        self._tools: dict[str, RouteTool | Tool] = {}
+    def __init__(self, tools: Iterable[AssistantTool]):
+        self._tools: dict[str, AssistantTool] = {}
         for tool in tools:
             if tool.spec.name in self._tools:
                 raise ValueError(f"two tools are named {tool.spec.name}")
@@ -103,20 +120,14 @@ class ChatToolset:
             return ToolOutcome(ok=False, error=f"Unknown tool '{name}'.")
         return tool.run(principal, arguments)
 
-    def describe(
+    def preview(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> dict[str, Any] | None:
         tool = self._tools.get(name)
         if tool is None:
             return {"headline": f"run a tool nobody registered (“{name}”)"}
-        describer = DESCRIBERS.get(name) or getattr(tool, "describe", None)
-        if describer is not None:
-            preview = describer(principal, arguments)
-        else:
-            preview = {"headline": tool.spec.action_label or f"run {name}"}
+        preview = tool.preview(principal, arguments)
         permission = tool.spec.permission
-        if permission is None and hasattr(tool, "required_permission"):
-            permission = tool.required_permission()
         if tool.spec.mutates and permission and not principal.can(permission):
             # The card still asks (the click is what the app would refuse), but says so.
             preview["warning"] = (
@@ -128,13 +139,12 @@ class ChatToolset:
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome | None:
         tool = self._tools.get(name)
-        check = getattr(tool, "precheck", None)
-        return check(principal, arguments) if check is not None else None
+        return tool.precheck(principal, arguments) if tool is not None else None
 
 
 def build_chat_toolset(
-    routes: Iterable[RouteDescriptor], in_app_tools: Iterable[Tool] = ()
+    routes: Iterable[RouteDescriptor], extra: Iterable[AssistantTool] = ()
 ) -> ChatToolset:
-    """Every route exposed to agents as a tool, merged with the in-app-only tools."""
-    exposed = [route_tool(r) for r in routes if r.mcp_tool_name]
-    return ChatToolset([*exposed, *in_app_tools])
+    """Every route an agent may call (public or assistant-only), and the ``extra`` tools."""
+    tools: list[AssistantTool] = [RouteTool.of(r) for r in routes if r.audience != "nobody"]
+    return ChatToolset([*tools, *extra])

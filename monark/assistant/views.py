@@ -11,8 +11,8 @@ from monark.assistant.stream import follow_slot, partial, sse, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.chat import service, store, turns
 from monark.chat.gates import assistant_name, check_gates
-from monark.chat.llm import provider_problem
 from monark.chat.prompt import PageContext
+from monark.chat.runtime import provider_problem
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.ids import form_id, parse_id

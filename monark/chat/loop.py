@@ -20,7 +20,6 @@ from sqlalchemy import update
 from monark.chat import store
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
-from monark.chat.llm import get_llm_provider
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
@@ -38,7 +37,8 @@ from monark.chat.llm.types import (
 )
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.prompt import system_prompt
-from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec, get_chat_tool_executor
+from monark.chat.runtime import llm_provider, tool_executor
+from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
 from monark.core.text import scrub
@@ -191,11 +191,11 @@ def run_tool_call(
     hooks.on_tool_call(call)
 
 
-def _describe(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> dict | None:
+def _preview(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> dict | None:
     try:
-        return scrub(executor.describe(actor, call.name, dict(call.input)))
+        return scrub(executor.preview(actor, call.name, dict(call.input)))
     except Exception:  # a preview is a courtesy; the call itself must still be stored
-        current_app.logger.exception("describing %s failed", call.name)
+        current_app.logger.exception("previewing %s failed", call.name)
         return None
 
 
@@ -344,7 +344,7 @@ class _Setup:
 
     @classmethod
     def load(cls, principal: Principal, config: Mapping[str, Any]) -> _Setup:
-        executor = get_chat_tool_executor()
+        executor = tool_executor()
         specs = {s.name: s for s in executor.specs()}
         org = db.session.get(Org, principal.org_id)
         return cls(
@@ -418,7 +418,7 @@ def _proposed_calls(
         )
         # Previews and checks may read through the dispatcher, so they run before this
         # step writes anything (SQLite allows one writer at a time).
-        call.preview = _describe(setup.executor, actor, call)
+        call.preview = _preview(setup.executor, actor, call)
         if call.mutates:
             _precheck(setup.executor, actor, call)
         stored.append(call)
@@ -492,7 +492,7 @@ def advance_conversation(
     hooks = hooks or TurnHooks()
     config = config if config is not None else current_app.config
     setup = _Setup.load(principal, config)
-    provider = get_llm_provider(dict(config))
+    provider = llm_provider(config)
     result = TurnResult("done", conversation_id)
     while True:
         conversation = store.get_conversation(principal, conversation_id)

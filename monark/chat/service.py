@@ -15,7 +15,7 @@ from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation, run_tool_call
 from monark.chat.models import ToolCall
 from monark.chat.prompt import PageContext, context_sentence
-from monark.chat.tools import get_chat_tool_executor
+from monark.chat.runtime import tool_executor
 from monark.chat.turns import Turn, run_turn
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
 from monark.core.ids import Id
@@ -38,11 +38,7 @@ def parse_send_input(data: Mapping[str, Any]) -> SendInput:
     try:
         parsed = SendInput.model_validate(data)
     except ValidationError as err:
-        details = [
-            {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
-            for e in err.errors(include_url=False)
-        ]
-        raise ValidationFailed("The message is invalid.", details) from None
+        raise ValidationFailed.from_pydantic(err, "The message is invalid.") from None
     if not parsed.text.strip():
         raise ValidationFailed(
             "The message is empty.", [{"field": "text", "message": "Write a message first."}]
@@ -188,7 +184,7 @@ def begin_decision(
         decided = store.get_tool_call(principal, tool_call_id)
         hooks.on_tool_call(decided)
         if confirm:
-            run_tool_call(principal, decided, get_chat_tool_executor(), hooks)
+            run_tool_call(principal, decided, tool_executor(), hooks)
         return advance_conversation(principal, conversation_id, hooks, config)
 
     return _claimed(principal, conversation_id, config, opening, work)

@@ -1,4 +1,5 @@
-"""The tool executor contract. The host builds the executor and injects it at boot."""
+"""The tool executor contract. The host builds the executor and installs it on the app
+(``monark.chat.runtime.install``) when it builds the app."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ class ToolSpec:
     input_schema: dict[str, Any]
     mutates: bool
     permission: str | None = None
-    # How the UI names the action, e.g. "create a record" (cards say "Wants to …").
-    action_label: str = ""
 
 
 @dataclass
@@ -40,7 +39,7 @@ class ChatToolExecutor(Protocol):
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome: ...
 
-    def describe(
+    def preview(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> dict[str, Any] | None:
         """What the call would do, for its card: ``{"headline", "changes"?, ...}``."""
@@ -66,7 +65,7 @@ class NoTools:
     def execute(self, principal: Principal, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         return ToolOutcome(ok=False, error=f"Unknown tool '{name}'.")
 
-    def describe(
+    def preview(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> dict[str, Any] | None:
         return None
@@ -75,17 +74,3 @@ class NoTools:
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome | None:
         return None
-
-
-_executor: ChatToolExecutor = NoTools()
-
-
-def set_chat_tool_executor(executor: ChatToolExecutor) -> None:
-    """Install the host's tool executor (called by ``create_app``)."""
-    global _executor
-    _executor = executor
-
-
-def get_chat_tool_executor() -> ChatToolExecutor:
-    """The installed tool executor."""
-    return _executor

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask, jsonify, render_template, request
+from pydantic import ValidationError
 from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
@@ -43,6 +44,20 @@ class ValidationFailed(AppError):
     """Input failed validation; ``details`` lists ``{"field", "message"}`` items."""
 
     code, status = "validation_error", 400
+
+    @classmethod
+    def from_pydantic(
+        cls, err: ValidationError, message: str, where: str | None = None
+    ) -> ValidationFailed:
+        """Pydantic's errors as details naming each field (and where it was, if given)."""
+        details = []
+        for item in err.errors(include_url=False):
+            detail = {"field": ".".join(str(p) for p in item["loc"]) or where or "body"}
+            if where is not None:
+                detail["in"] = where
+            detail["message"] = item["msg"]
+            details.append(detail)
+        return cls(message, details)
 
     def field_errors(self) -> dict[str, str]:
         """The details as a mapping of field name to its first message (for forms)."""

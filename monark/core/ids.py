@@ -44,6 +44,21 @@ def parse_id(
     )
 
 
+def id_or_none(value: Any) -> int | None:
+    """An id from loose input (a model's tool arguments): an int in range or its digits;
+    None for anything else, so no raw text ever reaches a lookup."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 < value <= MAX_ID else None
+    if isinstance(value, str):
+        try:
+            return parse_id(value, "id")
+        except ValidationFailed:
+            return None
+    return None
+
+
 def form_id(name: str) -> int | None:
     """The id in form field ``name`` of this request (``None`` when empty or absent)."""
     return parse_id(request.form.get(name), name, "form")

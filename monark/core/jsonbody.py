@@ -131,8 +131,4 @@ def parse_body(model: type[M]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        details = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]}
-            for e in err.errors(include_url=False)
-        ]
-        raise ValidationFailed("The request body is invalid.", details) from None
+        raise ValidationFailed.from_pydantic(err, "The request body is invalid.") from None

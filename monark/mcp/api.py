@@ -9,9 +9,8 @@ from typing import Any
 import httpx2
 import mcp.types as types
 
-from monark.api.registry import RouteCall, describe_error
+from monark.core.routes import RouteCall, describe_error
 
-API_PREFIX = "/api/v1"
 log = logging.getLogger("monark.mcp")
 
 
@@ -58,7 +57,7 @@ class MonarkApi:
         route = call.route
         try:
             response = await self.http.request(
-                route.method, API_PREFIX + call.path, params=call.query, json=call.body
+                route.method, call.url, params=call.query, json=call.body
             )
         except httpx2.TimeoutException:
             return tool_error(f"Monark at {self.http.base_url} did not answer in time.")

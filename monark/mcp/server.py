@@ -23,10 +23,10 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from monark.api.registry import RouteDescriptor, describe_error, prepare_call
 from monark.api.routes import V1_ROUTES
 from monark.core.errors import ValidationFailed
 from monark.core.keys import KEY_PREFIX
+from monark.core.routes import RouteDescriptor, describe_error, prepare_call
 from monark.mcp.api import MonarkApi, tool_error
 from monark.mcp.tools import exposed_routes, route_tool
 

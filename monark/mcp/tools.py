@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import mcp.types as types
 
-from monark.api.registry import RouteDescriptor, tool_description, tool_input_schema
+from monark.core.routes import RouteDescriptor, tool_description, tool_input_schema
 
 
 def tool_annotations(route: RouteDescriptor) -> types.ToolAnnotations:
@@ -25,9 +25,9 @@ def tool_annotations(route: RouteDescriptor) -> types.ToolAnnotations:
 
 def route_tool(route: RouteDescriptor) -> types.Tool:
     """The MCP tool for one exposed route: name, description, input and output schemas."""
-    assert route.mcp_tool_name, route.name
+    assert route.audience == "public", route.name
     return types.Tool(
-        name=route.mcp_tool_name,
+        name=route.name,
         description=tool_description(route),
         input_schema=tool_input_schema(route),
         output_schema=route.response_model.model_json_schema(mode="serialization"),
@@ -36,5 +36,5 @@ def route_tool(route: RouteDescriptor) -> types.Tool:
 
 
 def exposed_routes(routes: Iterable[RouteDescriptor]) -> dict[str, RouteDescriptor]:
-    """The routes exposed to agents, by tool name."""
-    return {r.mcp_tool_name: r for r in routes if r.mcp_tool_name}
+    """The routes exposed to external agents, by tool name."""
+    return {r.name: r for r in routes if r.audience == "public"}

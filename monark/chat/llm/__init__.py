@@ -1,40 +1,17 @@
-"""Provider resolution: built on first use, cached, replaceable for tests and other hosts."""
+"""The model provider layer: provider-neutral types (``types``) and one adapter per vendor,
+each the only module importing its SDK, imported when first built. Which provider an app
+uses, and when it is built, is the chat runtime's business (``monark.chat.runtime``)."""
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Mapping
 from typing import Any
 
 from monark.chat.llm.types import LlmProvider
 
-_lock = threading.Lock()
-_provider: LlmProvider | None = None
 
-
-def get_llm_provider(config: dict[str, Any]) -> LlmProvider:
-    """The process's provider, built from ``config`` on first use."""
-    global _provider
-    if _provider is None:
-        with _lock:
-            if _provider is None:
-                _provider = _build(config)
-    return _provider
-
-
-def provider_problem(config: dict[str, Any]) -> str | None:
-    """What keeps the configured provider from answering, if anything (say, no API key)."""
-    check = getattr(get_llm_provider(config), "problem", None)
-    return check() if check is not None else None
-
-
-def set_llm_provider(provider: LlmProvider | None) -> None:
-    """Replace the provider (``None`` forgets it, so the next use rebuilds from config)."""
-    global _provider
-    with _lock:
-        _provider = provider
-
-
-def _build(config: dict[str, Any]) -> LlmProvider:
+def build_provider(config: Mapping[str, Any]) -> LlmProvider:
+    """The provider ``config`` names (``CHAT_LLM_PROVIDER``), with its settings."""
     name = (config.get("CHAT_LLM_PROVIDER") or "anthropic").lower()
     if name == "anthropic":
         from monark.chat.llm.anthropic import AnthropicProvider

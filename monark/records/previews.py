@@ -1,21 +1,19 @@
-"""Plain-language previews of tool calls for the panel's cards.
+"""Plain-language previews of the records routes' tool calls, for the assistant's cards.
 
 A preview is computed once, when the call is stored, and kept on the call, so a card
 shows what the user was asked to approve (for an update: each field before → after).
+Everything is read as the user, through the services' own permission checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from monark.core.errors import AppError
-from monark.core.ids import parse_id
+from monark.core.ids import id_or_none
 from monark.core.rbac import Principal
 from monark.records import services as records
 from monark.records.models import RecordModel
-
-Describer = Callable[[Principal, dict[str, Any]], dict[str, Any]]
 
 
 def _model(principal: Principal, key: Any) -> RecordModel | None:
@@ -40,8 +38,8 @@ def _label(model: RecordModel | None, key: str) -> str:
 def _record_title(principal: Principal, model: RecordModel | None, record_id: Any):
     if model is None:
         return None, f"record #{record_id}"
+    wanted = id_or_none(record_id)
     try:
-        wanted = parse_id(str(record_id), "record_id")  # bad text: ValidationFailed, an AppError
         record = records.get_record(principal, model, wanted) if wanted else None
     except AppError:
         record = None
@@ -56,7 +54,8 @@ def _values(model: RecordModel | None, values: Any) -> list[dict[str, Any]]:
     return [{"field": _label(model, k), "after": v} for k, v in values.items()]
 
 
-def _create(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+def create(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    """A create: the model, and each value the record will get."""
     model = _model(principal, args.get("model"))
     private = " (private)" if args.get("visibility") == "private" else ""
     return {
@@ -65,7 +64,8 @@ def _create(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+def update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    """An update: each field before → after, read as the user sees the record now."""
     model = _model(principal, args.get("model"))
     record, title = _record_title(principal, model, args.get("record_id"))
     before = record.values if record is not None else {}
@@ -91,19 +91,22 @@ def _update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _delete(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+def delete(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    """A delete: which record, by its title."""
     model = _model(principal, args.get("model"))
     _, title = _record_title(principal, model, args.get("record_id"))
     return {"headline": f"delete {title} from {_model_name(model, args.get('model'))}"}
 
 
-def _list(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+def list_records(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    """A list: the model and the search."""
     model = _model(principal, args.get("model"))
     extra = f" matching “{args['q']}”" if args.get("q") else ""
     return {"headline": f"list records in {_model_name(model, args.get('model'))}{extra}"}
 
 
-def _get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+def get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    """A read of one record."""
     model = _model(principal, args.get("model"))
     return {
         "headline": f"read record #{args.get('record_id')} in "
@@ -111,18 +114,7 @@ def _get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _model_get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+def model_get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    """A read of a model's fields."""
     model = _model(principal, args.get("model"))
     return {"headline": f"read the fields of {_model_name(model, args.get('model'))}"}
-
-
-DESCRIBERS: dict[str, Describer] = {
-    "records_create": _create,
-    "records_update": _update,
-    "records_delete": _delete,
-    "records_list": _list,
-    "records_get": _get,
-    "models_get": _model_get,
-    "models_list": lambda p, a: {"headline": "list the models"},
-    "me_get": lambda p, a: {"headline": "check who you are"},
-}

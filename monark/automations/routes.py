@@ -1,0 +1,319 @@
+"""The automations routes agents can call: declared once, for the in-app assistant only.
+
+Kept off ``/api/v1`` and MCP on purpose (an internal power-user surface): their JSON views
+live under ``/internal/automations`` (endpoint ``automations_internal.<name>``), made by
+the same view factory as ``/api/v1``, and no API key reaches them. Routes that act on one
+automation look it up before reading the body: another org's id is 404 whatever the body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import url_for
+
+from monark.automations import previews, services
+from monark.automations import schemas as s
+from monark.automations.models import Automation, AutomationRun
+from monark.core.models import as_utc
+from monark.core.rbac import Principal
+from monark.core.routes import RouteDescriptor, headline, routes_blueprint
+
+PLACEHOLDERS = (
+    "Strings in action configs may use {{record.<field>}}, {{record.id}}, "
+    "{{trigger.type|model|event_id}}, {{automation.id|name}} and "
+    "{{nodes.<node id>.<output>}} (a node that runs before)."
+)
+
+
+def _when(value: Any) -> str | None:
+    value = as_utc(value)
+    return value.isoformat() if value else None
+
+
+def run_out(run: AutomationRun) -> s.RunOut:
+    """A run without its steps."""
+    return s.RunOut(
+        id=run.id,
+        automation_id=run.automation_id,
+        automation_version=run.automation_version,
+        status=run.status,
+        is_test=run.is_test,
+        trigger=s.RunTrigger(
+            type=run.trigger_type, event_id=run.trigger_event_id, record_id=run.record_id
+        ),
+        depth=run.depth,
+        error=run.error,
+        started_at=_when(run.started_at),
+        finished_at=_when(run.finished_at),
+        url=url_for("automations.run_detail", automation_id=run.automation_id, run_id=run.id),
+    )
+
+
+def run_detail(principal: Principal, run: AutomationRun) -> s.RunDetail:
+    """A run with its steps; a private record's run keeps its data from those who may not
+    see the record."""
+    detail = s.RunDetail(**run_out(run).model_dump(), steps=services.shown_steps(principal, run))
+    if services.shows_run_details(principal, run):
+        return detail
+    hidden = "The run's record is private: inputs and outputs are hidden."
+    return s.RunDetailHidden(**detail.model_dump(), details_hidden=hidden)
+
+
+def summary(automation: Automation, last_run: AutomationRun | None = None) -> s.AutomationSummary:
+    """An automation without its graph."""
+    return s.AutomationSummary(
+        id=automation.id,
+        name=automation.name,
+        enabled=automation.enabled,
+        version=automation.version,
+        trigger=s.Trigger(type=automation.trigger_type, model=automation.trigger_model),
+        node_count=len(automation.graph.get("nodes", [])),
+        created_at=_when(automation.created_at),
+        updated_at=_when(automation.updated_at),
+        url=url_for("automations.detail", automation_id=automation.id),
+        last_run=s.RunRef(id=last_run.id, status=last_run.status) if last_run else None,
+    )
+
+
+def with_graph(principal: Principal, automation: Automation) -> s.AutomationOut:
+    """An automation with its graph as the principal may read it."""
+    return s.AutomationOut(
+        **summary(automation).model_dump(),
+        graph=services.shown_graph(principal, automation.graph),
+    )
+
+
+# ---- handlers --------------------------------------------------------------------------------
+
+
+def automation_list(principal: Principal, path: None, query: None, body: None) -> s.AutomationList:
+    automations = services.list_automations(principal)
+    last = services.last_runs(principal, [a.id for a in automations])
+    return s.AutomationList(automations=[summary(a, last.get(a.id)) for a in automations])
+
+
+def automation_create(
+    principal: Principal, path: None, query: None, body: s.CreateBody
+) -> s.AutomationOut:
+    automation = services.create_automation(principal, body.name, body.graph, body.enabled)
+    return with_graph(principal, automation)
+
+
+def automation_list_node_types(
+    principal: Principal, path: None, query: None, body: None
+) -> s.NodeTypes:
+    return s.NodeTypes(
+        node_types=[
+            s.NodeTypeOut(
+                type=t.key,
+                kind=t.kind,
+                description=t.description,
+                outputs=list(t.outputs),
+                config_schema=t.config_schema(),
+            )
+            for t in services.node_types(principal)
+        ],
+        placeholders=PLACEHOLDERS,
+    )
+
+
+def automation_list_trigger_events(
+    principal: Principal, path: None, query: None, body: None
+) -> s.TriggerEvents:
+    types, org = services.trigger_events(principal)
+    return s.TriggerEvents(
+        trigger_events=[
+            s.TriggerEventOut(
+                type=t.key, description=t.description, config_schema=t.config_schema()
+            )
+            for t in types
+        ],
+        models=[
+            s.ModelFields(
+                key=m.key,
+                name=m.name,
+                fields=[
+                    s.FieldOut(
+                        key=f.key,
+                        label=f.label,
+                        type=f.type,
+                        required=f.required,
+                        options=list(f.options),
+                    )
+                    for f in m.fields
+                ],
+            )
+            for m in org.models.values()
+        ],
+    )
+
+
+def automation_get(
+    principal: Principal, path: s.AutomationPath, query: None, body: None
+) -> s.AutomationDetail:
+    automation = services.get_automation(principal, path.automation_id)
+    runs = services.list_runs(principal, automation, limit=10)
+    return s.AutomationDetail(
+        **with_graph(principal, automation).model_dump(), recent_runs=[run_out(r) for r in runs]
+    )
+
+
+def automation_update(
+    principal: Principal, path: s.AutomationPath, query: None, body: s.UpdateBody
+) -> s.AutomationOut:
+    automation = services.update_automation(
+        principal, path.automation_id, graph=body.graph, name=body.name, version=body.version
+    )
+    return with_graph(principal, automation)
+
+
+def automation_enable(
+    principal: Principal, path: s.AutomationPath, query: None, body: s.EnabledBody
+) -> s.AutomationSummary:
+    return summary(services.set_enabled(principal, path.automation_id, body.enabled))
+
+
+def automation_test(
+    principal: Principal, path: s.AutomationPath, query: None, body: s.TestBody
+) -> s.RunDetail:
+    return run_detail(principal, services.run_test(principal, path.automation_id, body.record_id))
+
+
+def automation_get_run(
+    principal: Principal, path: s.RunPath, query: None, body: None
+) -> s.RunDetail:
+    return run_detail(principal, services.get_run(principal, path.run_id))
+
+
+def _lookup(principal: Principal, path: s.AutomationPath) -> object:
+    return services.get_automation(principal, path.automation_id)
+
+
+ONE = {"path_model": s.AutomationPath, "lookup": _lookup}
+
+AUTOMATION_ROUTES: tuple[RouteDescriptor, ...] = (
+    RouteDescriptor(
+        method="GET",
+        path="/automations",
+        name="automation_list",
+        summary="List the organization's automations: name, trigger, enabled, version, last run.",
+        permission="automation.view",
+        handler=automation_list,
+        response_model=s.AutomationList,
+        audience="assistant",
+        preview=headline("list the automations"),
+    ),
+    RouteDescriptor(
+        method="POST",
+        path="/automations",
+        name="automation_create",
+        summary='Create an automation from a whole graph {"nodes": [{"id", "type", "config"}], '
+        '"edges": [{"from", "to", "when"?}]}: exactly one trigger node, then conditions and '
+        "actions. The graph is checked against the live node registry first: if anything is "
+        "wrong you get every problem to fix and nothing is saved. It starts disabled unless "
+        "enabled is true.",
+        permission="automation.create",
+        handler=automation_create,
+        response_model=s.AutomationOut,
+        body_model=s.CreateBody,
+        audience="assistant",
+        status=201,
+        preview=previews.create,
+        precheck=previews.check_create,
+    ),
+    RouteDescriptor(
+        method="GET",
+        path="/automations/node-types",
+        name="automation_list_node_types",
+        summary="List the node types an automation graph may use (triggers, conditions, "
+        "actions), each with its config JSON schema, and the placeholders actions may use. "
+        "Read this before writing a graph.",
+        permission="automation.view",
+        handler=automation_list_node_types,
+        response_model=s.NodeTypes,
+        audience="assistant",
+        preview=headline("list the automation node types"),
+    ),
+    RouteDescriptor(
+        method="GET",
+        path="/automations/trigger-events",
+        name="automation_list_trigger_events",
+        summary="List the events that can trigger an automation, with the organization's "
+        "models and fields that triggers, conditions and actions may refer to.",
+        permission="automation.view",
+        handler=automation_list_trigger_events,
+        response_model=s.TriggerEvents,
+        audience="assistant",
+        preview=headline("list the trigger events"),
+    ),
+    RouteDescriptor(
+        method="GET",
+        path="/automations/{automation_id}",
+        name="automation_get",
+        summary="Get one automation with its whole graph, its version and its recent runs.",
+        permission="automation.view",
+        handler=automation_get,
+        response_model=s.AutomationDetail,
+        audience="assistant",
+        preview=previews.get,
+        **ONE,
+    ),
+    RouteDescriptor(
+        method="POST",
+        path="/automations/{automation_id}",
+        name="automation_update",
+        summary="Replace an automation's whole graph (and optionally its name), checked like "
+        "automation_create. Pass the version you read so a newer change is not overwritten.",
+        permission="automation.manage",
+        handler=automation_update,
+        response_model=s.AutomationOut,
+        body_model=s.UpdateBody,
+        audience="assistant",
+        preview=previews.update,
+        precheck=previews.check_update,
+        **ONE,
+    ),
+    RouteDescriptor(
+        method="POST",
+        path="/automations/{automation_id}/enabled",
+        name="automation_enable",
+        summary="Turn an automation on (enabled: true) or off (enabled: false).",
+        permission="automation.manage",
+        handler=automation_enable,
+        response_model=s.AutomationSummary,
+        body_model=s.EnabledBody,
+        audience="assistant",
+        preview=previews.enable,
+        **ONE,
+    ),
+    RouteDescriptor(
+        method="POST",
+        path="/automations/{automation_id}/test",
+        name="automation_test",
+        summary="Run an automation once now against a record (default: the newest record of "
+        "its trigger's model). Its actions really happen. Returns the run with its steps.",
+        permission="automation.run",
+        handler=automation_test,
+        response_model=s.RunDetail,
+        body_model=s.TestBody,
+        audience="assistant",
+        status=201,
+        preview=previews.test,
+        **ONE,
+    ),
+    RouteDescriptor(
+        method="GET",
+        path="/automations/runs/{run_id}",
+        name="automation_get_run",
+        summary="Get one run of an automation with its steps: each node's input, output and error.",
+        permission="automation.view",
+        handler=automation_get_run,
+        response_model=s.RunDetail,
+        path_model=s.RunPath,
+        audience="assistant",
+        preview=previews.get_run,
+    ),
+)
+
+bp = routes_blueprint("automations_internal", __name__, AUTOMATION_ROUTES)

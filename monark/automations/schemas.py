@@ -1,0 +1,146 @@
+"""Pydantic models of the automations routes (``automations.routes``): bodies and answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from monark.core.ids import Id
+from monark.core.routes import StrictModel
+
+# ---- inputs ----------------------------------------------------------------------------------
+
+
+class AutomationPath(StrictModel):
+    automation_id: Id = Field(description="The automation's id (see automation_list).")
+
+
+class RunPath(StrictModel):
+    run_id: Id = Field(description="The run's id.")
+
+
+class CreateBody(StrictModel):
+    name: str = Field(description="A name unique in the organization.", max_length=1000)
+    graph: Any = Field(description='{"nodes": [{"id", "type", "config"}], "edges": [...]}')
+    enabled: bool = Field(False, description="Start enabled (default: off until tested).")
+
+
+class UpdateBody(StrictModel):
+    graph: Any = Field(description="The whole new graph.")
+    name: str | None = Field(None, max_length=1000)
+    version: int | None = Field(None, description="The version you read; 409 if it moved on.")
+
+
+class EnabledBody(StrictModel):
+    enabled: bool = True
+
+
+class TestBody(StrictModel):
+    record_id: Id | None = Field(None, description="Default: the newest record.")
+
+
+# ---- answers ---------------------------------------------------------------------------------
+
+
+class Trigger(BaseModel):
+    type: str
+    model: str | None = None
+
+
+class RunTrigger(BaseModel):
+    type: str
+    event_id: int | None
+    record_id: int | None
+
+
+class RunOut(BaseModel):
+    id: int
+    automation_id: int
+    automation_version: int
+    status: str
+    is_test: bool
+    trigger: RunTrigger
+    depth: int
+    error: str | None
+    started_at: str | None
+    finished_at: str | None
+    url: str
+
+
+class RunDetail(RunOut):
+    steps: list[dict[str, Any]]
+
+
+class RunDetailHidden(RunDetail):
+    """A run whose record is private to the caller: its steps carry no data."""
+
+    details_hidden: str
+
+
+class RunRef(BaseModel):
+    id: int
+    status: str
+
+
+class AutomationSummary(BaseModel):
+    id: int
+    name: str
+    enabled: bool
+    version: int
+    trigger: Trigger
+    node_count: int
+    created_at: str | None
+    updated_at: str | None
+    url: str
+    last_run: RunRef | None = None
+
+
+class AutomationList(BaseModel):
+    automations: list[AutomationSummary]
+
+
+class AutomationOut(AutomationSummary):
+    graph: Any  # as the caller may read it (webhook URLs shortened for non-admins)
+
+
+class AutomationDetail(AutomationOut):
+    recent_runs: list[RunOut]
+
+
+class NodeTypeOut(BaseModel):
+    type: str
+    kind: str
+    description: str
+    outputs: list[str]
+    config_schema: dict[str, Any]
+
+
+class NodeTypes(BaseModel):
+    node_types: list[NodeTypeOut]
+    placeholders: str
+
+
+class TriggerEventOut(BaseModel):
+    type: str
+    description: str
+    config_schema: dict[str, Any]
+
+
+class FieldOut(BaseModel):
+    key: str
+    label: str
+    type: str
+    required: bool
+    options: list[str]
+
+
+class ModelFields(BaseModel):
+    key: str
+    name: str
+    fields: list[FieldOut]
+
+
+class TriggerEvents(BaseModel):
+    trigger_events: list[TriggerEventOut]
+    models: list[ModelFields]

@@ -1,0 +1,261 @@
+"""The route-descriptor kit: every action an agent can call is declared once.
+
+A ``RouteDescriptor`` beside its feature's services says the route's method, path, name,
+summary, pydantic models (path, query, body, response), the permission it needs, who may
+call it as a tool, the card preview and any precheck. From it come:
+
+1. its Flask view (``make_view``): under ``/api/v1`` for public routes, under ``/internal``
+   for the assistant's own, each answering the app's JSON error body;
+2. for public routes, its OpenAPI entry and MCP tool (``monark.api``, ``monark.mcp``);
+3. its tool for the in-app assistant (``monark.assistant.tools``): the input schema is the
+   path params, query and body flattened into one object (``tool_input_schema``); a call's
+   arguments are split again and validated by the route's own models (``prepare_call``),
+   then the view runs in-process as the user. Anything but GET is a write.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+from flask import Blueprint, jsonify, request
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from monark.core.auth import guard, require_principal
+from monark.core.errors import ValidationFailed
+from monark.core.jsonbody import request_json
+from monark.core.rbac import Principal
+
+HttpMethod = Literal["GET", "POST", "PATCH", "PUT", "DELETE"]
+Location = Literal["path", "query", "body"]
+# Who may call a route as a tool: external agents (MCP, through /api/v1) and the in-app
+# assistant; the in-app assistant only (kept off the public API on purpose); or nobody.
+Audience = Literal["public", "assistant", "nobody"]
+MOUNTS: dict[Audience, str] = {"public": "/api/v1", "assistant": "/internal", "nobody": "/internal"}
+
+Handler = Callable[[Principal, Any, Any, Any], BaseModel]
+# What a write's card says: {"headline", "changes"?: [{"field", "before"?, "after"}], ...}
+Preview = Callable[[Principal, dict[str, Any]], dict[str, Any]]
+# Problems ({"field", "message"}) that make a call unable to work, found before any card.
+Precheck = Callable[[Principal, dict[str, Any]], list[dict[str, Any]]]
+# Finds the target named by the path (``NotFound`` for another org's) before the body is read.
+Lookup = Callable[[Principal, Any], object]
+
+
+def headline(text: str) -> Preview:
+    """A preview that always says the same (``text`` follows "Wants to" on a card)."""
+    return lambda principal, arguments: {"headline": text}
+
+
+class StrictModel(BaseModel):
+    """A request model that refuses unknown fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def without_titles(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-schema properties without pydantic's generated ``title`` (noise for agents)."""
+    return {
+        name: {k: v for k, v in prop.items() if k != "title"} for name, prop in properties.items()
+    }
+
+
+@dataclass(frozen=True)
+class RouteDescriptor:
+    """One action: HTTP shape, schemas, permission, audience, preview and precheck."""
+
+    method: HttpMethod
+    path: str  # under the mount of its audience, with {param} parts
+    name: str  # the endpoint's name, and the tool's
+    summary: str
+    permission: str
+    handler: Handler
+    response_model: type[BaseModel]
+    path_model: type[BaseModel] | None = None
+    query_model: type[BaseModel] | None = None
+    body_model: type[BaseModel] | None = None
+    audience: Audience = "public"
+    description: str = ""
+    status: int = 200
+    preview: Preview | None = None
+    precheck: Precheck | None = None
+    lookup: Lookup | None = None
+
+    @property
+    def mutates(self) -> bool:
+        """Anything but GET changes data (this drives the assistant's confirm gate)."""
+        return self.method != "GET"
+
+    @property
+    def mount(self) -> str:
+        """Where the route's view lives: ``/api/v1`` or ``/internal``."""
+        return MOUNTS[self.audience]
+
+    @property
+    def flask_rule(self) -> str:
+        """The path with ``{param}`` written as Flask's ``<param>`` (the path model parses it,
+        so a bad id is a 400 naming the field)."""
+        return re.sub(r"\{(\w+)\}", r"<\1>", self.path)
+
+    def path_params(self) -> list[str]:
+        """Names of the ``{param}`` parts of the path, in order."""
+        return re.findall(r"\{(\w+)\}", self.path)
+
+
+# ---- parsing, with errors that name each field ---------------------------------------------
+
+
+def parse_part(model: type[BaseModel] | None, data: Any, where: Location) -> BaseModel | None:
+    """Validate one part of a request with the route's own model."""
+    if model is None:
+        return None
+    try:
+        return model.model_validate(data if data is not None else {})
+    except ValidationError as err:
+        message = f"The request {where} is invalid."
+        raise ValidationFailed.from_pydantic(err, message, where) from None
+
+
+def describe_error(message: str, details: list[dict[str, Any]]) -> str:
+    """An error as one line an agent can act on: the message, then each field's problem."""
+    listing = "; ".join(f"{d.get('field', '?')}: {d.get('message', '')}" for d in details)
+    return f"{message} {listing}".strip() if listing else message
+
+
+# ---- the tool face -------------------------------------------------------------------------
+
+
+def tool_input_schema(route: RouteDescriptor) -> dict[str, Any]:
+    """One JSON Schema object: the path params, query and body properties together."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    defs: dict[str, Any] = {}
+    for part in (route.path_model, route.query_model, route.body_model):
+        schema = part.model_json_schema() if part is not None else {}
+        for name, prop in without_titles(schema.get("properties", {})).items():
+            if name in properties:
+                raise ValueError(f"{route.name}: argument '{name}' appears twice")
+            properties[name] = prop
+        required += [n for n in schema.get("required", []) if n not in required]
+        defs.update(schema.get("$defs", {}))
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    if defs:
+        out["$defs"] = defs
+    return out
+
+
+def tool_description(route: RouteDescriptor) -> str:
+    """The tool's description: the route's summary, then its longer description."""
+    return route.summary + (f"\n\n{route.description}" if route.description else "")
+
+
+def split_arguments(
+    route: RouteDescriptor, arguments: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A tool's flat arguments back into path params, query and body; unknown names are errors."""
+    parts: list[tuple[set[str], dict[str, Any]]] = [
+        (set(m.model_fields) if m is not None else set(), {})
+        for m in (route.path_model, route.query_model, route.body_model)
+    ]
+    unknown: list[str] = []
+    for name, value in arguments.items():
+        target = next((values for names, values in parts if name in names), None)
+        if target is None:
+            unknown.append(name)
+        else:
+            target[name] = value
+    if unknown:
+        known = ", ".join(sorted(set().union(*(names for names, _ in parts)))) or "none"
+        raise ValidationFailed(
+            "Unknown arguments.",
+            [{"field": n, "message": f"Unknown argument (known: {known})."} for n in unknown],
+        )
+    path, query, body = (values for _, values in parts)
+    return path, query, body
+
+
+@dataclass(frozen=True)
+class RouteCall:
+    """A tool call turned into a request of its route, its arguments already validated."""
+
+    route: RouteDescriptor
+    path: str  # the route's path with its params filled in (URL-quoted), without its mount
+    query: dict[str, Any] | None
+    body: dict[str, Any] | None
+
+    @property
+    def url(self) -> str:
+        """The path to request in-process: the mount and the filled-in path."""
+        return self.route.mount + self.path
+
+
+def prepare_call(route: RouteDescriptor, arguments: Mapping[str, Any]) -> RouteCall:
+    """Split and validate a tool's arguments with the route's own models (``ValidationFailed``)."""
+    path_raw, query_raw, body_raw = split_arguments(route, arguments)
+    path = parse_part(route.path_model, path_raw, "path")
+    query = parse_part(route.query_model, query_raw, "query")
+    body = parse_part(route.body_model, body_raw, "body")
+    params = path.model_dump() if path is not None else {}
+    return RouteCall(
+        route=route,
+        path=route.path.format(**{k: quote(str(v), safe="") for k, v in params.items()}),
+        query=query.model_dump(mode="json", exclude_none=True) if query else None,
+        body=body.model_dump(mode="json", exclude_unset=True) if body else None,
+    )
+
+
+# ---- the view face -------------------------------------------------------------------------
+
+
+def _locate(route: RouteDescriptor, err: ValidationFailed) -> None:
+    """Say where each service-reported field came from (``values.x`` is in the body)."""
+    parts = (("path", route.path_model), ("query", route.query_model), ("body", route.body_model))
+    for detail in err.details:
+        if "in" in detail:
+            continue
+        head = str(detail.get("field", "")).split(".", 1)[0]
+        where = next((w for w, m in parts if m is not None and head in m.model_fields), None)
+        if where:
+            detail["in"] = where
+
+
+def make_view(route: RouteDescriptor) -> Callable[..., Any]:
+    """The Flask view of a descriptor: auth, permission, parse, look up, handle, answer JSON."""
+
+    @guard(route.permission)
+    def view(**path_args: Any):
+        principal = require_principal()
+        path = parse_part(route.path_model, path_args, "path")
+        if route.lookup is not None:
+            route.lookup(principal, path)  # another org's id is 404 before the body is read
+        query = parse_part(route.query_model, request.args.to_dict(), "query")
+        body = parse_part(route.body_model, request_json(), "body") if route.body_model else None
+        try:
+            result = route.handler(principal, path, query, body)
+        except ValidationFailed as err:
+            _locate(route, err)
+            raise
+        return jsonify(result.model_dump(mode="json")), route.status
+
+    view.__name__ = route.name
+    view.__doc__ = route.summary
+    return view
+
+
+def routes_blueprint(name: str, import_name: str, routes: Sequence[RouteDescriptor]) -> Blueprint:
+    """A blueprint holding the views of ``routes`` (all of one mount)."""
+    mounts = {route.mount for route in routes}
+    if len(mounts) != 1:
+        raise ValueError(f"{name}: routes of one blueprint share a mount, got {sorted(mounts)}")
+    bp = Blueprint(name, import_name, url_prefix=mounts.pop())
+    for route in routes:
+        bp.add_url_rule(route.flask_rule, route.name, make_view(route), methods=[route.method])
+    return bp

@@ -1,0 +1,96 @@
+"""``create_app``: config, extensions, blueprints, error handlers, the assistant's tools.
+
+It does nothing else: no data loading, no migrations (``flask db upgrade``, ``seed-demo``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from monark import models  # noqa: F401  (every table, for Alembic and create_all)
+from monark.api.routes import V1_ROUTES
+from monark.api.views import bp as api_bp
+from monark.assistant.navigate import NavigateTool
+from monark.assistant.tools import build_chat_toolset
+from monark.assistant.views import bp as assistant_bp
+from monark.audit.views import bp as audit_bp
+from monark.automations.engine import install_engine
+from monark.automations.routes import AUTOMATION_ROUTES
+from monark.automations.routes import bp as automations_internal_bp
+from monark.automations.views import bp as automations_bp
+from monark.chat import runtime
+from monark.cli import register_cli
+from monark.config import engine_options, instance_secret_key, load_config
+from monark.core.errors import register_error_handlers
+from monark.core.jsonbody import JSONProvider
+from monark.core.views import bp as core_bp
+from monark.core.web import register_web
+from monark.extensions import csrf, db, login_manager, migrate
+from monark.records.views import bp as records_bp
+from monark.settings.views import bp as settings_bp
+from monark.wiki.routes import WIKI_ROUTES
+from monark.wiki.routes import bp as wiki_internal_bp
+from monark.wiki.views import bp as wiki_bp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+BLUEPRINTS = (
+    core_bp,
+    records_bp,
+    settings_bp,
+    audit_bp,
+    assistant_bp,
+    automations_bp,
+    automations_internal_bp,
+    wiki_bp,
+    wiki_internal_bp,
+    api_bp,
+)
+# Every route an agent may call, declared beside its feature's services.
+ROUTES = (*V1_ROUTES, *AUTOMATION_ROUTES, *WIKI_ROUTES)
+
+
+def create_app(overrides: dict[str, Any] | None = None) -> Flask:
+    """Build the app: config, extensions, blueprints, error handlers. Nothing else."""
+    app = Flask(
+        __name__,
+        template_folder=os.path.join(ROOT, "templates"),
+        static_folder=os.path.join(ROOT, "static"),
+        instance_path=os.path.join(ROOT, "instance"),
+    )
+    app.json = JSONProvider(app)  # request bodies parse with a nesting limit
+    app.config.from_mapping(load_config(app.instance_path))
+    app.config.update(overrides or {})
+    # After the overrides: the options must fit the database actually used.
+    app.config.setdefault(
+        "SQLALCHEMY_ENGINE_OPTIONS", engine_options(app.config["SQLALCHEMY_DATABASE_URI"])
+    )
+    if proxies := app.config["TRUSTED_PROXIES"]:
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_prefix=proxies
+        )
+    os.makedirs(app.instance_path, exist_ok=True)
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)
+
+    db.init_app(app)
+    migrate.init_app(
+        app, db, directory=os.path.join(ROOT, "migrations"), render_as_batch=True, compare_type=True
+    )
+    login_manager.init_app(app)
+    login_manager.login_view = "auth.login"
+    login_manager.login_message = "Sign in to continue."
+    csrf.init_app(app)
+
+    register_web(app)
+    for blueprint in BLUEPRINTS:
+        app.register_blueprint(blueprint)
+    register_error_handlers(app)
+    register_cli(app)
+    install_engine()
+    runtime.install(app, build_chat_toolset(ROUTES, [NavigateTool()]))
+    return app
