@@ -282,7 +282,7 @@ def test_one_turn_at_a_time_per_conversation(app, world):
 def test_a_turn_claim_left_by_a_dead_process_expires(app, world, scripted):
     from datetime import timedelta
 
-    from monark.chat import store
+    from monark.chat import lease, store
     from monark.chat.models import Conversation, Message
     from monark.core.models import utcnow
     from tests.llm_script import Say
@@ -308,4 +308,4 @@ def test_a_turn_claim_left_by_a_dead_process_expires(app, world, scripted):
     db.session.rollback()
     assert db.session.get(Conversation, conversation.id).turn_id is None
     kept = db.session.get(Message, cut.id)
-    assert (kept.status, kept.text, kept.error) == ("incomplete", "Half a", store.INTERRUPTED_REPLY)
+    assert (kept.status, kept.text, kept.error) == ("incomplete", "Half a", lease.INTERRUPTED_REPLY)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
 
-from monark.chat import service, store
+from monark.chat import lease, service
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.runtime import llm_provider, set_llm_provider
 from monark.chat.service import SendInput
@@ -188,7 +188,7 @@ def test_a_call_whose_result_could_not_be_stored_ends_failed_and_keeps_nothing(w
     db.session.rollback()
     call = db.session.get(ToolCall, call_id)
     # The turn broke off, and settled what it left: no call stays EXECUTING.
-    assert (call.status, call.error) == ("FAILED", store.INTERRUPTED_CALL)
+    assert (call.status, call.error) == ("FAILED", lease.INTERRUPTED_CALL)
     conversation = db.session.get(Conversation, call.conversation_id)
     assert conversation.turn_id is None  # the turn gave its claim back all the same
     assert db.session.scalar(select(func.count()).where(Record.title == "Half way")) == 0

@@ -29,6 +29,7 @@ def upgrade():
                 'turn_stop_requested', sa.Boolean(), nullable=False, server_default=sa.false()
             )
         )
+        batch_op.create_index('ix_chat_conversations_turn_id', ['turn_id'], unique=False)
 
 
 def downgrade():
@@ -36,6 +37,7 @@ def downgrade():
     with op.batch_alter_table(
         'chat_conversations', schema=None, table_kwargs={"sqlite_autoincrement": True}
     ) as batch_op:
+        batch_op.drop_index('ix_chat_conversations_turn_id')
         batch_op.drop_column('turn_stop_requested')
         batch_op.drop_column('turn_lease_until')
         batch_op.drop_column('turn_id')

@@ -18,6 +18,7 @@ The generator holds no database session between reads, so a long stream pins no 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,18 +28,18 @@ from markupsafe import escape
 from sqlalchemy import select
 
 from monark.assistant.thread import (
+    ThreadFoot,
     ThreadView,
     call_view,
     message_view,
     thread_tail,
     thread_view,
 )
-from monark.chat import store
+from monark.chat import lease
 from monark.chat.models import Message, ToolCall
 from monark.chat.turns import progress_log
 from monark.core.broker import ProgressLog
 from monark.core.errors import AppError
-from monark.core.models import utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
@@ -72,10 +73,28 @@ def _id_input(conversation_id: int | None) -> str:
     return f'<input type="hidden" id="chat-conversation-id" name="conversation_id" value="{value}">'
 
 
-def follow_slot(conversation_id: int | None, trigger: str = "load") -> str:
+def follow_slot(conversation_id: int, turn_id: str, trigger: str = "load") -> str:
     """The element that follows a running turn (hx-sse:connect, reconnecting by itself)."""
     return render_fragment(
-        "assistant/_follow.html", conversation_id=conversation_id, trigger=trigger
+        "assistant/_follow.html", conversation_id=conversation_id, turn_id=turn_id, trigger=trigger
+    )
+
+
+def _foot_frame(foot: ThreadFoot, following: bool = False, notice: str | None = None) -> str:
+    html = render_fragment(
+        "assistant/_thread_foot.html", foot=foot, following=following, notice=notice
+    )
+    return sse(partial("#chat-thread-foot", "outerHTML", html))
+
+
+def turn_preface(conversation_id: int, turn_id: str) -> str:
+    """The first frames of a stream that starts a turn: the foot cleared (no Retry, no old
+    notice while a turn runs), and a dormant follower of the turn, which the panel wakes
+    should this connection drop: the turn goes on without it."""
+    running = ThreadFoot(waiting=False, running=True, retry=False)
+    slot = follow_slot(conversation_id, turn_id, "chat:resume")
+    return _foot_frame(running, following=True) + sse(
+        partial("#chat-follow-slot", "innerHTML", slot)
     )
 
 
@@ -115,13 +134,12 @@ class _Watch:
         self.shown = {m.id: len(m.text) for m in thread.messages if m.status == "streaming"}
         return self._thread_frames(thread, following)
 
-    def _thread_frames(self, thread: ThreadView, following: bool) -> str:
+    def _thread_frames(self, thread: ThreadView, following: bool, notice: str | None = None) -> str:
         items = render_fragment("assistant/_thread_items.html", thread=thread)
-        foot = render_fragment("assistant/_thread_foot.html", foot=thread.foot, following=following)
         title = render_fragment("assistant/_title.html", thread=thread)
         return (
             sse(partial("#chat-thread", "outerHTML", items))
-            + sse(partial("#chat-thread-foot", "outerHTML", foot))
+            + _foot_frame(thread.foot, following=following, notice=notice)
             + sse(partial("#chat-title", "outerHTML", title))
         )
 
@@ -159,7 +177,10 @@ class _Watch:
             return ""
         view = message_view(message)
         if message.status == "streaming":
-            self.shown[message.id] = len(message.text)
+            # Drawn empty: the log holds every token of it from its start, so the page shows
+            # exactly what the entries read so far say (which a resume rebuilds).
+            view.text = ""
+            self.shown[message.id] = 0
         else:
             self.shown.pop(message.id, None)
         html = render_fragment("assistant/_message.html", m=view)
@@ -188,20 +209,17 @@ class _Watch:
         self, status: str, error: str | None, whole: bool = False, notice: bool = False
     ) -> str:
         """The turn ended: the thread's foot and title as stored (the whole thread when
-        ``whole``: a turn that died may have left anything), then ``done`` (and ``error``).
-        ``notice``: the error is shown under the thread (no stored message says it)."""
+        ``whole``: a turn that died or broke off may have left anything), then ``done``
+        (and ``error``). ``notice``: the error is said in the foot (no message says it)."""
         frames = ""
-        if notice and error:
-            html = render_fragment("assistant/_notice.html", message=error, kind="error")
-            frames += sse(partial("#chat-live", "innerHTML", html))
+        shown = error if notice else None
         try:
             if whole:
                 thread = thread_view(self.principal, self.conversation_id)
-                frames += self._thread_frames(thread, following=False)
+                frames += self._thread_frames(thread, following=False, notice=shown)
             else:
                 title, foot = thread_tail(self.principal, self.conversation_id)
-                html = render_fragment("assistant/_thread_foot.html", foot=foot)
-                frames += sse(partial("#chat-thread-foot", "outerHTML", html))
+                frames += _foot_frame(foot, notice=shown)
                 html = render_fragment("assistant/_title.html", thread={"title": title})
                 frames += sse(partial("#chat-title", "outerHTML", html))
         except AppError:
@@ -248,9 +266,9 @@ def _frames(watch: _Watch, entries: list[tuple[str, dict[str, Any]]], turn_id: s
             break
     flush()
     frames = "".join(out)
-    if frames and entries:
-        # The batch's last id rides on an empty comment-free frame htmx ignores, so a
-        # reconnect resumes after everything this batch drew.
+    if entries:
+        # The batch's last id rides on a frame of its own, which htmx does not swap: a
+        # reconnect resumes after everything this batch drew (or skipped as already drawn).
         frames += f"id: {turn_id}:{entries[-1][0]}\n\n"
     return frames, finished
 
@@ -284,10 +302,9 @@ def watch_turn(
         if preface:
             yield preface
         if snapshot and after is None:
-            yield watch.snapshot(following=turn_id is not None)
-            db.session.remove()
+            yield _released(watch.snapshot(following=turn_id is not None))
         if turn_id is None:
-            yield watch.finish("done", None)
+            yield _released(watch.finish("done", None))
             return
         if after is not None:
             watch.absorb(_entries_until(log, turn_id, after))
@@ -301,35 +318,44 @@ def watch_turn(
     return response
 
 
+def _released(frames: str) -> str:
+    """``frames``, once the session that drew them has handed its connection back (a slow
+    client must not hold one while they are written)."""
+    db.session.remove()
+    return frames
+
+
+def _read(log: ProgressLog, turn_id: str, after: str | None, timeout: float) -> list:
+    """The log's next entries; none when the broker fails (after waiting as long, so a
+    broker that is down is not asked again at once)."""
+    try:
+        return log.read(turn_id, after, timeout)
+    except Exception:
+        current_app.logger.warning("progress log read failed", exc_info=True)
+        time.sleep(timeout)
+        return []
+
+
 def _follow(watch: _Watch, log: ProgressLog, turn_id: str, after: str | None) -> Iterator[str]:
     while True:
-        try:
-            entries = log.read(turn_id, after, WAIT_SECONDS)
-        except Exception:  # the broker blinked: fall back to the database's view of the turn
-            current_app.logger.warning("progress log read failed", exc_info=True)
-            entries = []
+        entries = _read(log, turn_id, after, WAIT_SECONDS)
         if not entries:
             yield KEEPALIVE
             if not _turn_gone(watch.conversation_id, turn_id):
                 continue
             # Gone: it either just ended (its "finished" is on its way) or its process died.
-            entries = log.read(turn_id, after, 0.5)
+            entries = _read(log, turn_id, after, 0.5)
             if not entries:
-                yield watch.finish("interrupted", None, whole=True)
-                db.session.remove()
+                yield _released(watch.finish("interrupted", None, whole=True))
                 return
         after = entries[-1][0]
         frames, finished = _frames(watch, entries, turn_id)
-        db.session.remove()
-        if frames:
-            yield frames
+        yield _released(frames)
         if finished is not None:
-            yield watch.finish(
-                finished.get("status") or "done",
-                finished.get("error"),
-                notice=bool(finished.get("raised")),
-            )
-            db.session.remove()
+            raised = bool(finished.get("raised"))
+            status, error = finished.get("status") or "done", finished.get("error")
+            # A turn that broke off left its reply and calls settled, unreported: draw all.
+            yield _released(watch.finish(status, error, whole=raised, notice=raised))
             return
 
 
@@ -351,7 +377,6 @@ def _entries_until(log: ProgressLog, turn_id: str, until: str) -> list[tuple[str
 def _turn_gone(conversation_id: int, turn_id: str) -> bool:
     """Whether the turn no longer holds the conversation (it ended, or its process died)."""
     try:
-        holder, until = store.turn_state(conversation_id)
+        return lease.live_turn(conversation_id) != turn_id
     finally:
         db.session.remove()
-    return holder != turn_id or until is None or until < utcnow()

@@ -9,7 +9,7 @@ from typing import Any
 from markupsafe import Markup
 from sqlalchemy import select
 
-from monark.chat import store
+from monark.chat import lease, store
 from monark.chat.models import Message, ToolCall
 from monark.chat.service import AUTO_REJECT_REASON
 from monark.core.markdown import pretty_json, render_markdown
@@ -167,7 +167,7 @@ def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, Thread
     """The title and the foot as stored now, without loading the thread (three queries)."""
     conversation = store.get_conversation(principal, conversation_id)
     last, waiting = store.tail_state(conversation.id)
-    foot = ThreadFoot.of(waiting, store.live_turn_id(conversation) is not None, last)
+    foot = ThreadFoot.of(waiting, lease.live_turn_id(conversation) is not None, last)
     return conversation.title, foot
 
 
@@ -176,7 +176,11 @@ class ThreadView:
     conversation_id: int | None
     title: str
     messages: list[MessageView]
-    running: bool = False  # a turn is being written (in another tab, window or instance)
+    turn_id: str | None = None  # the turn being written now (here, in another tab, anywhere)
+
+    @property
+    def running(self) -> bool:
+        return self.turn_id is not None
 
     @property
     def foot(self) -> ThreadFoot:
@@ -187,13 +191,13 @@ class ThreadView:
 
 def _as_interrupted(view: MessageView) -> None:
     """A reply, or a call, that a turn which died left open shows as what it now is:
-    interrupted, with Retry (the next turn stores it so; see ``store.settle_dead_turn``)."""
+    interrupted, with Retry (the next turn stores it so; see ``lease.settle``)."""
     if view.status == "streaming":
-        view.status, view.error = "incomplete", store.INTERRUPTED_REPLY
+        view.status, view.error = "incomplete", lease.INTERRUPTED_REPLY
         view.html = render_markdown(view.text)
     for call in view.calls:
         if call.status == "EXECUTING":
-            call.status, call.error = "FAILED", store.INTERRUPTED_CALL
+            call.status, call.error = "FAILED", lease.INTERRUPTED_CALL
 
 
 def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
@@ -204,8 +208,8 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
         {c.decided_by_id for m in messages for c in m.tool_calls if c.decided_by_id}
     )
     views = [message_view(m, names) for m in messages]
-    running = store.live_turn_id(conversation) is not None
-    if not running:
+    turn_id = lease.live_turn_id(conversation)
+    if turn_id is None:
         for view in views:
             _as_interrupted(view)
-    return ThreadView(conversation.id, conversation.title, views, running=running)
+    return ThreadView(conversation.id, conversation.title, views, turn_id=turn_id)

@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, render_template, request
 
-from monark.assistant.stream import follow_slot, partial, sse, watch_turn
+from monark.assistant.stream import partial, turn_preface, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
-from monark.chat import service, store, turns
+from monark.chat import lease, service, store, turns
 from monark.chat.gates import assistant_name, check_gates
 from monark.chat.prompt import PageContext
 from monark.chat.runtime import provider_problem
@@ -146,12 +146,15 @@ def stop(conversation_id: int):
     """Stop the conversation's running turn, on whichever instance it runs; says whether
     it stopped (the reply so far is kept), is still stopping, or nothing was running."""
     store.get_conversation(require_principal(), conversation_id)
-    turn_id = turns.request_stop(conversation_id)
+    # The turn the page is watching, when it says: a Stop that arrives after that turn
+    # ended never stops the next one (another tab's).
+    wanted = request.form.get("turn", "").strip() or None
+    turn_id = turns.request_stop(conversation_id, wanted)
     if turn_id is None:
         return jsonify(status="idle", message="Nothing was running in this conversation."), 409
     deadline = time.monotonic() + STOP_WAIT_SECONDS
     while time.monotonic() < deadline:
-        holder, _ = store.turn_state(conversation_id)
+        holder = lease.live_turn(conversation_id)
         db.session.rollback()
         if holder != turn_id:
             return jsonify(status="stopped", message="Stopped. The reply so far is kept.")
@@ -169,7 +172,7 @@ def follow(conversation_id: int):
     return watch_turn(
         principal,
         conversation.id,
-        store.live_turn_id(conversation),
+        lease.live_turn_id(conversation),
         snapshot=True,
         last_event_id=request.headers.get("Last-Event-ID", "")[:200],
     )
@@ -178,11 +181,10 @@ def follow(conversation_id: int):
 def _start(principal: Principal, turn: turns.Turn) -> Response:
     """Run a claimed turn on its own and answer with a watcher of it."""
     turns.start_turn(turn)
-    cid = turn.conversation_id
-    # A dormant follower: should this response's connection drop, the panel wakes it and
-    # catches up with the turn, which goes on without us.
-    preface = sse(partial("#chat-follow-slot", "innerHTML", follow_slot(cid, "chat:resume")))
-    return watch_turn(principal, cid, turn.turn_id, snapshot=False, preface=preface)
+    preface = turn_preface(turn.conversation_id, turn.turn_id)
+    return watch_turn(
+        principal, turn.conversation_id, turn.turn_id, snapshot=False, preface=preface
+    )
 
 
 def _page_context(principal: Principal) -> PageContext | None:

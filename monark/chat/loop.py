@@ -17,7 +17,7 @@ from typing import Any, Literal
 from flask import current_app
 from sqlalchemy import update
 
-from monark.chat import store
+from monark.chat import lease, store
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.types import (
@@ -41,7 +41,7 @@ from monark.chat.runtime import llm_provider, tool_executor
 from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
-from monark.core.text import scrub
+from monark.core.text import scrub, storable
 from monark.core.uow import unit_of_work
 from monark.extensions import db
 
@@ -130,27 +130,32 @@ def _outcome_values(outcome: ToolOutcome, duration_ms: int) -> dict[str, Any]:
     if outcome.ok:
         return {
             "status": "SUCCEEDED",
-            "result": scrub(outcome.result),
+            "result": storable(outcome.result),
             "error": None,
             "duration_ms": duration_ms,
         }
     return {
         "status": "FAILED",
-        "error": scrub(outcome.error or "The tool failed."),
-        "result": {"details": scrub(outcome.details)} if outcome.details else None,
+        "error": storable(outcome.error or "The tool failed."),
+        "result": {"details": storable(outcome.details)} if outcome.details else None,
         "duration_ms": duration_ms,
     }
 
 
-def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> None:
-    """The call's status and result, and its event, in the current session's transaction."""
-    db.session.execute(
+def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> bool:
+    """The call's status and result, and its event, in the current session's transaction.
+    False when the call is no longer EXECUTING (a turn that took the conversation over
+    settled it meanwhile): then nothing may be kept."""
+    changed = db.session.execute(
         update(ToolCall)
         .where(ToolCall.id == call.id, ToolCall.status == "EXECUTING")
         .values(**values)
         .execution_options(synchronize_session=False)
-    )
+    ).rowcount
+    if changed != 1:
+        return False
     store.tool_call_event(actor, call, "succeeded" if values["status"] == "SUCCEEDED" else "failed")
+    return True
 
 
 def run_tool_call(
@@ -159,7 +164,7 @@ def run_tool_call(
     """Run one call as the user via the assistant; store SUCCEEDED or FAILED and commit.
 
     A write's SUCCEEDED is stored in the tool's own transaction: either both are kept or
-    neither, so a call a crash leaves EXECUTING changed nothing (see ``settle_dead_turn``).
+    neither, so a call a crash leaves EXECUTING changed nothing (see ``lease.settle``).
     """
     actor = principal.via_assistant(call.conversation_id)
     db.session.commit()  # nothing of ours pending while the tool's own transaction runs
@@ -173,8 +178,10 @@ def run_tool_call(
                 unit.fail()
             elif call.mutates:
                 duration = int((time.perf_counter() - started) * 1000)
-                _store_outcome(actor, call, _outcome_values(outcome, duration))
-                stored = True
+                stored = _store_outcome(actor, call, _outcome_values(outcome, duration))
+                if not stored:  # settled as interrupted meanwhile: keep its word, undo
+                    unit.fail()
+                    outcome = ToolOutcome(ok=False, error=lease.INTERRUPTED_CALL)
     except Exception as err:  # the tool boundary: a failure becomes a result the model sees
         current_app.logger.exception("tool %s failed", call.name)
         stored = False
@@ -193,7 +200,7 @@ def run_tool_call(
 
 def _preview(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> dict | None:
     try:
-        return scrub(executor.preview(actor, call.name, dict(call.input)))
+        return storable(executor.preview(actor, call.name, dict(call.input)))
     except Exception:  # a preview is a courtesy; the call itself must still be stored
         current_app.logger.exception("previewing %s failed", call.name)
         return None
@@ -207,8 +214,8 @@ def _precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> N
         return
     if outcome is not None and not outcome.ok:
         call.status = "FAILED"
-        call.error = scrub(outcome.error or "The arguments are invalid.")
-        call.result = {"details": scrub(outcome.details)} if outcome.details else None
+        call.error = storable(outcome.error or "The arguments are invalid.")
+        call.result = {"details": storable(outcome.details)} if outcome.details else None
 
 
 # ---- streaming one step ------------------------------------------------------------------
@@ -261,18 +268,20 @@ def _drain(events: queue.SimpleQueue, first: Any) -> list[Any]:
 def _apply(step: _Step, event: Any) -> str:
     """Fold one provider event into the step; returns its text (cleaned), if any."""
     if isinstance(event, TextDelta):
-        text = scrub(event.text)
+        text = storable(event.text)
         step.text.append(text)
         return text
     if isinstance(event, ToolCallRequested):
-        step.calls.append(ToolCallRequested(scrub(event.id), scrub(event.name), scrub(event.input)))
+        step.calls.append(
+            ToolCallRequested(storable(event.id), storable(event.name), storable(event.input))
+        )
     elif isinstance(event, UsageReport):
         step.usage = event
     elif isinstance(event, StopReason):
-        step.stop_reason = scrub(event.reason)
+        step.stop_reason = storable(event.reason)
         step.stopped = event.reason == "stopped"
     elif isinstance(event, ProviderError):
-        step.error = ProviderError(scrub(event.message), event.kind)
+        step.error = ProviderError(storable(event.message), event.kind)
     return ""
 
 
@@ -475,6 +484,10 @@ def _run_reads(
     for call in calls:
         if call.mutates:
             hooks.on_tool_call(call)
+        elif hooks.should_stop():  # stopped: the reads left are not run, and say so
+            call.status, call.error = "FAILED", "Stopped before it ran."
+            db.session.commit()
+            hooks.on_tool_call(call)
         else:
             call.status = "EXECUTING"
             db.session.commit()
@@ -495,6 +508,9 @@ def advance_conversation(
     provider = llm_provider(config)
     result = TurnResult("done", conversation_id)
     while True:
+        if hooks.should_stop():  # Stop during a tool call: no new model step
+            result.status = "stopped"
+            return result
         conversation = store.get_conversation(principal, conversation_id)
         rows = _stop_before_step(principal, conversation, hooks, result)
         if rows is None:

@@ -22,7 +22,11 @@ PENDING_STATUSES = ("PROPOSED", "EXECUTING")
 
 class Conversation(db.Model):
     __tablename__ = "chat_conversations"
-    __table_args__ = (Index("ix_chat_conversations_org_id_creator_id", "org_id", "creator_id"),)
+    __table_args__ = (
+        Index("ix_chat_conversations_org_id_creator_id", "org_id", "creator_id"),
+        # Each process renews its running turns by id every second.
+        Index("ix_chat_conversations_turn_id", "turn_id"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))

@@ -94,9 +94,8 @@ def begin_send(
     def opening() -> list[dict[str, Any]]:
         conversation = store.get_conversation(principal, conversation_id)
         entries: list[dict[str, Any]] = []
+        # Under the claim, nothing else runs: what is pending waits for the user.
         for call in store.pending_calls(conversation_id):
-            if call.status == "EXECUTING":
-                raise Conflict("An action is still running. Wait for it to finish.")
             _decide(principal, call, "REJECTED", AUTO_REJECT_REASON)
             entries.append({"k": "c", "id": call.id})
         sentence = context_sentence(data.page_context, utcnow().date())

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import selectinload
 
 from monark.chat.models import PENDING_STATUSES, Conversation, Message, Participant, ToolCall
-from monark.core.errors import Conflict, NotFound, ValidationFailed
+from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
-from monark.core.models import as_utc, utcnow
+from monark.core.models import utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
@@ -271,140 +269,3 @@ def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
     if call is None:
         raise NotFound("No such tool call.")
     return call
-
-
-# ---- one turn at a time: a lease ----------------------------------------------------------
-
-INTERRUPTED_REPLY = "The server stopped while writing this reply."
-INTERRUPTED_CALL = "Interrupted before it finished, so nothing was changed."
-
-
-def claim_turn(conversation_id: int, lease: timedelta) -> str:
-    """Claim the conversation's turn with a fresh lease and commit; returns the turn's id.
-
-    A conditional update, so exactly one of several tabs, windows or instances wins; a turn
-    whose lease ran out (its process died) is taken over. ``Conflict`` while a live turn
-    holds it. What a dead turn left behind is settled at once (``settle_dead_turn``).
-    """
-    now = utcnow()
-    turn_id = uuid.uuid4().hex
-    claim = (
-        update(Conversation)
-        .values(
-            turn_id=turn_id,
-            turn_started_at=now,
-            turn_lease_until=now + lease,
-            turn_stop_requested=False,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    free = claim.where(Conversation.id == conversation_id, Conversation.turn_id.is_(None))
-    if db.session.execute(free).rowcount != 1:
-        expired = claim.where(
-            Conversation.id == conversation_id, Conversation.turn_lease_until < now
-        )
-        if db.session.execute(expired).rowcount != 1:
-            db.session.rollback()
-            raise Conflict(BUSY)
-    # Taken over from a turn that died, or freed by one that failed to settle: either way
-    # nothing of an earlier turn can still be running now.
-    settle_dead_turn(conversation_id)
-    db.session.commit()
-    return turn_id
-
-
-def settle_dead_turn(conversation_id: int) -> None:
-    """Close what a turn that died left open: a reply cut off mid-stream is kept as an
-    incomplete message, and a call it was running failed (its own transaction rolled back
-    with the process, so nothing of it was kept). Only the lease holder calls this."""
-    db.session.execute(
-        update(Message)
-        .where(Message.conversation_id == conversation_id, Message.status == "streaming")
-        .values(status="incomplete", error=INTERRUPTED_REPLY)
-        .execution_options(synchronize_session=False)
-    )
-    db.session.execute(
-        update(ToolCall)
-        .where(ToolCall.conversation_id == conversation_id, ToolCall.status == "EXECUTING")
-        .values(status="FAILED", error=INTERRUPTED_CALL)
-        .execution_options(synchronize_session=False)
-    )
-
-
-def renew_turns(
-    turn_ids: list[str], lease: timedelta, replies: list[tuple[int, str]]
-) -> dict[str, bool]:
-    """Extend the leases of running turns and save their replies so far; commits.
-
-    Returns each turn that still holds its conversation with whether Stop was asked; a
-    turn missing from the answer lost its lease (another instance took the conversation
-    over after this one stalled past the lease). ``replies`` are ``(message_id, text)``.
-    """
-    held = db.session.execute(
-        update(Conversation)
-        .where(Conversation.turn_id.in_(turn_ids))
-        .values(turn_lease_until=utcnow() + lease)
-        .returning(Conversation.turn_id, Conversation.turn_stop_requested)
-        .execution_options(synchronize_session=False)
-    ).all()
-    if replies:
-        messages = Message.__table__  # a Core executemany, one row per reply
-        db.session.execute(
-            update(messages)
-            .where(messages.c.id == bindparam("message_id"), messages.c.status == "streaming")
-            .values(text=bindparam("reply")),
-            [{"message_id": m, "reply": text} for m, text in replies],
-        )
-    db.session.commit()
-    return {turn_id: bool(stop) for turn_id, stop in held}
-
-
-def release_turn(conversation_id: int, turn_id: str) -> None:
-    """Give the conversation back (only if this turn still holds it); commits."""
-    db.session.execute(
-        update(Conversation)
-        .where(Conversation.id == conversation_id, Conversation.turn_id == turn_id)
-        .values(
-            turn_id=None, turn_started_at=None, turn_lease_until=None, turn_stop_requested=False
-        )
-        .execution_options(synchronize_session=False)
-    )
-    db.session.commit()
-
-
-def request_stop(conversation_id: int) -> str | None:
-    """Ask the conversation's live turn to stop; its id, or None when none runs; commits."""
-    now = utcnow()
-    turn_id = db.session.execute(
-        update(Conversation)
-        .where(
-            Conversation.id == conversation_id,
-            Conversation.turn_id.is_not(None),
-            Conversation.turn_lease_until >= now,
-        )
-        .values(turn_stop_requested=True)
-        .returning(Conversation.turn_id)
-        .execution_options(synchronize_session=False)
-    ).scalar()
-    db.session.commit()
-    return turn_id
-
-
-def live_turn_id(conversation: Conversation) -> str | None:
-    """The id of the turn holding the conversation, if its lease is live."""
-    until = as_utc(conversation.turn_lease_until)
-    if conversation.turn_id and until is not None and until >= utcnow():
-        return conversation.turn_id
-    return None
-
-
-def turn_state(conversation_id: int) -> tuple[str | None, datetime | None]:
-    """``(turn_id, lease_until)`` as stored now (one small query)."""
-    row = db.session.execute(
-        select(Conversation.turn_id, Conversation.turn_lease_until).where(
-            Conversation.id == conversation_id
-        )
-    ).one_or_none()
-    if row is None:
-        return None, None
-    return row.turn_id, as_utc(row.turn_lease_until)

@@ -2,17 +2,17 @@
 
 A turn belongs to no connection: it runs to its end (or to a card that waits for the user)
 whether or not anyone watches. While it runs:
-- the process's lease keeper renews its lease every second or so and saves the reply
-  streamed so far, so a turn whose process dies stops renewing and its conversation is free
-  again within ``CHAT_TURN_LEASE_SECONDS``, with what streamed kept as an incomplete reply;
-- the same renewal reads the conversation's stop flag, which Stop sets on any instance
-  (a Stop on this process also wakes the turn at once);
+- its process's lease keeper (``chat.keeper``) renews its lease every second or so and
+  saves the reply streamed so far, so a turn whose process dies stops renewing and its
+  conversation is free again within ``CHAT_TURN_LEASE_SECONDS``, with what streamed kept
+  as an incomplete reply; the same renewal reads the stop flag that Stop sets on any
+  instance (a Stop on this process wakes the turn at once);
 - it appends its progress (``{"k": "t"|"m"|"c"|"f", ...}``) to a progress log named after
   the turn (``core.broker``): in memory, or Redis when ``CHAT_BROKER_URL`` is set. Entries
   carry ids, offsets and the streamed text; watchers render from the database.
 
 Entries: ``t`` (text ``x`` at offset ``o`` of message ``m``), ``m`` (message ``id`` saved),
-``c`` (tool call ``id`` changed), ``f`` (finished, with ``status`` and ``error``).
+``c`` (tool call ``id`` changed), ``f`` (finished, with ``status``, ``error``, ``raised``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from flask import Flask, current_app
 
-from monark.chat import store
+from monark.chat import keeper, lease
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult
 from monark.chat.models import Message, ToolCall
@@ -38,10 +38,6 @@ from monark.extensions import db
 FAILED_TEXT = "Something went wrong on our side. Retry in a moment."
 _LOG_KEY = "monark.progress_log"
 _log_lock = threading.Lock()
-
-# Turns running in this process, by turn id: a Stop that arrives here wakes them at once.
-_running: dict[str, threading.Event] = {}
-_running_lock = threading.Lock()
 
 
 def progress_log(app: Flask | None = None) -> ProgressLog:
@@ -61,11 +57,6 @@ def lease_of(config: Mapping[str, Any]) -> timedelta:
     return timedelta(seconds=float(config.get("CHAT_TURN_LEASE_SECONDS", 8)))
 
 
-def heartbeat_interval(config: Mapping[str, Any]) -> float:
-    """How often a running turn renews its lease, saves its reply and looks for Stop."""
-    return min(1.0, lease_of(config).total_seconds() / 4)
-
-
 @dataclass
 class Turn:
     """A claimed turn, ready to run: ``work(hooks)`` is the loop to run under the lease."""
@@ -78,29 +69,30 @@ class Turn:
     # cards it skipped), reported before the work.
     opening: list[dict[str, Any]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
-    lost: bool = False  # the lease ran out under it (this process stalled)
+    progressed: float = field(default_factory=time.monotonic)  # its last sign of life
 
 
 def claim(conversation_id: int, config: Mapping[str, Any]) -> str:
     """Claim a conversation's turn (``Conflict`` while another live turn holds it)."""
-    return store.claim_turn(conversation_id, lease_of(config))
+    return lease.claim(conversation_id, lease_of(config))
 
 
 def release(conversation_id: int, turn_id: str) -> None:
     """Give back a claim whose turn will not run (its opening step failed)."""
-    db.session.rollback()
-    store.release_turn(conversation_id, turn_id)
+    try:
+        db.session.rollback()
+        lease.release(conversation_id, turn_id)
+    except Exception:  # the opening's own error matters more; the lease runs out anyway
+        current_app.logger.exception("releasing turn %s failed", turn_id)
 
 
-def request_stop(conversation_id: int) -> str | None:
-    """Stop the conversation's live turn wherever it runs; its id, or None if none runs."""
-    turn_id = store.request_stop(conversation_id)
-    if turn_id is not None:
-        with _running_lock:
-            flag = _running.get(turn_id)
-        if flag is not None:
-            flag.set()  # here: no need to wait for the next renewal
-    return turn_id
+def request_stop(conversation_id: int, turn_id: str | None = None) -> str | None:
+    """Stop the conversation's live turn (or only ``turn_id``) wherever it runs; the id of
+    the turn asked, or None when none was running."""
+    asked = lease.request_stop(conversation_id, turn_id)
+    if asked is not None:
+        keeper.of(current_app._get_current_object()).wake(asked)  # type: ignore[attr-defined]
+    return asked
 
 
 class _Reporter(TurnHooks):
@@ -115,10 +107,11 @@ class _Reporter(TurnHooks):
         self._live: int | None = None  # the message being streamed
         self._parts: list[str] = []
         self._length = 0
-        self._saved = 0  # how much of it the lease keeper saved
+        self._saved = 0  # how much of it is stored
 
     def publish(self, entry: dict[str, Any]) -> None:
         """Append to the turn's log; progress is best effort (the database has the truth)."""
+        self.turn.progressed = time.monotonic()
         try:
             self.log.append(self.turn.turn_id, entry)
         except Exception:
@@ -150,80 +143,18 @@ class _Reporter(TurnHooks):
     def should_stop(self) -> bool:
         return self.turn.stop.is_set() or self.inner.should_stop()
 
-    def unsaved_reply(self) -> tuple[int, str] | None:
-        """``(message_id, text)`` when the reply grew since the last save."""
+    def unsaved_reply(self) -> tuple[int, str, int] | None:
+        """``(message_id, text, length)`` when the reply grew since it was last saved."""
         with self._lock:
             if self._live is None or self._length == self._saved:
                 return None
-            self._saved = self._length
-            return self._live, "".join(self._parts)
+            return self._live, "".join(self._parts), self._length
 
-
-class _LeaseKeeper(threading.Thread):
-    """One thread per app that keeps every turn of this process alive: each beat, one
-    statement renews all their leases and reads their stop flags (a turn not renewed lost
-    its lease), and the replies that grew since the last beat are saved. The cost is one
-    small write per second per process, however many turns run."""
-
-    def __init__(self, app: Flask):
-        super().__init__(name="turn-lease-keeper", daemon=True)
-        self.app = app
-        self.lease = lease_of(app.config)
-        self.interval = heartbeat_interval(app.config)
-        self.turns: dict[str, tuple[Turn, _Reporter]] = {}
-        self.lock = threading.Lock()
-        self.wake = threading.Event()
-
-    def add(self, turn: Turn, reporter: _Reporter) -> None:
-        with self.lock:
-            self.turns[turn.turn_id] = (turn, reporter)
-        self.wake.set()
-
-    def remove(self, turn: Turn) -> None:
-        with self.lock:
-            self.turns.pop(turn.turn_id, None)
-
-    def run(self) -> None:
-        with self.app.app_context():
-            while True:
-                with self.lock:
-                    running = dict(self.turns)
-                if not running:
-                    self.wake.wait()
-                    self.wake.clear()
-                    continue
-                time.sleep(self.interval)
-                try:
-                    self.beat(running)
-                except Exception:  # the database blinked: try again at the next beat
-                    self.app.logger.warning("renewing turns failed", exc_info=True)
-                    db.session.rollback()
-                finally:
-                    db.session.remove()  # no connection held between beats
-
-    def beat(self, running: dict[str, tuple[Turn, _Reporter]]) -> None:
-        replies = [r for _, reporter in running.values() if (r := reporter.unsaved_reply())]
-        flags = store.renew_turns(list(running), self.lease, replies)
-        for turn_id, (turn, _) in running.items():
-            stop = flags.get(turn_id)
-            if stop is None:
-                turn.lost = True
-            if stop is None or stop:
-                turn.stop.set()
-
-
-_keeper_lock = threading.Lock()
-
-
-def _keeper(app: Flask) -> _LeaseKeeper:
-    keeper = app.extensions.get("monark.lease_keeper")
-    if keeper is None or not keeper.is_alive():
-        with _keeper_lock:
-            keeper = app.extensions.get("monark.lease_keeper")
-            if keeper is None or not keeper.is_alive():
-                keeper = app.extensions["monark.lease_keeper"] = _LeaseKeeper(app)
-                keeper.start()
-    return keeper
+    def saved(self, message_id: int, length: int) -> None:
+        """The reply was stored up to ``length``."""
+        with self._lock:
+            if self._live == message_id:
+                self._saved = max(self._saved, length)
 
 
 def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
@@ -231,10 +162,8 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
     the turn's end is reported, so watchers always see it finish."""
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     reporter = _Reporter(progress_log(app), turn, hooks or TurnHooks())
-    keeper = _keeper(app)
-    with _running_lock:
-        _running[turn.turn_id] = turn.stop
-    keeper.add(turn, reporter)
+    keep = keeper.of(app)
+    keep.add(turn, reporter)
     result = TurnResult("error", turn.conversation_id)
     raised = True  # the work broke off with an exception: no stored message says why
     try:
@@ -250,29 +179,18 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
         result.error = FAILED_TEXT
         raise
     finally:
-        if raised:
-            _settle_after_failure(turn)
-        keeper.remove(turn)
-        with _running_lock:
-            _running.pop(turn.turn_id, None)
+        keep.remove(turn)
         try:
-            release(turn.conversation_id, turn.turn_id)
-        except Exception:  # the lease runs out on its own
+            db.session.rollback()
+            if raised and (reply := reporter.unsaved_reply()):
+                lease.save_replies([reply[:2]])  # keep what streamed of the cut reply
+            # A turn that broke off leaves no reply streaming and no call EXECUTING.
+            lease.release(turn.conversation_id, turn.turn_id, settle_first=raised)
+        except Exception:  # the lease runs out on its own; the next claim settles
             app.logger.exception("releasing turn %s failed", turn.turn_id)
         reporter.publish(
             {"k": "f", "status": result.status, "error": result.error, "raised": raised}
         )
-
-
-def _settle_after_failure(turn: Turn) -> None:
-    """A turn that broke off leaves no reply marked streaming and no call EXECUTING."""
-    try:
-        db.session.rollback()
-        store.settle_dead_turn(turn.conversation_id)
-        db.session.commit()
-    except Exception:  # the next claim settles them (see ``store.claim_turn``)
-        current_app.logger.exception("settling turn %s failed", turn.turn_id)
-        db.session.rollback()
 
 
 def start_turn(turn: Turn) -> threading.Thread:

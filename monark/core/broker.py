@@ -9,7 +9,8 @@ Two implementations behind one small interface:
 - ``LocalLog``: in this process's memory. Enough for one process (``flask run``, one
   gunicorn worker); a watcher on another process sees the turn through the database only.
 - ``RedisLog``: Redis Streams (``XADD`` / ``XREAD BLOCK``), shared by every process and
-  instance pointed at one Redis. Chosen when ``CHAT_BROKER_URL`` is set.
+  instance pointed at one Redis. Chosen when ``CHAT_BROKER_URL`` is set. The streamed text
+  of replies sits in it for ``retention`` seconds: give it the care the database gets.
 
 Entries are small JSON objects; ids are opaque strings that only compare within one log.
 A log is kept for ``retention`` seconds after its last entry and then dropped.
@@ -112,13 +113,16 @@ class RedisLog:
         import redis  # only deployments that configure a broker need the client
 
         self.retention = int(retention)
-        self._redis = redis.Redis.from_url(url, socket_connect_timeout=5)
+        # Writers never wait long on a Redis that stopped answering (a turn must not hang on
+        # its progress report); readers block by design, so their timeout is past BLOCK.
+        self._writer = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        self._reader = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=30)
         self._prefix = "monark:progress:"
 
     def append(self, key: str, entry: dict[str, Any]) -> str:
         """``XADD`` the entry (and push the log's expiry) in one round trip."""
         name = self._prefix + key
-        pipe = self._redis.pipeline(transaction=False)
+        pipe = self._writer.pipeline(transaction=False)
         pipe.xadd(name, {"e": json.dumps(entry, separators=(",", ":"))}, maxlen=MAX_ENTRIES)
         pipe.expire(name, self.retention)
         entry_id, _ = pipe.execute()
@@ -127,11 +131,11 @@ class RedisLog:
     def read(self, key: str, after: str | None, timeout: float) -> list[Entry]:
         """``XREAD BLOCK`` after ``after`` (from the start when None)."""
         name = self._prefix + key
-        block = int(timeout * 1000)  # 0 would mean "forever" to Redis
+        block = int(min(timeout, 20) * 1000)  # 0 would mean "forever" to Redis
         if block > 0:
-            got = self._redis.xread({name: after or "0-0"}, count=2000, block=block)
+            got = self._reader.xread({name: after or "0-0"}, count=2000, block=block)
         else:
-            got = self._redis.xread({name: after or "0-0"}, count=2000)
+            got = self._reader.xread({name: after or "0-0"}, count=2000)
         out: list[Entry] = []
         for _stream, entries in got or []:
             for entry_id, fields in entries:
@@ -143,7 +147,8 @@ class RedisLog:
     def valid_id(self, entry_id: str) -> bool:
         """Stream ids are ``<milliseconds>-<sequence>``."""
         ms, dash, seq = entry_id.partition("-")
-        return bool(dash) and ms.isascii() and ms.isdigit() and seq.isascii() and seq.isdigit()
+        digits = ms.isascii() and ms.isdigit() and seq.isascii() and seq.isdigit()
+        return bool(dash) and digits and len(ms) <= 15 and len(seq) <= 10
 
 
 def progress_log_for(config: dict[str, Any]) -> ProgressLog:

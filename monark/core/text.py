@@ -1,4 +1,5 @@
-"""Text that can always be sent: lone UTF-16 surrogates replaced before they reach a response.
+"""Text that can always be sent and stored: lone UTF-16 surrogates (and, for storing, NUL)
+replaced before they reach a response or a row.
 
 A Python ``str`` may hold a surrogate code point (``"\\ud800"``) that UTF-8 cannot encode:
 JSON's ``\\ud800`` escape decodes to one, and a JSON column hands it back as it was stored.
@@ -44,4 +45,23 @@ def scrub(value: T) -> T:
         return [scrub(v) for v in value]  # type: ignore[return-value]
     if type(value) is tuple:
         return tuple(scrub(v) for v in value)  # type: ignore[return-value]
+    return value
+
+
+def _storable_str(text: str) -> str:
+    text = _scrub_str(text)
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def storable(value: T) -> T:
+    """``scrub``, and NUL (which PostgreSQL text and JSON cannot hold) replaced by U+FFFD:
+    for text from outside that is stored as it came (a model's replies and tool calls)."""
+    if isinstance(value, str):
+        return _storable_str(value)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [storable(v) for v in value]  # type: ignore[return-value]
+    if type(value) is tuple:
+        return tuple(storable(v) for v in value)  # type: ignore[return-value]
     return value

@@ -243,13 +243,25 @@
   document.addEventListener("htmx:sse:after:message", () => scrollThread());
 
   // Stop reaches the turn on whichever instance runs it; the stream then ends with "done".
-  // If nothing was running after all (it ended meanwhile), redraw the thread as it is.
+  // The server says what happened: stopped, still stopping, or nothing was running (then the
+  // thread is redrawn as it is).
   function stopTurn() {
-    const url = document.getElementById("chat-follow")?.dataset.stopUrl;
+    const follow = document.getElementById("chat-follow");
+    const url = follow?.dataset.stopUrl;
     if (!url || !streamingSource) return;
-    post(url, {}).then((response) => {
-      if (response.status === 409) reloadThread();
-    });
+    const stop = panel()?.querySelector(".chat-stop");
+    if (stop) stop.disabled = true;
+    const said = (text) => {
+      const live = document.getElementById("chat-live");
+      if (live) live.textContent = text;
+    };
+    post(url, {turn: follow.dataset.turn || ""})
+      .then((response) => response.json().then((body) => {
+        if (response.status === 409) reloadThread();
+        else if (response.status === 202) said(body.message || "");
+      }))
+      .catch(() => said("Stop did not reach the server. Check the connection and try again."))
+      .finally(() => { if (stop) stop.disabled = false; });
   }
 
   function reloadThread() {
@@ -267,4 +279,19 @@
     const follow = document.getElementById("chat-follow");
     if (follow) htmx.trigger(follow, "chat:resume");
   });
+
+  // A follower answered with anything but a stream (signed out: 204 with a redirect; the
+  // conversation gone: 404) must not retry forever: drop it and redraw the thread, which
+  // signs a signed-out user in again or shows the list.
+  function dropFollower(event) {
+    const follow = event.target;
+    if (follow?.id !== "chat-follow") return;
+    const status = event.detail?.connection?.status ?? event.detail?.status;
+    if (status === undefined || status === 200) return;
+    follow.remove();
+    setStreaming(null);
+    reloadThread();
+  }
+  document.addEventListener("htmx:sse:after:connection", dropFollower);
+  document.addEventListener("htmx:sse:error", dropFollower);
 })();

@@ -1,0 +1,117 @@
+"""The lease keeper: one thread per app that keeps this process's running turns alive.
+
+Each beat (about a second), one statement renews every running turn's lease and reads its
+stop flag; a turn missing from the answer lost its lease, and is stopped. Then the replies
+that grew since the last beat are saved, each on its own. A turn that shows no sign of
+life for ``CHAT_TURN_STALL_SECONDS`` (a tool or a lock that hangs) is no longer renewed:
+it is stopped, and its conversation is freed when the lease runs out, instead of being
+held for as long as the process lives. If renewing fails for longer than a lease, the
+leases have lapsed: every turn is stopped. The cost is one small write per second per
+process, however many turns run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask
+
+from monark.chat import lease
+from monark.extensions import db
+
+if TYPE_CHECKING:
+    from monark.chat.turns import Turn, _Reporter
+
+_KEY = "monark.lease_keeper"
+_lock = threading.Lock()
+
+
+class LeaseKeeper(threading.Thread):
+    def __init__(self, app: Flask):
+        super().__init__(name="turn-lease-keeper", daemon=True)
+        self.app = app
+        seconds = float(app.config.get("CHAT_TURN_LEASE_SECONDS", 8))
+        self.lease = timedelta(seconds=seconds)
+        self.interval = min(1.0, seconds / 4)
+        self.stall = float(app.config.get("CHAT_TURN_STALL_SECONDS", 300))
+        self.turns: dict[str, tuple[Turn, _Reporter]] = {}
+        self.lock = threading.Lock()
+        self.busy = threading.Event()
+        self.renewed = time.monotonic()
+
+    def add(self, turn: Turn, reporter: _Reporter) -> None:
+        """Keep ``turn`` alive until ``remove``."""
+        with self.lock:
+            if not self.turns:
+                self.renewed = time.monotonic()  # idle until now: nothing was due
+            self.turns[turn.turn_id] = (turn, reporter)
+            self.busy.set()
+
+    def remove(self, turn: Turn) -> None:
+        with self.lock:
+            self.turns.pop(turn.turn_id, None)
+            if not self.turns:
+                self.busy.clear()
+
+    def wake(self, turn_id: str) -> None:
+        """Stop a turn of this process now (Stop asked here: no need to wait for a beat)."""
+        with self.lock:
+            found = self.turns.get(turn_id)
+        if found is not None:
+            found[0].stop.set()
+
+    def run(self) -> None:
+        with self.app.app_context():
+            while True:
+                self.busy.wait()
+                time.sleep(self.interval)
+                with self.lock:
+                    running = dict(self.turns)
+                if not running:
+                    continue
+                try:
+                    self.beat(running)
+                except Exception:  # the database blinked: try again at the next beat
+                    self.app.logger.warning("renewing turns failed", exc_info=True)
+                    db.session.rollback()
+                    if time.monotonic() - self.renewed > self.lease.total_seconds():
+                        for turn, _ in running.values():
+                            turn.stop.set()  # the leases have lapsed: others may take over
+                finally:
+                    db.session.remove()  # no connection held between beats
+
+    def beat(self, running: dict[str, tuple[Turn, _Reporter]]) -> None:
+        """Renew, stop what must stop, save replies."""
+        now = time.monotonic()
+        alive = {k: v for k, v in running.items() if now - v[0].progressed < self.stall}
+        for turn_id in running.keys() - alive.keys():
+            self.app.logger.warning("turn %s shows no progress: no longer renewed", turn_id)
+            running[turn_id][0].stop.set()
+        flags = lease.renew(list(alive), self.lease) if alive else {}
+        self.renewed = now
+        replies: list[tuple[Any, ...]] = []
+        for turn_id, (turn, reporter) in alive.items():
+            stop = flags.get(turn_id)
+            if stop is None or stop:
+                turn.stop.set()  # asked to stop, or lost its lease
+            if stop is not None and (reply := reporter.unsaved_reply()):
+                replies.append((reporter, *reply))
+        saved = set(lease.save_replies([(message_id, text) for _, message_id, text, _ in replies]))
+        for reporter, message_id, _, length in replies:
+            if message_id in saved:
+                reporter.saved(message_id, length)
+
+
+def of(app: Flask) -> LeaseKeeper:
+    """The app's lease keeper, started on first use."""
+    keeper = app.extensions.get(_KEY)
+    if keeper is None or not keeper.is_alive():
+        with _lock:
+            keeper = app.extensions.get(_KEY)
+            if keeper is None or not keeper.is_alive():
+                keeper = app.extensions[_KEY] = LeaseKeeper(app)
+                keeper.start()
+    return keeper

@@ -1,0 +1,180 @@
+"""One turn at a time per conversation: a lease on the conversation row.
+
+A turn claims its conversation with a fresh ``turn_id`` and a lease (``turn_lease_until``)
+that its process renews about every second; whichever tab, window or instance asks, a
+conditional update lets exactly one claim win. A turn whose process dies stops renewing,
+and its lease runs out in seconds: the next claim takes the conversation over and settles
+what the dead turn left open. Stop sets a flag on the row that the turn reads at its next
+renewal, wherever it runs. Every write here is conditioned on the turn's id, so a turn
+that lost its lease can no longer release, settle or renew what another turn holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from flask import current_app
+from sqlalchemy import select, update
+
+from monark.chat.models import Conversation, Message, ToolCall
+from monark.core.errors import Conflict
+from monark.core.models import as_utc, utcnow
+from monark.extensions import db
+
+BUSY = "A reply is still being written in this conversation. Wait for it, or press Stop."
+INTERRUPTED_REPLY = "The server stopped while writing this reply."
+INTERRUPTED_CALL = "Interrupted before it finished, so nothing was changed."
+
+
+def _holds(conversation_id: int, turn_id: str):
+    return (Conversation.id == conversation_id) & (Conversation.turn_id == turn_id)
+
+
+def claim(conversation_id: int, lease: timedelta) -> str:
+    """Claim the conversation's turn with a fresh lease and commit; returns the turn's id.
+
+    ``Conflict`` while a live turn holds it. A conversation whose lease ran out is taken
+    over, and what its turn left open is settled (``settle``).
+    """
+    now = utcnow()
+    turn_id = uuid.uuid4().hex
+    claim = (
+        update(Conversation)
+        .values(
+            turn_id=turn_id,
+            turn_started_at=now,
+            turn_lease_until=now + lease,
+            turn_stop_requested=False,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    free = claim.where(Conversation.id == conversation_id, Conversation.turn_id.is_(None))
+    if db.session.execute(free).rowcount != 1:
+        expired = claim.where(
+            Conversation.id == conversation_id, Conversation.turn_lease_until < now
+        )
+        if db.session.execute(expired).rowcount != 1:
+            db.session.rollback()
+            raise Conflict(BUSY)
+    # Taken over from a turn that died, or freed by one that could not settle: either way
+    # nothing of an earlier turn can still be running now.
+    settle(conversation_id)
+    db.session.commit()
+    return turn_id
+
+
+def settle(conversation_id: int) -> None:
+    """Close what an ended turn left open: a reply cut off mid-stream is kept as an
+    incomplete message, and a call it was running failed (its own transaction rolled back
+    with it, so nothing of it was kept). Only the lease holder calls this."""
+    db.session.execute(
+        update(Message)
+        .where(Message.conversation_id == conversation_id, Message.status == "streaming")
+        .values(status="incomplete", error=INTERRUPTED_REPLY)
+        .execution_options(synchronize_session=False)
+    )
+    db.session.execute(
+        update(ToolCall)
+        .where(ToolCall.conversation_id == conversation_id, ToolCall.status == "EXECUTING")
+        .values(status="FAILED", error=INTERRUPTED_CALL)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def renew(turn_ids: list[str], lease: timedelta) -> dict[str, bool]:
+    """Extend the leases of running turns in one statement; commits.
+
+    Returns each turn that still holds its conversation with whether Stop was asked; a
+    turn missing from the answer lost its lease (another instance took its conversation
+    over after this process stalled past the lease).
+    """
+    held = db.session.execute(
+        update(Conversation)
+        .where(Conversation.turn_id.in_(turn_ids))
+        .values(turn_lease_until=utcnow() + lease)
+        .returning(Conversation.turn_id, Conversation.turn_stop_requested)
+        .execution_options(synchronize_session=False)
+    ).all()
+    db.session.commit()
+    return {turn_id: bool(stop) for turn_id, stop in held}
+
+
+def save_replies(replies: list[tuple[int, str]]) -> list[int]:
+    """Save replies streamed so far (``(message_id, text)``), each on its own: one that the
+    database refuses is logged and skipped, never holding up the others. Returns the ids
+    saved."""
+    saved = []
+    for message_id, text in replies:
+        try:
+            db.session.execute(
+                update(Message)
+                .where(Message.id == message_id, Message.status == "streaming")
+                .values(text=text)
+                .execution_options(synchronize_session=False)
+            )
+            db.session.commit()
+            saved.append(message_id)
+        except Exception:
+            db.session.rollback()
+            current_app.logger.warning("saving reply %s failed", message_id, exc_info=True)
+    return saved
+
+
+def release(conversation_id: int, turn_id: str, settle_first: bool = False) -> bool:
+    """Give the conversation back, settling what the turn left open first if asked; only
+    while this turn holds it. Commits; returns whether it held it."""
+    held = db.session.execute(
+        update(Conversation)
+        .where(_holds(conversation_id, turn_id))
+        .values(
+            turn_id=None, turn_started_at=None, turn_lease_until=None, turn_stop_requested=False
+        )
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if held and settle_first:
+        settle(conversation_id)
+    db.session.commit()
+    return bool(held)
+
+
+def request_stop(conversation_id: int, turn_id: str | None = None) -> str | None:
+    """Ask the conversation's live turn (only ``turn_id``, when given) to stop; commits.
+    Returns the id of the turn asked, or None when none was running."""
+    conditions = [
+        Conversation.id == conversation_id,
+        Conversation.turn_id.is_not(None),
+        Conversation.turn_lease_until >= utcnow(),
+    ]
+    if turn_id is not None:
+        conditions.append(Conversation.turn_id == turn_id)
+    asked = db.session.execute(
+        update(Conversation)
+        .where(*conditions)
+        .values(turn_stop_requested=True)
+        .returning(Conversation.turn_id)
+        .execution_options(synchronize_session=False)
+    ).scalar()
+    db.session.commit()
+    return asked
+
+
+def live_turn_id(conversation: Conversation) -> str | None:
+    """The id of the turn holding a loaded conversation, if its lease is live."""
+    until = as_utc(conversation.turn_lease_until)
+    if conversation.turn_id and until is not None and until >= utcnow():
+        return conversation.turn_id
+    return None
+
+
+def live_turn(conversation_id: int) -> str | None:
+    """The same, read from the database now (one small query)."""
+    row = db.session.execute(
+        select(Conversation.turn_id, Conversation.turn_lease_until).where(
+            Conversation.id == conversation_id
+        )
+    ).one_or_none()
+    if row is None or row.turn_id is None:
+        return None
+    until = as_utc(row.turn_lease_until)
+    return row.turn_id if until is not None and until >= utcnow() else None
