@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
 from monark.core.routes import StrictModel as Strict
+from monark.records.schemas import FieldOut
 
 # ---- inputs ---------------------------------------------------------------------------
 
@@ -79,14 +80,6 @@ class MeOut(BaseModel):
     org: OrgOut
     role: str
     permissions: list[str]
-
-
-class FieldOut(BaseModel):
-    key: str
-    label: str
-    type: str
-    required: bool
-    options: list[str]
 
 
 class ModelSummary(BaseModel):

@@ -17,7 +17,7 @@ from monark.automations import schemas as s
 from monark.automations.models import Automation, AutomationRun
 from monark.core.models import as_utc
 from monark.core.rbac import Principal
-from monark.core.routes import RouteDescriptor, headline, routes_blueprint
+from monark.core.routes import RouteDescriptor, RouteTable, headline
 
 PLACEHOLDERS = (
     "Strings in action configs may use {{record.<field>}}, {{record.id}}, "
@@ -84,25 +84,51 @@ def with_graph(principal: Principal, automation: Automation) -> s.AutomationOut:
     )
 
 
-# ---- handlers --------------------------------------------------------------------------------
+# ---- the routes ------------------------------------------------------------------------------
+
+routes = RouteTable("assistant")
 
 
+def _lookup(principal: Principal, path: s.AutomationPath) -> object:
+    return services.get_automation(principal, path.automation_id)
+
+
+@routes.get("/automations", "automation.view", preview=headline("list the automations"))
 def automation_list(principal: Principal, path: None, query: None, body: None) -> s.AutomationList:
+    """List the organization's automations: name, trigger, enabled, version, last run."""
     automations = services.list_automations(principal)
     last = services.last_runs(principal, [a.id for a in automations])
     return s.AutomationList(automations=[summary(a, last.get(a.id)) for a in automations])
 
 
+@routes.post(
+    "/automations",
+    "automation.create",
+    status=201,
+    preview=previews.create,
+    precheck=previews.check_create,
+)
 def automation_create(
     principal: Principal, path: None, query: None, body: s.CreateBody
 ) -> s.AutomationOut:
+    """Create an automation from a whole graph {"nodes": [{"id", "type", "config"}],
+    "edges": [{"from", "to", "when"?}]}: exactly one trigger node, then conditions and
+    actions. The graph is checked against the live node registry first: if anything is
+    wrong you get every problem to fix and nothing is saved. It starts disabled unless
+    enabled is true."""
     automation = services.create_automation(principal, body.name, body.graph, body.enabled)
     return with_graph(principal, automation)
 
 
+@routes.get(
+    "/automations/node-types", "automation.view", preview=headline("list the automation node types")
+)
 def automation_list_node_types(
     principal: Principal, path: None, query: None, body: None
 ) -> s.NodeTypes:
+    """List the node types an automation graph may use (triggers, conditions, actions),
+    each with its config JSON schema, and the placeholders actions may use. Read this
+    before writing a graph."""
     return s.NodeTypes(
         node_types=[
             s.NodeTypeOut(
@@ -118,9 +144,14 @@ def automation_list_node_types(
     )
 
 
+@routes.get(
+    "/automations/trigger-events", "automation.view", preview=headline("list the trigger events")
+)
 def automation_list_trigger_events(
     principal: Principal, path: None, query: None, body: None
 ) -> s.TriggerEvents:
+    """List the events that can trigger an automation, with the organization's models and
+    fields that triggers, conditions and actions may refer to."""
     types, org = services.trigger_events(principal)
     return s.TriggerEvents(
         trigger_events=[
@@ -129,29 +160,15 @@ def automation_list_trigger_events(
             )
             for t in types
         ],
-        models=[
-            s.ModelFields(
-                key=m.key,
-                name=m.name,
-                fields=[
-                    s.FieldOut(
-                        key=f.key,
-                        label=f.label,
-                        type=f.type,
-                        required=f.required,
-                        options=list(f.options),
-                    )
-                    for f in m.fields
-                ],
-            )
-            for m in org.models.values()
-        ],
+        models=[s.ModelFields.of(m) for m in org.models.values()],
     )
 
 
+@routes.get("/automations/{automation_id}", "automation.view", preview=previews.get, lookup=_lookup)
 def automation_get(
     principal: Principal, path: s.AutomationPath, query: None, body: None
 ) -> s.AutomationDetail:
+    """Get one automation with its whole graph, its version and its recent runs."""
     automation = services.get_automation(principal, path.automation_id)
     runs = services.list_runs(principal, automation, limit=10)
     return s.AutomationDetail(
@@ -159,161 +176,59 @@ def automation_get(
     )
 
 
+@routes.post(
+    "/automations/{automation_id}",
+    "automation.manage",
+    preview=previews.update,
+    precheck=previews.check_update,
+    lookup=_lookup,
+)
 def automation_update(
     principal: Principal, path: s.AutomationPath, query: None, body: s.UpdateBody
 ) -> s.AutomationOut:
+    """Replace an automation's whole graph (and optionally its name), checked like
+    automation_create. Pass the version you read so a newer change is not overwritten."""
     automation = services.update_automation(
         principal, path.automation_id, graph=body.graph, name=body.name, version=body.version
     )
     return with_graph(principal, automation)
 
 
+@routes.post(
+    "/automations/{automation_id}/enabled",
+    "automation.manage",
+    preview=previews.enable,
+    lookup=_lookup,
+)
 def automation_enable(
     principal: Principal, path: s.AutomationPath, query: None, body: s.EnabledBody
 ) -> s.AutomationSummary:
+    """Turn an automation on (enabled: true) or off (enabled: false)."""
     return summary(services.set_enabled(principal, path.automation_id, body.enabled))
 
 
+@routes.post(
+    "/automations/{automation_id}/test",
+    "automation.run",
+    status=201,
+    preview=previews.test,
+    lookup=_lookup,
+)
 def automation_test(
     principal: Principal, path: s.AutomationPath, query: None, body: s.TestBody
 ) -> s.RunDetail:
+    """Run an automation once now against a record (default: the newest record of its
+    trigger's model). Its actions really happen. Returns the run with its steps."""
     return run_detail(principal, services.run_test(principal, path.automation_id, body.record_id))
 
 
+@routes.get("/automations/runs/{run_id}", "automation.view", preview=previews.get_run)
 def automation_get_run(
     principal: Principal, path: s.RunPath, query: None, body: None
 ) -> s.RunDetail:
+    """Get one run of an automation with its steps: each node's input, output and error."""
     return run_detail(principal, services.get_run(principal, path.run_id))
 
 
-def _lookup(principal: Principal, path: s.AutomationPath) -> object:
-    return services.get_automation(principal, path.automation_id)
-
-
-ONE = {"path_model": s.AutomationPath, "lookup": _lookup}
-
-AUTOMATION_ROUTES: tuple[RouteDescriptor, ...] = (
-    RouteDescriptor(
-        method="GET",
-        path="/automations",
-        name="automation_list",
-        summary="List the organization's automations: name, trigger, enabled, version, last run.",
-        permission="automation.view",
-        handler=automation_list,
-        response_model=s.AutomationList,
-        audience="assistant",
-        preview=headline("list the automations"),
-    ),
-    RouteDescriptor(
-        method="POST",
-        path="/automations",
-        name="automation_create",
-        summary='Create an automation from a whole graph {"nodes": [{"id", "type", "config"}], '
-        '"edges": [{"from", "to", "when"?}]}: exactly one trigger node, then conditions and '
-        "actions. The graph is checked against the live node registry first: if anything is "
-        "wrong you get every problem to fix and nothing is saved. It starts disabled unless "
-        "enabled is true.",
-        permission="automation.create",
-        handler=automation_create,
-        response_model=s.AutomationOut,
-        body_model=s.CreateBody,
-        audience="assistant",
-        status=201,
-        preview=previews.create,
-        precheck=previews.check_create,
-    ),
-    RouteDescriptor(
-        method="GET",
-        path="/automations/node-types",
-        name="automation_list_node_types",
-        summary="List the node types an automation graph may use (triggers, conditions, "
-        "actions), each with its config JSON schema, and the placeholders actions may use. "
-        "Read this before writing a graph.",
-        permission="automation.view",
-        handler=automation_list_node_types,
-        response_model=s.NodeTypes,
-        audience="assistant",
-        preview=headline("list the automation node types"),
-    ),
-    RouteDescriptor(
-        method="GET",
-        path="/automations/trigger-events",
-        name="automation_list_trigger_events",
-        summary="List the events that can trigger an automation, with the organization's "
-        "models and fields that triggers, conditions and actions may refer to.",
-        permission="automation.view",
-        handler=automation_list_trigger_events,
-        response_model=s.TriggerEvents,
-        audience="assistant",
-        preview=headline("list the trigger events"),
-    ),
-    RouteDescriptor(
-        method="GET",
-        path="/automations/{automation_id}",
-        name="automation_get",
-        summary="Get one automation with its whole graph, its version and its recent runs.",
-        permission="automation.view",
-        handler=automation_get,
-        response_model=s.AutomationDetail,
-        audience="assistant",
-        preview=previews.get,
-        **ONE,
-    ),
-    RouteDescriptor(
-        method="POST",
-        path="/automations/{automation_id}",
-        name="automation_update",
-        summary="Replace an automation's whole graph (and optionally its name), checked like "
-        "automation_create. Pass the version you read so a newer change is not overwritten.",
-        permission="automation.manage",
-        handler=automation_update,
-        response_model=s.AutomationOut,
-        body_model=s.UpdateBody,
-        audience="assistant",
-        preview=previews.update,
-        precheck=previews.check_update,
-        **ONE,
-    ),
-    RouteDescriptor(
-        method="POST",
-        path="/automations/{automation_id}/enabled",
-        name="automation_enable",
-        summary="Turn an automation on (enabled: true) or off (enabled: false).",
-        permission="automation.manage",
-        handler=automation_enable,
-        response_model=s.AutomationSummary,
-        body_model=s.EnabledBody,
-        audience="assistant",
-        preview=previews.enable,
-        **ONE,
-    ),
-    RouteDescriptor(
-        method="POST",
-        path="/automations/{automation_id}/test",
-        name="automation_test",
-        summary="Run an automation once now against a record (default: the newest record of "
-        "its trigger's model). Its actions really happen. Returns the run with its steps.",
-        permission="automation.run",
-        handler=automation_test,
-        response_model=s.RunDetail,
-        body_model=s.TestBody,
-        audience="assistant",
-        status=201,
-        preview=previews.test,
-        **ONE,
-    ),
-    RouteDescriptor(
-        method="GET",
-        path="/automations/runs/{run_id}",
-        name="automation_get_run",
-        summary="Get one run of an automation with its steps: each node's input, output and error.",
-        permission="automation.view",
-        handler=automation_get_run,
-        response_model=s.RunDetail,
-        path_model=s.RunPath,
-        audience="assistant",
-        preview=previews.get_run,
-    ),
-)
-
-bp = routes_blueprint("automations_internal", __name__, AUTOMATION_ROUTES)
+AUTOMATION_ROUTES: tuple[RouteDescriptor, ...] = tuple(routes.routes)
+bp = routes.blueprint("automations_internal", __name__)

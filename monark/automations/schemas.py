@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
 from monark.core.routes import StrictModel
+from monark.records.schemas import FieldOut
 
 # ---- inputs ----------------------------------------------------------------------------------
 
@@ -127,18 +128,15 @@ class TriggerEventOut(BaseModel):
     config_schema: dict[str, Any]
 
 
-class FieldOut(BaseModel):
-    key: str
-    label: str
-    type: str
-    required: bool
-    options: list[str]
-
-
 class ModelFields(BaseModel):
     key: str
     name: str
     fields: list[FieldOut]
+
+    @classmethod
+    def of(cls, model: Any) -> ModelFields:
+        """A model of the org's schema, with its fields."""
+        return cls(key=model.key, name=model.name, fields=[FieldOut.of(f) for f in model.fields])
 
 
 class TriggerEvents(BaseModel):

@@ -15,10 +15,11 @@ call it as a tool, the card preview and any precheck. From it come:
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_type_hints
 from urllib.parse import quote
 
 from flask import Blueprint, jsonify, request
@@ -103,6 +104,78 @@ class RouteDescriptor:
     def path_params(self) -> list[str]:
         """Names of the ``{param}`` parts of the path, in order."""
         return re.findall(r"\{(\w+)\}", self.path)
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a handler's parameter is annotated with (None: the route has
+    no such part)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+class RouteTable:
+    """The routes of one feature and audience, declared on their handlers:
+
+        routes = RouteTable("assistant")
+
+        @routes.get("/wiki/pages/{page_id}", "wiki.view", preview=previews.get)
+        def wiki_get_page(principal, path: PagePath, query: None, body: None) -> PageDetail:
+            \"\"\"Get one wiki page with its Markdown body and its path in the tree.\"\"\"
+
+    The name is the handler's, the summary its docstring's first paragraph (the rest is the
+    description), the path, query, body and response models its annotations.
+    """
+
+    def __init__(self, audience: Audience):
+        self.audience = audience
+        self.routes: list[RouteDescriptor] = []
+
+    def route(
+        self, method: HttpMethod, path: str, permission: str, **options: Any
+    ) -> Callable[[Handler], Handler]:
+        """Declare the decorated handler as ``method path``; ``options`` are the
+        descriptor's (status, preview, precheck, lookup)."""
+
+        def declare(handler: Handler) -> Handler:
+            hints = get_type_hints(handler)
+            summary, _, description = inspect.cleandoc(handler.__doc__ or "").partition("\n\n")
+            self.routes.append(
+                RouteDescriptor(
+                    method=method,
+                    path=path,
+                    name=handler.__name__,
+                    summary=" ".join(summary.split()),
+                    description=" ".join(description.split()),
+                    permission=permission,
+                    handler=handler,
+                    response_model=hints["return"],
+                    path_model=_model_of(hints.get("path")),
+                    query_model=_model_of(hints.get("query")),
+                    body_model=_model_of(hints.get("body")),
+                    audience=self.audience,
+                    **options,
+                )
+            )
+            return handler
+
+        return declare
+
+    def get(self, path: str, permission: str, **options: Any) -> Callable[[Handler], Handler]:
+        return self.route("GET", path, permission, **options)
+
+    def post(self, path: str, permission: str, **options: Any) -> Callable[[Handler], Handler]:
+        return self.route("POST", path, permission, **options)
+
+    def patch(self, path: str, permission: str, **options: Any) -> Callable[[Handler], Handler]:
+        return self.route("PATCH", path, permission, **options)
+
+    def delete(self, path: str, permission: str, **options: Any) -> Callable[[Handler], Handler]:
+        return self.route("DELETE", path, permission, **options)
+
+    def blueprint(self, name: str, import_name: str) -> Blueprint:
+        """The views of these routes, in one blueprint."""
+        return routes_blueprint(name, import_name, self.routes)
 
 
 # ---- parsing, with errors that name each field ---------------------------------------------
