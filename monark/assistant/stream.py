@@ -36,7 +36,8 @@ from monark.assistant.thread import (
     thread_view,
 )
 from monark.chat import lease
-from monark.chat.models import Message, ToolCall
+from monark.chat.loop import TurnStatus
+from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
 from monark.chat.turns import progress_log
 from monark.core.broker import ProgressLog
 from monark.core.errors import AppError
@@ -131,7 +132,9 @@ class _Watch:
         """The whole thread as stored now (for a watcher that joins late, and at the end)."""
         thread = thread_view(self.principal, self.conversation_id)
         self.known = {m.id for m in thread.messages}
-        self.shown = {m.id: len(m.text) for m in thread.messages if m.status == "streaming"}
+        self.shown = {
+            m.id: len(m.text) for m in thread.messages if m.status == MessageStatus.STREAMING
+        }
         return self._thread_frames(thread, following)
 
     def _thread_frames(self, thread: ThreadView, following: bool, notice: str | None = None) -> str:
@@ -176,7 +179,7 @@ class _Watch:
         if message is None:
             return ""
         view = message_view(message)
-        if message.status == "streaming":
+        if message.status == MessageStatus.STREAMING:
             # Drawn empty: the log holds every token of it from its start, so the page shows
             # exactly what the entries read so far say (which a resume rebuilds).
             view.text = ""
@@ -185,7 +188,7 @@ class _Watch:
             self.shown.pop(message.id, None)
         html = render_fragment("assistant/_message.html", m=view)
         frames = ""
-        if message.role == "user":
+        if message.role == MessageRole.USER:
             frames += sse(
                 partial("#chat-conversation-id", "outerHTML", _id_input(view.conversation_id))
             )
@@ -200,7 +203,7 @@ class _Watch:
         if call is None:
             return ""
         view = call_view(call)
-        if view.mutates and view.status == "SUCCEEDED":
+        if view.mutates and view.status == ToolCallStatus.SUCCEEDED:
             self.changed = True
         html = render_fragment("assistant/_call.html", c=view)
         return sse(partial(f"#call-{view.id}", "outerHTML", html))
@@ -230,7 +233,7 @@ class _Watch:
         if self.changed:
             frames += sse("{}", event="changed")
         data: dict[str, Any] = {"conversation_id": self.conversation_id, "status": status}
-        if status == "error":
+        if status == TurnStatus.ERROR:
             frames += sse(json.dumps({**data, "message": error}), event="error")
         return frames + sse(json.dumps(data), event="done")
 
@@ -304,7 +307,7 @@ def watch_turn(
         if snapshot and after is None:
             yield _released(watch.snapshot(following=turn_id is not None))
         if turn_id is None:
-            yield _released(watch.finish("done", None))
+            yield _released(watch.finish(TurnStatus.DONE, None))
             return
         if after is not None:
             watch.absorb(_entries_until(log, turn_id, after))
@@ -346,14 +349,14 @@ def _follow(watch: _Watch, log: ProgressLog, turn_id: str, after: str | None) ->
             # Gone: it either just ended (its "finished" is on its way) or its process died.
             entries = _read(log, turn_id, after, 0.5)
             if not entries:
-                yield _released(watch.finish("interrupted", None, whole=True))
+                yield _released(watch.finish(TurnStatus.INTERRUPTED, None, whole=True))
                 return
         after = entries[-1][0]
         frames, finished = _frames(watch, entries, turn_id)
         yield _released(frames)
         if finished is not None:
             raised = bool(finished.get("raised"))
-            status, error = finished.get("status") or "done", finished.get("error")
+            status, error = finished.get("status") or TurnStatus.DONE, finished.get("error")
             # A turn that broke off left its reply and calls settled, unreported: draw all.
             yield _released(watch.finish(status, error, whole=raised, notice=raised))
             return

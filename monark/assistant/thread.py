@@ -10,19 +10,18 @@ from markupsafe import Markup
 from sqlalchemy import select
 
 from monark.chat import lease, store
-from monark.chat.models import Message, ToolCall
-from monark.chat.service import AUTO_REJECT_REASON
+from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
 from monark.extensions import db
 
 STATUS_TEXT = {
-    "PROPOSED": "waiting for you",
-    "EXECUTING": "running",
-    "SUCCEEDED": "done",
-    "FAILED": "failed",
-    "REJECTED": "rejected",
+    ToolCallStatus.PROPOSED: "waiting for you",
+    ToolCallStatus.EXECUTING: "running",
+    ToolCallStatus.SUCCEEDED: "done",
+    ToolCallStatus.FAILED: "failed",
+    ToolCallStatus.REJECTED: "rejected",
 }
 
 
@@ -30,7 +29,7 @@ STATUS_TEXT = {
 class CallView:
     id: int
     name: str
-    status: str
+    status: ToolCallStatus
     mutates: bool
     headline: str
     changes: list[dict[str, Any]]
@@ -40,6 +39,7 @@ class CallView:
     decided_by: str | None
     decided_at: datetime | None
     reject_reason: str | None
+    skipped: bool = False  # rejected because the user sent a new message instead of deciding
     nav_path: str | None = None
     nav_label: str | None = None
     warning: str | None = None
@@ -48,16 +48,11 @@ class CallView:
     @property
     def refused_before_asking(self) -> bool:
         """A write that failed its checks before any card asked the user."""
-        return self.mutates and self.status == "FAILED" and self.decided_at is None
-
-    @property
-    def skipped(self) -> bool:
-        """Rejected because the user sent a new message instead of deciding."""
-        return self.status == "REJECTED" and self.reject_reason == AUTO_REJECT_REASON
+        return self.mutates and self.status == ToolCallStatus.FAILED and self.decided_at is None
 
     @property
     def status_text(self) -> str:
-        return STATUS_TEXT.get(self.status, self.status.lower())
+        return STATUS_TEXT.get(self.status, str(self.status).lower())
 
     @property
     def kind(self) -> str:
@@ -94,7 +89,11 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
     headline = preview.get("headline") or f"run {call.name}"
     result = call.result
     nav_path = nav_label = None
-    if call.name == "navigate" and call.status == "SUCCEEDED" and isinstance(result, dict):
+    if (
+        call.name == "navigate"
+        and call.status == ToolCallStatus.SUCCEEDED
+        and isinstance(result, dict)
+    ):
         nav_path, nav_label = result.get("path"), result.get("label")
     return CallView(
         id=call.id,
@@ -109,11 +108,12 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         decided_by=names.get(call.decided_by_id) if call.decided_by_id else None,
         decided_at=as_utc(call.decided_at),
         reject_reason=call.reject_reason,
+        skipped=call.skipped,
         nav_path=nav_path,
         nav_label=nav_label,
         warning=preview.get("warning"),
         details=list(result.get("details") or [])
-        if call.status == "FAILED" and isinstance(result, dict)
+        if call.status == ToolCallStatus.FAILED and isinstance(result, dict)
         else [],
     )
 
@@ -121,12 +121,12 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
 def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
     """A bubble's data; assistant text is rendered from Markdown and sanitized."""
     # A reply still streaming has no calls yet (they are stored with its end).
-    has_calls = message.role == "assistant" and message.status != "streaming"
+    has_calls = message.role == MessageRole.ASSISTANT and message.status != MessageStatus.STREAMING
     calls = list(message.tool_calls) if has_calls else []
     if names is None:
         names = _user_names({c.decided_by_id for c in calls if c.decided_by_id})
     # A reply still streaming is plain text until it is whole (its Markdown may be cut).
-    markdown = message.role == "assistant" and message.status != "streaming"
+    markdown = message.role == MessageRole.ASSISTANT and message.status != MessageStatus.STREAMING
     html = render_markdown(message.text) if markdown else Markup("")
     return MessageView(
         id=message.id,
@@ -184,7 +184,7 @@ class ThreadView:
 
     @property
     def foot(self) -> ThreadFoot:
-        waiting = any(c.status == "PROPOSED" for m in self.messages for c in m.calls)
+        waiting = any(c.status == ToolCallStatus.PROPOSED for m in self.messages for c in m.calls)
         last = (self.messages[-1].role, self.messages[-1].status) if self.messages else None
         return ThreadFoot.of(waiting, self.running, last)
 
@@ -192,12 +192,12 @@ class ThreadView:
 def _as_interrupted(view: MessageView) -> None:
     """A reply, or a call, that a turn which died left open shows as what it now is:
     interrupted, with Retry (the next turn stores it so; see ``lease.settle``)."""
-    if view.status == "streaming":
-        view.status, view.error = "incomplete", lease.INTERRUPTED_REPLY
+    if view.status == MessageStatus.STREAMING:
+        view.status, view.error = MessageStatus.INCOMPLETE, lease.INTERRUPTED_REPLY
         view.html = render_markdown(view.text)
     for call in view.calls:
-        if call.status == "EXECUTING":
-            call.status, call.error = "FAILED", lease.INTERRUPTED_CALL
+        if call.status == ToolCallStatus.EXECUTING:
+            call.status, call.error = ToolCallStatus.FAILED, lease.INTERRUPTED_CALL
 
 
 def thread_view(principal: Principal, conversation_id: int) -> ThreadView:

@@ -11,6 +11,7 @@ from monark.assistant.stream import partial, turn_preface, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.chat import lease, service, store, turns
 from monark.chat.gates import assistant_name, check_gates
+from monark.chat.models import ToolCallStatus
 from monark.chat.prompt import PageContext
 from monark.chat.runtime import provider_problem
 from monark.core.auth import guard, require_principal
@@ -256,7 +257,7 @@ def decide():
         call = store.get_tool_call(principal, call_id)
     except AppError as err:
         return _notice(err.message, err.status)
-    if call.status != "PROPOSED":
+    if call.status != ToolCallStatus.PROPOSED:
         return _already_decided(call)
     reason = request.form.get(f"reason_{call_id}", "")
     try:
@@ -264,7 +265,7 @@ def decide():
     except Conflict as err:
         db.session.rollback()
         call = store.get_tool_call(principal, call_id)
-        if call.status != "PROPOSED":
+        if call.status != ToolCallStatus.PROPOSED:
             return _already_decided(call)
         return _notice(err.message, err.status)
     except AppError as err:

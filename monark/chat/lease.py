@@ -17,7 +17,7 @@ from datetime import timedelta
 from flask import current_app
 from sqlalchemy import select, update
 
-from monark.chat.models import Conversation, Message, ToolCall
+from monark.chat.models import Conversation, Message, MessageStatus, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
 from monark.extensions import db
@@ -70,14 +70,18 @@ def settle(conversation_id: int) -> None:
     with it, so nothing of it was kept). Only the lease holder calls this."""
     db.session.execute(
         update(Message)
-        .where(Message.conversation_id == conversation_id, Message.status == "streaming")
-        .values(status="incomplete", error=INTERRUPTED_REPLY)
+        .where(
+            Message.conversation_id == conversation_id, Message.status == MessageStatus.STREAMING
+        )
+        .values(status=MessageStatus.INCOMPLETE, error=INTERRUPTED_REPLY)
         .execution_options(synchronize_session=False)
     )
     db.session.execute(
         update(ToolCall)
-        .where(ToolCall.conversation_id == conversation_id, ToolCall.status == "EXECUTING")
-        .values(status="FAILED", error=INTERRUPTED_CALL)
+        .where(
+            ToolCall.conversation_id == conversation_id, ToolCall.status == ToolCallStatus.EXECUTING
+        )
+        .values(status=ToolCallStatus.FAILED, error=INTERRUPTED_CALL)
         .execution_options(synchronize_session=False)
     )
 
@@ -109,7 +113,7 @@ def save_replies(replies: list[tuple[int, str]]) -> list[int]:
         try:
             db.session.execute(
                 update(Message)
-                .where(Message.id == message_id, Message.status == "streaming")
+                .where(Message.id == message_id, Message.status == MessageStatus.STREAMING)
                 .values(text=text)
                 .execution_options(synchronize_session=False)
             )

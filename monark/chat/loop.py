@@ -12,7 +12,8 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from flask import current_app
 from sqlalchemy import update
@@ -35,7 +36,14 @@ from monark.chat.llm.types import (
     ToolUseBlock,
     UsageReport,
 )
-from monark.chat.models import Conversation, Message, ToolCall
+from monark.chat.models import (
+    Conversation,
+    Message,
+    MessageRole,
+    MessageStatus,
+    ToolCall,
+    ToolCallStatus,
+)
 from monark.chat.prompt import system_prompt
 from monark.chat.runtime import llm_provider, tool_executor
 from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
@@ -52,7 +60,16 @@ STEP_LIMIT_NOTE = (
     f"I stopped after {MAX_STEPS} steps without finishing. Send a message to let me continue."
 )
 
-TurnStatus = Literal["done", "awaiting_confirmation", "step_limit", "error", "stopped"]
+
+class TurnStatus(StrEnum):
+    """How a turn ended (the ``done`` event of its stream says it too)."""
+
+    DONE = "done"
+    AWAITING_CONFIRMATION = "awaiting_confirmation"
+    STEP_LIMIT = "step_limit"
+    ERROR = "error"
+    STOPPED = "stopped"
+    INTERRUPTED = "interrupted"  # its process died: a watcher finds it gone
 
 
 @dataclass
@@ -67,12 +84,12 @@ class TurnResult:
 
 
 def _result_text(call: ToolCall | store.TranscriptCall) -> tuple[str, bool]:
-    if call.status == "SUCCEEDED":
+    if call.status == ToolCallStatus.SUCCEEDED:
         text = scrub(json.dumps(call.result, ensure_ascii=False, sort_keys=True, default=str))
         if len(text) > RESULT_LIMIT:
             text = text[:RESULT_LIMIT] + " …(truncated)"
         return text, False
-    if call.status == "REJECTED":
+    if call.status == ToolCallStatus.REJECTED:
         reason = f" Their reason: {call.reject_reason}" if call.reject_reason else ""
         return REJECTED_TEXT + reason, True
     return f"Error: {call.error or 'the tool failed.'}", True
@@ -96,12 +113,12 @@ def build_llm_messages(rows: Sequence[Message | store.TranscriptMessage]) -> lis
             turns.append((role, list(blocks)))
 
     for row in rows:
-        if row.role == "user":
+        if row.role == MessageRole.USER:
             blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
             blocks.append(TextBlock(row.text))
             push("user", blocks)
-        elif row.role == "assistant":
-            calls = row.tool_calls if row.status == "complete" else []
+        elif row.role == MessageRole.ASSISTANT:
+            calls = row.tool_calls if row.status == MessageStatus.COMPLETE else []
             # Trailing whitespace is trimmed: the API refuses it at the end of a final
             # assistant turn (a stopped reply that a retry continues).
             blocks = [TextBlock(row.text.rstrip())] if row.text.strip() else []
@@ -129,13 +146,13 @@ def tool_definitions(specs: list[ToolSpec]) -> list[ToolDefinition]:
 def _outcome_values(outcome: ToolOutcome, duration_ms: int) -> dict[str, Any]:
     if outcome.ok:
         return {
-            "status": "SUCCEEDED",
+            "status": ToolCallStatus.SUCCEEDED,
             "result": storable(outcome.result),
             "error": None,
             "duration_ms": duration_ms,
         }
     return {
-        "status": "FAILED",
+        "status": ToolCallStatus.FAILED,
         "error": storable(outcome.error or "The tool failed."),
         "result": {"details": storable(outcome.details)} if outcome.details else None,
         "duration_ms": duration_ms,
@@ -148,13 +165,15 @@ def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> 
     settled it meanwhile): then nothing may be kept."""
     changed = db.session.execute(
         update(ToolCall)
-        .where(ToolCall.id == call.id, ToolCall.status == "EXECUTING")
+        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.EXECUTING)
         .values(**values)
         .execution_options(synchronize_session=False)
     ).rowcount
     if changed != 1:
         return False
-    store.tool_call_event(actor, call, "succeeded" if values["status"] == "SUCCEEDED" else "failed")
+    store.tool_call_event(
+        actor, call, "succeeded" if values["status"] == ToolCallStatus.SUCCEEDED else "failed"
+    )
     return True
 
 
@@ -213,7 +232,7 @@ def _precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> N
         current_app.logger.exception("prechecking %s failed", call.name)
         return
     if outcome is not None and not outcome.ok:
-        call.status = "FAILED"
+        call.status = ToolCallStatus.FAILED
         call.error = storable(outcome.error or "The arguments are invalid.")
         call.result = {"details": storable(outcome.details)} if outcome.details else None
 
@@ -332,9 +351,9 @@ def _stream_step(
 def _steps_this_turn(rows: Sequence[Message | store.TranscriptMessage]) -> int:
     steps = 0
     for row in reversed(rows):
-        if row.role == "user":
+        if row.role == MessageRole.USER:
             break
-        if row.role == "assistant":
+        if row.role == MessageRole.ASSISTANT:
             steps += 1
     return steps
 
@@ -373,7 +392,7 @@ def _stop_before_step(
     """The transcript to send, or None when the turn must stop first: a call still waits
     for the user, or the turn used its steps (a note says so)."""
     if store.pending_calls(conversation.id):
-        result.status = "awaiting_confirmation"
+        result.status = TurnStatus.AWAITING_CONFIRMATION
         return None
     rows = store.load_transcript(conversation.id)
     if _steps_this_turn(rows) < MAX_STEPS:
@@ -383,7 +402,7 @@ def _stop_before_step(
     )
     db.session.commit()
     hooks.on_message_saved(note)
-    result.status = "step_limit"
+    result.status = TurnStatus.STEP_LIMIT
     result.message_ids.append(note.id)
     return None
 
@@ -397,9 +416,9 @@ def _open_reply(
         conversation,
         principal.via_assistant(conversation.id),
         author_kind="agent",
-        role="assistant",
+        role=MessageRole.ASSISTANT,
         text="",
-        status="streaming",
+        status=MessageStatus.STREAMING,
         model=model,
     )
     db.session.commit()
@@ -423,7 +442,7 @@ def _proposed_calls(
             input=asked.input,
             # A tool nobody registered fails safe: it is treated as a write.
             mutates=spec.mutates if spec is not None else True,
-            status="PROPOSED",
+            status=ToolCallStatus.PROPOSED,
         )
         # Previews and checks may read through the dispatcher, so they run before this
         # step writes anything (SQLite allows one writer at a time).
@@ -446,12 +465,12 @@ def _store_step(
     conversation = store.get_conversation(principal, conversation_id)
     text = "".join(step.text)
     if step.error:  # keep what streamed; with nothing at all it is an error message
-        status = "incomplete" if text else "error"
+        status = MessageStatus.INCOMPLETE if text else MessageStatus.ERROR
     else:
-        status = "incomplete" if step.stopped else "complete"
+        status = MessageStatus.INCOMPLETE if step.stopped else MessageStatus.COMPLETE
     actor = principal.via_assistant(conversation.id)
     # Calls of a broken-off reply are dropped: the model would see a call without result.
-    requested = step.calls if status == "complete" else []
+    requested = step.calls if status == MessageStatus.COMPLETE else []
     calls = _proposed_calls(setup, actor, conversation, requested)
     message.text = text
     message.status = status
@@ -470,7 +489,7 @@ def _store_step(
         if call.mutates:
             # A write whose arguments cannot work failed at once: no card to confirm.
             store.tool_call_event(
-                actor, call, "proposed" if call.status == "PROPOSED" else "failed"
+                actor, call, "proposed" if call.status == ToolCallStatus.PROPOSED else "failed"
             )
     db.session.commit()
     hooks.on_message_saved(message)
@@ -485,11 +504,11 @@ def _run_reads(
         if call.mutates:
             hooks.on_tool_call(call)
         elif hooks.should_stop():  # stopped: the reads left are not run, and say so
-            call.status, call.error = "FAILED", "Stopped before it ran."
+            call.status, call.error = ToolCallStatus.FAILED, "Stopped before it ran."
             db.session.commit()
             hooks.on_tool_call(call)
         else:
-            call.status = "EXECUTING"
+            call.status = ToolCallStatus.EXECUTING
             db.session.commit()
             hooks.on_tool_call(call)
             run_tool_call(principal, call, setup.executor, hooks)
@@ -506,10 +525,10 @@ def advance_conversation(
     config = config if config is not None else current_app.config
     setup = _Setup.load(principal, config)
     provider = llm_provider(config)
-    result = TurnResult("done", conversation_id)
+    result = TurnResult(TurnStatus.DONE, conversation_id)
     while True:
         if hooks.should_stop():  # Stop during a tool call: no new model step
-            result.status = "stopped"
+            result.status = TurnStatus.STOPPED
             return result
         conversation = store.get_conversation(principal, conversation_id)
         rows = _stop_before_step(principal, conversation, hooks, result)
@@ -530,14 +549,14 @@ def advance_conversation(
         step = _stream_step(provider, request, hooks, setup.silence)
         calls = _store_step(setup, principal, conversation_id, message, step, hooks)
         if step.error:
-            result.status, result.error = "error", step.error.message
+            result.status, result.error = TurnStatus.ERROR, step.error.message
             return result
         if step.stopped:
-            result.status = "stopped"
+            result.status = TurnStatus.STOPPED
             return result
         if not calls:
             return result
         _run_reads(setup, principal, calls, hooks)
-        if any(c.status == "PROPOSED" for c in calls):
-            result.status = "awaiting_confirmation"
+        if any(c.status == ToolCallStatus.PROPOSED for c in calls):
+            result.status = TurnStatus.AWAITING_CONFIRMATION
             return result

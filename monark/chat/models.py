@@ -3,21 +3,63 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Index, String, Text, TypeDecorator, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.core.models import utcnow
 from monark.extensions import db
 
-ConversationKind = Literal["ai", "direct"]
-MessageRole = Literal["user", "assistant", "note"]
-# "streaming": being written by a running turn (its text is saved in batches as it
-# streams); a streaming message whose turn lost its lease was interrupted.
-MessageStatus = Literal["streaming", "complete", "incomplete", "error"]
-ToolCallStatus = Literal["PROPOSED", "EXECUTING", "SUCCEEDED", "FAILED", "REJECTED"]
-PENDING_STATUSES = ("PROPOSED", "EXECUTING")
+
+class ConversationKind(StrEnum):
+    AI = "ai"
+    DIRECT = "direct"  # person to person: the schema has it, the app has no UI for it yet
+
+
+class MessageRole(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    NOTE = "note"  # a line from the system in the thread (the step limit, say)
+
+
+class MessageStatus(StrEnum):
+    # Being written by a running turn (its text is saved in batches as it streams); one
+    # whose turn ended without finishing it was interrupted (see ``lease.settle``).
+    STREAMING = "streaming"
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"  # stopped, or broken off: the text is what came
+    ERROR = "error"  # no reply came
+
+
+class ToolCallStatus(StrEnum):
+    PROPOSED = "PROPOSED"  # a write waiting for the user's decision
+    EXECUTING = "EXECUTING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    REJECTED = "REJECTED"
+
+
+PENDING_STATUSES = (ToolCallStatus.PROPOSED, ToolCallStatus.EXECUTING)
+
+
+class EnumText(TypeDecorator):
+    """A ``StrEnum`` stored as its plain value in a string column (the values stay what
+    they always were, and a value the enum does not know is refused on write)."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[StrEnum], length: int):
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value: Any, dialect: Any) -> StrEnum | None:
+        return None if value is None else self.enum(value)
 
 
 class Conversation(db.Model):
@@ -30,7 +72,9 @@ class Conversation(db.Model):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
-    kind: Mapped[str] = mapped_column(String(10), default="ai")
+    kind: Mapped[ConversationKind] = mapped_column(
+        EnumText(ConversationKind, 10), default=ConversationKind.AI
+    )
     title: Mapped[str] = mapped_column(String(200), default="")
     creator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     archived: Mapped[bool] = mapped_column(default=False)
@@ -78,11 +122,13 @@ class Message(db.Model):
     seq: Mapped[int] = mapped_column()
     author_kind: Mapped[str] = mapped_column(String(10))  # "user" | "agent" | "system"
     author_user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    role: Mapped[str] = mapped_column(String(12))
+    role: Mapped[MessageRole] = mapped_column(EnumText(MessageRole, 12))
     text: Mapped[str] = mapped_column(Text, default="")
     # What the model saw besides the text: for user messages the page-context sentence.
     content: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    status: Mapped[str] = mapped_column(String(12), default="complete")
+    status: Mapped[MessageStatus] = mapped_column(
+        EnumText(MessageStatus, 12), default=MessageStatus.COMPLETE
+    )
     error: Mapped[str | None] = mapped_column(Text, default=None)
     model: Mapped[str | None] = mapped_column(String(80), default=None)
     stop_reason: Mapped[str | None] = mapped_column(String(40), default=None)
@@ -116,7 +162,9 @@ class ToolCall(db.Model):
     name: Mapped[str] = mapped_column(String(120))
     input: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     mutates: Mapped[bool] = mapped_column()
-    status: Mapped[str] = mapped_column(String(12))
+    status: Mapped[ToolCallStatus] = mapped_column(EnumText(ToolCallStatus, 12))
+    # Rejected because the user sent a new message instead of deciding (not by a click).
+    skipped: Mapped[bool] = mapped_column(default=False)
     result: Mapped[Any | None] = mapped_column(JSON, default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))

@@ -13,7 +13,7 @@ from monark.chat import store, turns
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation, run_tool_call
-from monark.chat.models import ToolCall
+from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.runtime import tool_executor
 from monark.chat.turns import Turn, run_turn
@@ -96,7 +96,7 @@ def begin_send(
         entries: list[dict[str, Any]] = []
         # Under the claim, nothing else runs: what is pending waits for the user.
         for call in store.pending_calls(conversation_id):
-            _decide(principal, call, "REJECTED", AUTO_REJECT_REASON)
+            _decide(principal, call, ToolCallStatus.REJECTED, AUTO_REJECT_REASON, skipped=True)
             entries.append({"k": "c", "id": call.id})
         sentence = context_sentence(data.page_context, utcnow().date())
         message = store.add_message(
@@ -104,7 +104,7 @@ def begin_send(
             principal,
             author_kind="user",
             author_user_id=principal.user_id,
-            role="user",
+            role=MessageRole.USER,
             text=data.text,
             content=[{"type": "text", "text": sentence}],
         )
@@ -135,16 +135,23 @@ def begin_retry(
     )
 
 
-def _decide(principal: Principal, call: ToolCall, status: str, reason: str | None) -> None:
+def _decide(
+    principal: Principal,
+    call: ToolCall,
+    status: ToolCallStatus,
+    reason: str | None,
+    skipped: bool = False,
+) -> None:
     """PROPOSED → ``status`` as one conditional update: exactly one decision wins."""
     changed = db.session.execute(
         update(ToolCall)
-        .where(ToolCall.id == call.id, ToolCall.status == "PROPOSED")
+        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
         .values(
             status=status,
             decided_by_id=principal.user_id,
             decided_at=utcnow(),
-            reject_reason=(reason or None) if status == "REJECTED" else None,
+            reject_reason=(reason or None) if status == ToolCallStatus.REJECTED else None,
+            skipped=skipped,
         )
         .execution_options(synchronize_session=False)
     )
@@ -155,7 +162,7 @@ def _decide(principal: Principal, call: ToolCall, status: str, reason: str | Non
     store.tool_call_event(
         principal.via_assistant(call.conversation_id),
         call,
-        "confirmed" if status == "EXECUTING" else "rejected",
+        "confirmed" if status == ToolCallStatus.EXECUTING else "rejected",
     )
     db.session.commit()
 
@@ -176,7 +183,8 @@ def begin_decision(
 
     def opening() -> list[dict[str, Any]]:
         decided = store.get_tool_call(principal, tool_call_id)
-        _decide(principal, decided, "EXECUTING" if confirm else "REJECTED", reason)
+        status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
+        _decide(principal, decided, status, reason)
         return []
 
     def work(hooks: TurnHooks) -> TurnResult:

@@ -9,7 +9,15 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import selectinload
 
-from monark.chat.models import PENDING_STATUSES, Conversation, Message, Participant, ToolCall
+from monark.chat.models import (
+    PENDING_STATUSES,
+    Conversation,
+    ConversationKind,
+    Message,
+    Participant,
+    ToolCall,
+    ToolCallStatus,
+)
 from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import utcnow
@@ -59,7 +67,10 @@ def list_conversations(principal: Principal, limit: int = 50) -> list[Conversati
 def create_conversation(principal: Principal, title: str) -> Conversation:
     """A new AI conversation with the user and the agent as participants."""
     conversation = Conversation(
-        org_id=principal.org_id, kind="ai", title=title, creator_id=principal.user_id
+        org_id=principal.org_id,
+        kind=ConversationKind.AI,
+        title=title,
+        creator_id=principal.user_id,
     )
     conversation.participants = [
         Participant(kind="user", user_id=principal.user_id),
@@ -248,7 +259,9 @@ def tail_state(conversation_id: int) -> tuple[tuple[str, str] | None, bool]:
     ).one_or_none()
     waiting = db.session.scalar(
         select(ToolCall.id)
-        .where(ToolCall.conversation_id == conversation_id, ToolCall.status == "PROPOSED")
+        .where(
+            ToolCall.conversation_id == conversation_id, ToolCall.status == ToolCallStatus.PROPOSED
+        )
         .limit(1)
     )
     return (tuple(last) if last is not None else None), waiting is not None

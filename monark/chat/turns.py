@@ -28,8 +28,8 @@ from flask import Flask, current_app
 
 from monark.chat import keeper, lease
 from monark.chat.hooks import TurnHooks
-from monark.chat.loop import TurnResult
-from monark.chat.models import Message, ToolCall
+from monark.chat.loop import TurnResult, TurnStatus
+from monark.chat.models import Message, MessageStatus, ToolCall
 from monark.core.broker import ProgressLog, progress_log_for
 from monark.core.errors import AppError
 from monark.core.rbac import Principal
@@ -129,7 +129,7 @@ class _Reporter(TurnHooks):
 
     def on_message_saved(self, message: Message) -> None:
         with self._lock:
-            if message.status == "streaming":
+            if message.status == MessageStatus.STREAMING:
                 self._live, self._parts, self._length, self._saved = message.id, [], 0, 0
             elif message.id == self._live:
                 self._live = None
@@ -164,7 +164,7 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
     reporter = _Reporter(progress_log(app), turn, hooks or TurnHooks())
     keep = keeper.of(app)
     keep.add(turn, reporter)
-    result = TurnResult("error", turn.conversation_id)
+    result = TurnResult(TurnStatus.ERROR, turn.conversation_id)
     raised = True  # the work broke off with an exception: no stored message says why
     try:
         for entry in turn.opening:
