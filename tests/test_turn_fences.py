@@ -218,7 +218,7 @@ def test_with_the_broker_down_the_turn_ends_and_its_watcher_says_so(
 
 
 def test_a_turn_that_breaks_off_redraws_the_thread_and_says_so(world, login, scripted, monkeypatch):
-    from monark.chat import loop
+    from monark.chat import loop  # _store_step is looked up in loop at call time
 
     def broken(*args, **kwargs):
         raise RuntimeError("storing the step failed")

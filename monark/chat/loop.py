@@ -1,41 +1,26 @@
 """The agent loop: re-entrant, stateless between steps, with a confirm gate on every write.
 
 Each step reloads the conversation from the database, so a turn can resume after a
-confirmation, a restart or on another instance with nothing kept in memory.
+confirmation, a restart or on another instance with nothing kept in memory. A step: stop
+first if a call waits or the steps are used up; send the transcript; stream the reply into
+a stored message; store the reply with its calls and previews; end, wait for the user, or
+run the reads and go round again.
 """
 
 from __future__ import annotations
 
-import json
-import queue
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import update
 
-from monark.chat import lease, store
+from monark.chat import store
+from monark.chat.calls import precheck, preview_of, run_tool_call
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
-from monark.chat.llm.types import (
-    Block,
-    LlmMessage,
-    LlmProvider,
-    LlmRequest,
-    ProviderError,
-    StopReason,
-    TextBlock,
-    TextDelta,
-    ToolCallRequested,
-    ToolDefinition,
-    ToolResultBlock,
-    ToolUseBlock,
-    UsageReport,
-)
+from monark.chat.llm.types import LlmRequest, ToolDefinition
 from monark.chat.models import (
     Conversation,
     Message,
@@ -46,16 +31,14 @@ from monark.chat.models import (
 )
 from monark.chat.prompt import system_prompt
 from monark.chat.runtime import llm_provider, tool_executor
-from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
+from monark.chat.streaming import Step, stream_step
+from monark.chat.tools import ChatToolExecutor, ToolSpec
+from monark.chat.transcript import build_llm_messages, tool_definitions
 from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
-from monark.core.text import scrub, storable
-from monark.core.uow import unit_of_work
 from monark.extensions import db
 
 MAX_STEPS = 8
-RESULT_LIMIT = 20_000
-REJECTED_TEXT = "The user rejected this action; it was not carried out."
 STEP_LIMIT_NOTE = (
     f"I stopped after {MAX_STEPS} steps without finishing. Send a message to let me continue."
 )
@@ -78,271 +61,6 @@ class TurnResult:
     conversation_id: int
     error: str | None = None
     message_ids: list[int] = field(default_factory=list)
-
-
-# ---- what the model sees -----------------------------------------------------------------
-
-
-def _result_text(call: ToolCall | store.TranscriptCall) -> tuple[str, bool]:
-    if call.status == ToolCallStatus.SUCCEEDED:
-        text = scrub(json.dumps(call.result, ensure_ascii=False, sort_keys=True, default=str))
-        if len(text) > RESULT_LIMIT:
-            text = text[:RESULT_LIMIT] + " …(truncated)"
-        return text, False
-    if call.status == ToolCallStatus.REJECTED:
-        reason = f" Their reason: {call.reject_reason}" if call.reject_reason else ""
-        return REJECTED_TEXT + reason, True
-    return f"Error: {call.error or 'the tool failed.'}", True
-
-
-def build_llm_messages(rows: Sequence[Message | store.TranscriptMessage]) -> list[LlmMessage]:
-    """Map stored rows to the model's message list.
-
-    An assistant message with tool calls is followed by a user message carrying exactly
-    the matching tool_result blocks; consecutive same-role turns are merged; notes and
-    empty messages are left out.
-    """
-    turns: list[tuple[str, list[Block]]] = []
-
-    def push(role: str, blocks: list[Block]) -> None:
-        if not blocks:
-            return
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, list(blocks)))
-
-    for row in rows:
-        if row.role == MessageRole.USER:
-            blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
-            blocks.append(TextBlock(row.text))
-            push("user", blocks)
-        elif row.role == MessageRole.ASSISTANT:
-            calls = row.tool_calls if row.status == MessageStatus.COMPLETE else []
-            # Trailing whitespace is trimmed: the API refuses it at the end of a final
-            # assistant turn (a stopped reply that a retry continues).
-            blocks = [TextBlock(row.text.rstrip())] if row.text.strip() else []
-            blocks += [ToolUseBlock(c.provider_call_id, c.name, c.input) for c in calls]
-            push("assistant", blocks)
-            results = []
-            for call in calls:
-                text, is_error = _result_text(call)
-                results.append(ToolResultBlock(call.provider_call_id, text, is_error))
-            push("user", results)
-    return [LlmMessage(role, tuple(blocks)) for role, blocks in turns]  # type: ignore[arg-type]
-
-
-def tool_definitions(specs: list[ToolSpec]) -> list[ToolDefinition]:
-    """Tool definitions in a stable order, so the cached prefix stays byte-identical."""
-    return [
-        ToolDefinition(s.name, s.description, s.input_schema)
-        for s in sorted(specs, key=lambda s: s.name)
-    ]
-
-
-# ---- running tools -----------------------------------------------------------------------
-
-
-def _outcome_values(outcome: ToolOutcome, duration_ms: int) -> dict[str, Any]:
-    if outcome.ok:
-        return {
-            "status": ToolCallStatus.SUCCEEDED,
-            "result": storable(outcome.result),
-            "error": None,
-            "duration_ms": duration_ms,
-        }
-    return {
-        "status": ToolCallStatus.FAILED,
-        "error": storable(outcome.error or "The tool failed."),
-        "result": {"details": storable(outcome.details)} if outcome.details else None,
-        "duration_ms": duration_ms,
-    }
-
-
-def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> bool:
-    """The call's status and result, and its event, in the current session's transaction.
-    False when the call is no longer EXECUTING (a turn that took the conversation over
-    settled it meanwhile): then nothing may be kept."""
-    changed = db.session.execute(
-        update(ToolCall)
-        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.EXECUTING)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    ).rowcount
-    if changed != 1:
-        return False
-    store.tool_call_event(
-        actor, call, "succeeded" if values["status"] == ToolCallStatus.SUCCEEDED else "failed"
-    )
-    return True
-
-
-def run_tool_call(
-    principal: Principal, call: ToolCall, executor: ChatToolExecutor, hooks: TurnHooks
-) -> None:
-    """Run one call as the user via the assistant; store SUCCEEDED or FAILED and commit.
-
-    A write's SUCCEEDED is stored in the tool's own transaction: either both are kept or
-    neither, so a call a crash leaves EXECUTING changed nothing (see ``lease.settle``).
-    """
-    actor = principal.via_assistant(call.conversation_id)
-    db.session.commit()  # nothing of ours pending while the tool's own transaction runs
-    started = time.perf_counter()
-    stored = False
-    try:
-        # The tool's writes are kept only if it succeeds (the unit rolls back otherwise).
-        with unit_of_work(read_only=not call.mutates) as unit:
-            outcome = executor.execute(actor, call.name, dict(call.input))
-            if not outcome.ok:
-                unit.fail()
-            elif call.mutates:
-                duration = int((time.perf_counter() - started) * 1000)
-                stored = _store_outcome(actor, call, _outcome_values(outcome, duration))
-                if not stored:  # settled as interrupted meanwhile: keep its word, undo
-                    unit.fail()
-                    outcome = ToolOutcome(ok=False, error=lease.INTERRUPTED_CALL)
-    except Exception as err:  # the tool boundary: a failure becomes a result the model sees
-        current_app.logger.exception("tool %s failed", call.name)
-        stored = False
-        # The exception's text may hold SQL or internals: it goes to the log, not the model.
-        outcome = ToolOutcome(
-            ok=False,
-            error=f"The tool failed unexpectedly ({type(err).__name__}); the server logged it.",
-        )
-    if not stored:
-        duration = int((time.perf_counter() - started) * 1000)
-        _store_outcome(actor, call, _outcome_values(outcome, duration))
-        db.session.commit()
-    db.session.refresh(call)
-    hooks.on_tool_call(call)
-
-
-def _preview(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> dict | None:
-    try:
-        return storable(executor.preview(actor, call.name, dict(call.input)))
-    except Exception:  # a preview is a courtesy; the call itself must still be stored
-        current_app.logger.exception("previewing %s failed", call.name)
-        return None
-
-
-def _precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> None:
-    try:
-        outcome = executor.precheck(actor, call.name, dict(call.input))
-    except Exception:  # a check that breaks must not block the call: the user still decides
-        current_app.logger.exception("prechecking %s failed", call.name)
-        return
-    if outcome is not None and not outcome.ok:
-        call.status = ToolCallStatus.FAILED
-        call.error = storable(outcome.error or "The arguments are invalid.")
-        call.result = {"details": storable(outcome.details)} if outcome.details else None
-
-
-# ---- streaming one step ------------------------------------------------------------------
-
-STOP_POLL_SECONDS = 0.2
-_END = object()
-
-
-@dataclass
-class _Step:
-    text: list[str] = field(default_factory=list)
-    calls: list[ToolCallRequested] = field(default_factory=list)
-    usage: UsageReport = field(default_factory=UsageReport)
-    stop_reason: str | None = None
-    error: ProviderError | None = None
-    stopped: bool = False
-
-
-def _pump(provider: LlmProvider, request: LlmRequest) -> queue.SimpleQueue:
-    """Read the provider in a thread of its own, so that a provider that hangs can neither
-    hold the turn past Stop nor past its silence limit: the turn stops waiting, and the
-    reader ends when the provider answers or its own timeout fires."""
-    events: queue.SimpleQueue = queue.SimpleQueue()
-
-    def read() -> None:
-        try:
-            for event in provider.stream(request):
-                events.put(event)
-                if request.stop.is_set():
-                    break
-        except Exception as err:  # providers report errors as events; this one raised
-            events.put(ProviderError(f"The model provider failed ({type(err).__name__})."))
-        finally:
-            events.put(_END)
-
-    threading.Thread(target=read, name="llm-stream", daemon=True).start()
-    return events
-
-
-def _drain(events: queue.SimpleQueue, first: Any) -> list[Any]:
-    """``first`` and whatever else is already waiting (one batch, no waiting)."""
-    batch = [first]
-    while True:
-        try:
-            batch.append(events.get_nowait())
-        except queue.Empty:
-            return batch
-
-
-def _apply(step: _Step, event: Any) -> str:
-    """Fold one provider event into the step; returns its text (cleaned), if any."""
-    if isinstance(event, TextDelta):
-        text = storable(event.text)
-        step.text.append(text)
-        return text
-    if isinstance(event, ToolCallRequested):
-        step.calls.append(
-            ToolCallRequested(storable(event.id), storable(event.name), storable(event.input))
-        )
-    elif isinstance(event, UsageReport):
-        step.usage = event
-    elif isinstance(event, StopReason):
-        step.stop_reason = storable(event.reason)
-        step.stopped = event.reason == "stopped"
-    elif isinstance(event, ProviderError):
-        step.error = ProviderError(storable(event.message), event.kind)
-    return ""
-
-
-def _stream_step(
-    provider: LlmProvider, request: LlmRequest, hooks: TurnHooks, silence: float
-) -> _Step:
-    """Stream one model step; text goes to the hooks as it comes, batched when it comes
-    faster than the turn passes it on. Stops on Stop, and after ``silence`` seconds with
-    nothing from the provider."""
-    step = _Step()
-    events = _pump(provider, request)
-    last = time.monotonic()
-    while True:
-        try:
-            first = events.get(timeout=STOP_POLL_SECONDS)
-        except queue.Empty:
-            first = None
-        if hooks.should_stop() and not step.stopped:
-            request.stop.set()
-            step.stopped = True
-            return step
-        if first is None:
-            if time.monotonic() - last > silence:
-                request.stop.set()
-                step.error = ProviderError(
-                    f"The model sent nothing for {silence:g} seconds; it may be overloaded."
-                )
-                return step
-            continue
-        last = time.monotonic()
-        text: list[str] = []
-        ended = False
-        for event in _drain(events, first):
-            if event is _END:
-                ended = True
-                break
-            text.append(_apply(step, event))
-        joined = "".join(text)
-        if joined:
-            hooks.on_text_delta(joined)
-        if ended:
-            return step
 
 
 # ---- the loop ----------------------------------------------------------------------------
@@ -446,9 +164,9 @@ def _proposed_calls(
         )
         # Previews and checks may read through the dispatcher, so they run before this
         # step writes anything (SQLite allows one writer at a time).
-        call.preview = _preview(setup.executor, actor, call)
+        call.preview = preview_of(setup.executor, actor, call)
         if call.mutates:
-            _precheck(setup.executor, actor, call)
+            precheck(setup.executor, actor, call)
         stored.append(call)
     return stored
 
@@ -458,7 +176,7 @@ def _store_step(
     principal: Principal,
     conversation_id: int,
     message: Message,
-    step: _Step,
+    step: Step,
     hooks: TurnHooks,
 ) -> list[ToolCall]:
     """Finish the streamed message (text, status, usage) and store its calls."""
@@ -546,7 +264,7 @@ def advance_conversation(
         # Reading the message back began a transaction: end it, so no connection is held
         # while the model streams (the objects stay attached and reload on next use).
         db.session.rollback()
-        step = _stream_step(provider, request, hooks, setup.silence)
+        step = stream_step(provider, request, hooks, setup.silence)
         calls = _store_step(setup, principal, conversation_id, message, step, hooks)
         if step.error:
             result.status, result.error = TurnStatus.ERROR, step.error.message

@@ -10,9 +10,10 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import update
 
 from monark.chat import store, turns
+from monark.chat.calls import run_tool_call
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
-from monark.chat.loop import TurnResult, advance_conversation, run_tool_call
+from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.runtime import tool_executor

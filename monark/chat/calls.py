@@ -1,0 +1,120 @@
+"""Running a tool call as the user via the assistant, and a call's card preview and checks.
+
+The tool boundary: whatever a tool does wrong becomes a failed result the model and the
+user see, never a crash of the turn.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import update
+
+from monark.chat import lease, store
+from monark.chat.hooks import TurnHooks
+from monark.chat.models import ToolCall, ToolCallStatus
+from monark.chat.tools import ChatToolExecutor, ToolOutcome
+from monark.core.rbac import Principal
+from monark.core.text import storable
+from monark.core.uow import unit_of_work
+from monark.extensions import db
+
+
+def _outcome_values(outcome: ToolOutcome, duration_ms: int) -> dict[str, Any]:
+    if outcome.ok:
+        return {
+            "status": ToolCallStatus.SUCCEEDED,
+            "result": storable(outcome.result),
+            "error": None,
+            "duration_ms": duration_ms,
+        }
+    return {
+        "status": ToolCallStatus.FAILED,
+        "error": storable(outcome.error or "The tool failed."),
+        "result": {"details": storable(outcome.details)} if outcome.details else None,
+        "duration_ms": duration_ms,
+    }
+
+
+def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> bool:
+    """The call's status and result, and its event, in the current session's transaction.
+    False when the call is no longer EXECUTING (a turn that took the conversation over
+    settled it meanwhile): then nothing may be kept."""
+    changed = db.session.execute(
+        update(ToolCall)
+        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.EXECUTING)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if changed != 1:
+        return False
+    store.tool_call_event(
+        actor, call, "succeeded" if values["status"] == ToolCallStatus.SUCCEEDED else "failed"
+    )
+    return True
+
+
+def run_tool_call(
+    principal: Principal, call: ToolCall, executor: ChatToolExecutor, hooks: TurnHooks
+) -> None:
+    """Run one call as the user via the assistant; store SUCCEEDED or FAILED and commit.
+
+    A write's SUCCEEDED is stored in the tool's own transaction: either both are kept or
+    neither, so a call a crash leaves EXECUTING changed nothing (see ``lease.settle``).
+    """
+    actor = principal.via_assistant(call.conversation_id)
+    db.session.commit()  # nothing of ours pending while the tool's own transaction runs
+    started = time.perf_counter()
+    stored = False
+    try:
+        # The tool's writes are kept only if it succeeds (the unit rolls back otherwise).
+        with unit_of_work(read_only=not call.mutates) as unit:
+            outcome = executor.execute(actor, call.name, dict(call.input))
+            if not outcome.ok:
+                unit.fail()
+            elif call.mutates:
+                duration = int((time.perf_counter() - started) * 1000)
+                stored = _store_outcome(actor, call, _outcome_values(outcome, duration))
+                if not stored:  # settled as interrupted meanwhile: keep its word, undo
+                    unit.fail()
+                    outcome = ToolOutcome(ok=False, error=lease.INTERRUPTED_CALL)
+    except Exception as err:  # the tool boundary: a failure becomes a result the model sees
+        current_app.logger.exception("tool %s failed", call.name)
+        stored = False
+        # The exception's text may hold SQL or internals: it goes to the log, not the model.
+        outcome = ToolOutcome(
+            ok=False,
+            error=f"The tool failed unexpectedly ({type(err).__name__}); the server logged it.",
+        )
+    if not stored:
+        duration = int((time.perf_counter() - started) * 1000)
+        _store_outcome(actor, call, _outcome_values(outcome, duration))
+        db.session.commit()
+    db.session.refresh(call)
+    hooks.on_tool_call(call)
+
+
+def preview_of(
+    executor: ChatToolExecutor, actor: Principal, call: ToolCall
+) -> dict[str, Any] | None:
+    """The card's preview of a call (None when it cannot be made)."""
+    try:
+        return storable(executor.preview(actor, call.name, dict(call.input)))
+    except Exception:  # a preview is a courtesy; the call itself must still be stored
+        current_app.logger.exception("previewing %s failed", call.name)
+        return None
+
+
+def precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> None:
+    """Fail a write now (no card) when its arguments can never work."""
+    try:
+        outcome = executor.precheck(actor, call.name, dict(call.input))
+    except Exception:  # a check that breaks must not block the call: the user still decides
+        current_app.logger.exception("prechecking %s failed", call.name)
+        return
+    if outcome is not None and not outcome.ok:
+        call.status = ToolCallStatus.FAILED
+        call.error = storable(outcome.error or "The arguments are invalid.")
+        call.result = {"details": storable(outcome.details)} if outcome.details else None

@@ -1,0 +1,129 @@
+"""Streaming one model step: the provider read in a thread of its own, its events folded
+into a step, text handed on as it comes (batched when it comes faster than it is passed on)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from monark.chat.hooks import TurnHooks
+from monark.chat.llm.types import (
+    LlmProvider,
+    LlmRequest,
+    ProviderError,
+    StopReason,
+    TextDelta,
+    ToolCallRequested,
+    UsageReport,
+)
+from monark.core.text import storable
+
+STOP_POLL_SECONDS = 0.2
+_END = object()
+
+
+@dataclass
+class Step:
+    """What one model step gave."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCallRequested] = field(default_factory=list)
+    usage: UsageReport = field(default_factory=UsageReport)
+    stop_reason: str | None = None
+    error: ProviderError | None = None
+    stopped: bool = False
+
+
+def _pump(provider: LlmProvider, request: LlmRequest) -> queue.SimpleQueue:
+    """Read the provider in a thread of its own, so that a provider that hangs can neither
+    hold the turn past Stop nor past its silence limit: the turn stops waiting, and the
+    reader ends when the provider answers or its own timeout fires."""
+    events: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        try:
+            for event in provider.stream(request):
+                events.put(event)
+                if request.stop.is_set():
+                    break
+        except Exception as err:  # providers report errors as events; this one raised
+            events.put(ProviderError(f"The model provider failed ({type(err).__name__})."))
+        finally:
+            events.put(_END)
+
+    threading.Thread(target=read, name="llm-stream", daemon=True).start()
+    return events
+
+
+def _drain(events: queue.SimpleQueue, first: Any) -> list[Any]:
+    """``first`` and whatever else is already waiting (one batch, no waiting)."""
+    batch = [first]
+    while True:
+        try:
+            batch.append(events.get_nowait())
+        except queue.Empty:
+            return batch
+
+
+def _apply(step: Step, event: Any) -> str:
+    """Fold one provider event into the step; returns its text (cleaned), if any."""
+    if isinstance(event, TextDelta):
+        text = storable(event.text)
+        step.text.append(text)
+        return text
+    if isinstance(event, ToolCallRequested):
+        step.calls.append(
+            ToolCallRequested(storable(event.id), storable(event.name), storable(event.input))
+        )
+    elif isinstance(event, UsageReport):
+        step.usage = event
+    elif isinstance(event, StopReason):
+        step.stop_reason = storable(event.reason)
+        step.stopped = event.reason == "stopped"
+    elif isinstance(event, ProviderError):
+        step.error = ProviderError(storable(event.message), event.kind)
+    return ""
+
+
+def stream_step(
+    provider: LlmProvider, request: LlmRequest, hooks: TurnHooks, silence: float
+) -> Step:
+    """Stream one model step; text goes to the hooks as it comes, batched when it comes
+    faster than the turn passes it on. Stops on Stop, and after ``silence`` seconds with
+    nothing from the provider."""
+    step = Step()
+    events = _pump(provider, request)
+    last = time.monotonic()
+    while True:
+        try:
+            first = events.get(timeout=STOP_POLL_SECONDS)
+        except queue.Empty:
+            first = None
+        if hooks.should_stop() and not step.stopped:
+            request.stop.set()
+            step.stopped = True
+            return step
+        if first is None:
+            if time.monotonic() - last > silence:
+                request.stop.set()
+                step.error = ProviderError(
+                    f"The model sent nothing for {silence:g} seconds; it may be overloaded."
+                )
+                return step
+            continue
+        last = time.monotonic()
+        text: list[str] = []
+        ended = False
+        for event in _drain(events, first):
+            if event is _END:
+                ended = True
+                break
+            text.append(_apply(step, event))
+        joined = "".join(text)
+        if joined:
+            hooks.on_text_delta(joined)
+        if ended:
+            return step
