@@ -406,7 +406,7 @@ def measure_loop(app: Flask, log: QueryLog, seeded: Seeded, runs: int) -> list[C
     cases = {
         size: CaseResult(f"advance_conversation, {size} messages") for size in seeded.conversations
     }
-    set_llm_provider(InstantProvider())
+    set_llm_provider(InstantProvider(), app)
     try:
         for i in range(warmup + runs):
             for size, conversation_id in seeded.conversations.items():
@@ -425,7 +425,7 @@ def measure_loop(app: Flask, log: QueryLog, seeded: Seeded, runs: int) -> list[C
                     cases[size].times_ms.append(elapsed)
                     cases[size].query_counts.append(queries)
     finally:
-        set_llm_provider(None)
+        set_llm_provider(None, app)
     return list(cases.values())
 
 

@@ -60,9 +60,9 @@ def llm_provider(config: Any | None = None) -> LlmProvider:
     return state.provider
 
 
-def set_llm_provider(provider: LlmProvider | None) -> None:
-    """Replace the current app's provider (``None``: rebuild from config at next use)."""
-    state = runtime()
+def set_llm_provider(provider: LlmProvider | None, app: Flask | None = None) -> None:
+    """Replace the app's provider (``None``: rebuild from config at next use)."""
+    state = runtime(app)
     with state.lock:
         state.provider = provider
 

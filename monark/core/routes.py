@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_type_hints
 from urllib.parse import quote
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, Response, request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from monark.core.auth import guard, require_principal
@@ -316,7 +316,8 @@ def make_view(route: RouteDescriptor) -> Callable[..., Any]:
         except ValidationFailed as err:
             _locate(route, err)
             raise
-        return jsonify(result.model_dump(mode="json")), route.status
+        # pydantic writes the JSON itself (several times faster than dumping a dict).
+        return Response(result.model_dump_json(), route.status, mimetype="application/json")
 
     view.__name__ = route.name
     view.__doc__ = route.summary
