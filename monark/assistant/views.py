@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, render_template, request
 
-from monark.assistant.stream import partial, turn_preface, watch_turn
+from monark.assistant.stream import follow_slot, partial, turn_preface, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.chat import lease, service, store, turns
 from monark.chat.gates import assistant_name, check_gates
@@ -235,9 +235,22 @@ def stream():
         turn = service.begin_send(principal, data)
     except ValidationFailed as err:
         return _notice("; ".join(d["message"] for d in err.details) or err.message, 422)
+    except Conflict as err:
+        return _busy(data.conversation_id, err.message)
     except AppError as err:
         return _notice(err.message, err.status)
     return _start(principal, turn)
+
+
+def _busy(conversation_id: int | None, message: str):
+    """Refused because a turn runs here (started in another tab): say so, and hand the page a
+    follower of that turn, which the panel wakes to draw the thread and follow it live."""
+    notice, status = _notice(message, 409)
+    turn_id = lease.live_turn(conversation_id) if conversation_id else None
+    if turn_id is None:
+        return notice, status
+    slot = follow_slot(conversation_id, turn_id, "chat:resume")
+    return notice + partial("#chat-follow-slot", "innerHTML", slot), status
 
 
 @bp.post("/decide")
@@ -267,15 +280,16 @@ def decide():
         call = store.get_tool_call(principal, call_id)
         if call.status != ToolCallStatus.PROPOSED:
             return _already_decided(call)
-        return _notice(err.message, err.status)
+        return _busy(call.conversation_id, err.message)
     except AppError as err:
         return _notice(err.message, err.status)
     return _start(principal, turn)
 
 
 def _already_decided(call):
-    """Decided elsewhere (another tab or window): say so, and show the card as it is now."""
-    notice, status = _notice("This action was already confirmed or rejected.", 409)
+    """Decided elsewhere (another tab or window): say so, show the card as it is now, and
+    follow the turn the decision started, if it still runs, so the card reaches its end."""
+    notice, status = _busy(call.conversation_id, "This action was already confirmed or rejected.")
     card = render_template("assistant/_call.html", c=call_view(call))
     return notice + partial(f"#call-{call.id}", "outerHTML", card), status
 
@@ -292,6 +306,8 @@ def retry():
         turn = service.begin_retry(principal, conversation_id)
     except ValidationFailed as err:
         return _notice("; ".join(f"{d['field']}: {d['message']}" for d in err.details), 400)
+    except Conflict as err:
+        return _busy(conversation_id, err.message)
     except AppError as err:
         return _notice(err.message, err.status)
     return _start(principal, turn)

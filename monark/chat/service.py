@@ -14,7 +14,7 @@ from monark.chat.calls import run_tool_call
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
-from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
+from monark.chat.models import MessageRole, MessageStatus, ToolCall, ToolCallStatus
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.runtime import tool_executor
 from monark.chat.turns import Turn, run_turn
@@ -26,6 +26,7 @@ from monark.extensions import db
 
 MAX_TEXT = 16_000
 AUTO_REJECT_REASON = "The user sent a new message instead of confirming."
+NOTHING_TO_RETRY = "Nothing to retry: the last reply is complete. Send a message instead."
 
 
 class SendInput(BaseModel):
@@ -127,11 +128,19 @@ def begin_retry(
     """A new turn that advances a conversation again (after an error, a stop, a limit)."""
     config = _checked(config, principal)
     store.get_conversation(principal, conversation_id)
+
+    def opening() -> list[dict[str, Any]]:
+        last, _ = store.tail_state(conversation_id)
+        if last is None or last == (MessageRole.ASSISTANT, MessageStatus.COMPLETE):
+            # Another tab's reply ended well meanwhile: a retry would answer twice.
+            raise Conflict(NOTHING_TO_RETRY)
+        return []
+
     return _claimed(
         principal,
         conversation_id,
         config,
-        list,
+        opening,
         lambda hooks: advance_conversation(principal, conversation_id, hooks, config),
     )
 

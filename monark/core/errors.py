@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
+from monark.core.htmx import is_partial
 from monark.extensions import db
 
 
@@ -93,6 +94,13 @@ def error_json(code: str, message: str, status: int, details: list | None = None
     return jsonify(body), status
 
 
+def error_page(status: int, message: str) -> str:
+    """An error for a browser: the error page, or a notice alone for an htmx request that
+    wants a fragment (a panel or a part of a page must not hold a whole page)."""
+    template = "_error.html" if is_partial() else "error.html"
+    return render_template(template, status=status, message=message)
+
+
 def register_error_handlers(app: Flask) -> None:
     """Answer domain and HTTP errors as JSON for API clients and HTML for browsers."""
 
@@ -102,7 +110,7 @@ def register_error_handlers(app: Flask) -> None:
         if wants_json():
             return error_json(err.code, err.message, err.status, err.details)
         # Validation of a browser form is shown inline by its view; reaching here is unexpected.
-        return render_template("error.html", status=err.status, message=err.message), err.status
+        return error_page(err.status, err.message), err.status
 
     @app.errorhandler(HTTPException)
     def handle_http_error(err: HTTPException):
@@ -122,7 +130,7 @@ def register_error_handlers(app: Flask) -> None:
             details = [{"field": "body", "in": "body", "message": message}] if status == 413 else []
             body, _ = error_json(_HTTP_CODES.get(status, "error"), message, status, details)
             return body, status, headers
-        return render_template("error.html", status=status, message=message), status, headers
+        return error_page(status, message), status, headers
 
     @app.errorhandler(OverflowError)
     @app.errorhandler(DataError)
@@ -134,11 +142,11 @@ def register_error_handlers(app: Flask) -> None:
         message = "A number or value in the request is out of range."
         if wants_json():
             return error_json("bad_request", message, 400)
-        return render_template("error.html", status=400, message=message), 400
+        return error_page(400, message), 400
 
     @app.errorhandler(500)
     def handle_server_error(err):
         db.session.rollback()
         if wants_json():
             return error_json("internal_error", "Something went wrong on our side.", 500)
-        return render_template("error.html", status=500, message="Something went wrong."), 500
+        return error_page(500, "Something went wrong."), 500

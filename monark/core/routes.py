@@ -16,6 +16,7 @@ call it as a tool, the card preview and any precheck. From it come:
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from urllib.parse import quote
 
 from flask import Blueprint, Response, request
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
@@ -300,6 +302,15 @@ def _locate(route: RouteDescriptor, err: ValidationFailed) -> None:
             detail["in"] = where
 
 
+def _json(result: BaseModel) -> str:
+    """The answer's JSON, written by pydantic (several times faster than dumping a dict);
+    stored text with a lone surrogate, which UTF-8 cannot hold, goes out escaped instead."""
+    try:
+        return result.model_dump_json()
+    except PydanticSerializationError:
+        return json.dumps(result.model_dump(mode="json"))
+
+
 def make_view(route: RouteDescriptor) -> Callable[..., Any]:
     """The Flask view of a descriptor: auth, permission, parse, look up, handle, answer JSON."""
 
@@ -316,8 +327,7 @@ def make_view(route: RouteDescriptor) -> Callable[..., Any]:
         except ValidationFailed as err:
             _locate(route, err)
             raise
-        # pydantic writes the JSON itself (several times faster than dumping a dict).
-        return Response(result.model_dump_json(), route.status, mimetype="application/json")
+        return Response(_json(result), route.status, mimetype="application/json")
 
     view.__name__ = route.name
     view.__doc__ = route.summary

@@ -280,6 +280,16 @@
     if (follow) htmx.trigger(follow, "chat:resume");
   });
 
+  // Refused because a turn already runs here (started in another tab), or the card was
+  // decided there: the answer brought a follower of that turn; wake it once this request is
+  // over, so the thread is drawn as it is and follows the turn live.
+  document.addEventListener("htmx:finally:request", (event) => {
+    const ctx = event.detail?.ctx;
+    if (!starters.includes(ctx?.sourceElement?.id) || ctx?.response?.status !== 409) return;
+    const follow = document.getElementById("chat-follow");
+    if (follow && !streamingSource) htmx.trigger(follow, "chat:resume");
+  });
+
   // A follower answered with anything but a stream (signed out: 204 with a redirect; the
   // conversation gone: 404) must not retry forever: drop it and redraw the thread, which
   // signs a signed-out user in again or shows the list.
