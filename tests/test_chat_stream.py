@@ -329,3 +329,47 @@ def test_the_record_in_focus_reaches_the_model_with_its_title(world, login, scri
     # A record the user may not see (the member's private one) is not named, nor its id.
     second = ask("And this?", private_id)
     assert private_title not in second and f"record {private_id}" not in second
+
+
+def test_retry_after_a_complete_reply_is_refused(world, login, scripted):
+    scripted.script.add([Say("All done.")])
+    browser = login("member@acme.test")
+    post_stream(browser, "Hello")
+    conversation_id = db.session.scalar(select(Conversation.id))
+    again = read(browser.post("/chat/retry", {"conversation_id": str(conversation_id)}))
+    assert again.status_code == 409 and "Nothing to retry" in again.get_data(as_text=True)
+    db.session.rollback()
+    replies = db.session.scalar(
+        select(func.count()).select_from(Message).where(Message.role == "assistant")
+    )
+    assert replies == 1
+
+
+def test_a_send_refused_while_another_tabs_turn_runs_brings_a_follower(
+    world, login, fake_anthropic
+):
+    fake_anthropic.chunk_delay = 0.05
+    fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(40)))])
+    browser = login("member@acme.test")
+    response = browser.client.post(
+        "/chat/stream", data={"text": "First", "csrf_token": browser.csrf}, buffered=False
+    )
+    chunks = iter(response.response)
+    seen = ""
+    for chunk in chunks:
+        seen += chunk.decode() if isinstance(chunk, bytes) else chunk
+        if "w2" in seen:
+            break
+    conversation_id = db.session.scalar(select(Conversation.id))
+    other_tab = login("member@acme.test")
+    busy = read(
+        other_tab.post("/chat/stream", {"text": "Me too", "conversation_id": conversation_id})
+    )
+    body = busy.get_data(as_text=True)
+    assert busy.status_code == 409 and "still being written" in body
+    follower = BeautifulSoup(body, "html.parser").select_one("#chat-follow")
+    assert follower is not None and follower["hx-trigger"] == "chat:resume"
+    assert follower["hx-sse:connect"].endswith(f"/chat/conversations/{conversation_id}/follow")
+    for chunk in chunks:
+        seen += chunk.decode() if isinstance(chunk, bytes) else chunk
+    response.close()

@@ -214,7 +214,7 @@ class _Watch:
         """The turn ended: the thread's foot and title as stored (the whole thread when
         ``whole``: a turn that died or broke off may have left anything), then ``done``
         (and ``error``). ``notice``: the error is said in the foot (no message says it)."""
-        frames = ""
+        frames = sse(partial("#chat-live", "innerHTML", ""))  # a notice from before: gone
         shown = error if notice else None
         try:
             if whole:

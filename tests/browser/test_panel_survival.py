@@ -87,3 +87,25 @@ def test_a_stream_cut_by_a_proxy_catches_up_with_the_reply(world, browse, fake_a
     assert panel.locator(".msg-assistant").count() == 1
     # The cut stream was picked up by the follower, not left to finish on its own.
     assert any(url.endswith("/follow") for url in s.requests)
+
+
+def test_an_idle_tab_that_sends_during_another_tabs_reply_follows_it(world, browse, fake_anthropic):
+    fake_anthropic.script.add([Say("First answer.")])
+    s = browse("member@acme.test")
+    panel = new_conversation(s)
+    send(panel, "Start here")
+    expect(panel.locator(".msg-assistant .md")).to_have_text("First answer.")
+    wait_turn(panel)
+    _, other = reopen(s)  # a second tab on the same conversation, idle
+    expect(other.locator(".msg-assistant .md")).to_have_text("First answer.")
+    fake_anthropic.chunk_delay = 0.1
+    fake_anthropic.script.add([Say(long_reply())])
+    send(panel, "Keep talking")
+    expect(panel.locator(".live-text")).to_contain_text("word2")
+    send(other, "Me too")  # refused: a reply is being written; the tab follows it instead
+    expect(other.locator(".chat-notice")).to_contain_text("still being written")
+    expect(other.locator(".live-text")).to_contain_text("word20")
+    expect(other.get_by_label("Message", exact=True)).to_have_value("Me too")
+    expect(other.locator(".msg-assistant .md").last).to_have_text(long_reply(), timeout=15_000)
+    wait_turn(other)
+    expect(other.locator(".chat-notice")).to_have_count(0)  # said while it ran, gone after
