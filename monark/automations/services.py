@@ -14,7 +14,7 @@ from monark.automations.models import Automation, AutomationRun
 from monark.automations.nodes import REGISTRY, NodeType, trigger_types
 from monark.automations.references import OrgSchema, load_org_schema
 from monark.core.errors import Conflict, NotFound, ValidationFailed
-from monark.core.events import record_event
+from monark.core.events import record_event, save_new
 from monark.core.rbac import Principal
 from monark.core.uow import for_update
 from monark.extensions import db
@@ -223,17 +223,10 @@ def create_automation(
         trigger_model=trigger_model,
         created_by_id=principal.user_id,
     )
-    db.session.add(automation)
-    db.session.flush()
-    record_event(
-        principal,
-        "automation.created",
-        "automation",
-        automation.id,
-        {"automation_id": automation.id, "version": 1, "enabled": automation.enabled},
+    payload = {"version": 1, "enabled": automation.enabled}
+    return save_new(
+        principal, automation, "automation.created", "automation", payload, id_key="automation_id"
     )
-    db.session.commit()
-    return automation
 
 
 def update_automation(

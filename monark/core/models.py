@@ -97,6 +97,11 @@ class Invite(db.Model):
     org: Mapped[Org] = relationship()
     created_by: Mapped[User | None] = relationship(foreign_keys=[created_by_id])
 
+    @property
+    def revocable(self) -> bool:
+        """Neither used nor revoked yet (an expired one may still be revoked)."""
+        return self.accepted_at is None and self.revoked_at is None
+
 
 class ApiKey(db.Model):
     __tablename__ = "api_keys"
@@ -113,6 +118,11 @@ class ApiKey(db.Model):
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
     created_by: Mapped[User | None] = relationship()
+
+    @property
+    def revocable(self) -> bool:
+        """Not revoked yet."""
+        return self.revoked_at is None
 
 
 class Event(db.Model):

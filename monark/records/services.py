@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, func, or_, select, true
 from sqlalchemy.orm import joinedload, selectinload
 
 from monark.core.errors import NotFound, ValidationFailed
-from monark.core.events import record_event
+from monark.core.events import record_event, save_new
 from monark.core.ids import parse_id
 from monark.core.models import MAX_ID, Membership, User
 from monark.core.rbac import Principal
@@ -95,11 +95,7 @@ def create_model(principal: Principal, key: str, name: str, description: str = "
     model = RecordModel(
         org_id=principal.org_id, key=key, name=name, description=description.strip()[:500]
     )
-    db.session.add(model)
-    db.session.flush()
-    record_event(principal, "model.created", "model", model.id, {"model_id": model.id})
-    db.session.commit()
-    return model
+    return save_new(principal, model, "model.created", "model", id_key="model_id")
 
 
 def update_model(principal: Principal, model: RecordModel, name: str, description: str) -> None:
@@ -442,17 +438,8 @@ def create_record(
         visibility=visibility,
         creator_id=principal.user_id,
     )
-    db.session.add(record)
-    db.session.flush()
-    record_event(
-        principal,
-        "record.created",
-        "record",
-        record.id,
-        {"model_id": model.id, "fields": sorted(clean)},
-    )
-    db.session.commit()
-    return record
+    payload = {"model_id": model.id, "fields": sorted(clean)}
+    return save_new(principal, record, "record.created", "record", payload)
 
 
 def update_record(

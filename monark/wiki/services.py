@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from monark.core.errors import NotFound, ValidationFailed
-from monark.core.events import record_event
+from monark.core.events import record_event, save_new
 from monark.core.models import Event
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -217,11 +217,7 @@ def create_page(
         updated_by_id=principal.user_id,
         **checked,
     )
-    db.session.add(page)
-    db.session.flush()
-    record_event(principal, "wiki_page.created", "wiki_page", page.id, {"page_id": page.id})
-    db.session.commit()
-    return page
+    return save_new(principal, page, "wiki_page.created", "wiki_page", id_key="page_id")
 
 
 def update_page(
