@@ -10,7 +10,7 @@ from monark.core.errors import ValidationFailed
 from monark.core.events import save_new
 from monark.core.models import ApiKey, Membership, as_utc, utcnow
 from monark.core.rbac import ROLES, Principal
-from monark.core.tokens import new_token, revoke, token_digest
+from monark.core.tokens import API_KEYS, new_token, revoke, token_digest
 from monark.extensions import db
 
 KEY_PREFIX = "mrk_"
@@ -53,15 +53,7 @@ def create_key(principal: Principal, name: str, role: str) -> tuple[ApiKey, str]
 def revoke_key(principal: Principal, key_id: int) -> ApiKey:
     """Revoke a key of the org; revoking twice is harmless."""
     principal.require("apikeys.manage")
-    return revoke(
-        principal,
-        ApiKey,
-        key_id,
-        missing="No such API key.",
-        event="apikey.revoked",
-        subject_type="api_key",
-        payload={"api_key_id": key_id},
-    )
+    return revoke(principal, API_KEYS, key_id, {"api_key_id": key_id})
 
 
 def _weaker(role: str, other: str) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import select
 
@@ -19,6 +20,20 @@ from monark.core.rbac import Principal
 from monark.extensions import db
 
 Revocable = TypeVar("Revocable", ApiKey, Invite)
+
+
+@dataclass(frozen=True)
+class TokenKind(Generic[Revocable]):
+    """What differs between API keys and invitations when one is looked up and revoked."""
+
+    model: type[Revocable]
+    subject_type: str  # of its events
+    revoked_event: str
+    missing: str  # the message for an id the org does not have
+
+
+API_KEYS = TokenKind(ApiKey, "api_key", "apikey.revoked", "No such API key.")
+INVITES = TokenKind(Invite, "invite", "invite.revoked", "No such invitation.")
 
 
 def new_token(prefix: str, nbytes: int) -> str:
@@ -35,23 +50,20 @@ def token_digest(token: str) -> str:
 
 def revoke(
     principal: Principal,
-    model: type[Revocable],
+    kind: TokenKind[Revocable],
     row_id: int,
-    *,
-    missing: str,
-    event: str,
-    subject_type: str,
     payload: dict[str, Any] | None = None,
 ) -> Revocable:
-    """Revoke the org's key or invitation ``row_id``, with its event; ``NotFound`` (saying
-    ``missing``) for any other. One that no longer works is left as it is."""
+    """Revoke the org's key or invitation ``row_id``, with its event; ``NotFound`` for any
+    other. One that no longer works is left as it is."""
+    model = kind.model
     row = db.session.scalar(
         select(model).where(model.id == row_id, model.org_id == principal.org_id)
     )
     if row is None:
-        raise NotFound(missing)
+        raise NotFound(kind.missing)
     if row.revocable:
         row.revoked_at = utcnow()
-        record_event(principal, event, subject_type, row.id, payload)
+        record_event(principal, kind.revoked_event, kind.subject_type, row.id, payload)
     db.session.commit()
     return row

@@ -20,7 +20,7 @@ from monark.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event, save_new
 from monark.core.models import Invite, Membership, Org, User, as_utc, utcnow
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
-from monark.core.tokens import new_token, revoke, token_digest
+from monark.core.tokens import INVITES, new_token, revoke, token_digest
 from monark.extensions import db
 from monark.settings.services import get_membership, lock_members
 
@@ -105,14 +105,7 @@ def create_invite(principal: Principal, email: str, role: str) -> tuple[Invite, 
 def revoke_invite(principal: Principal, invite_id: int) -> Invite:
     """Revoke a pending invitation: its link stops working."""
     principal.require("org.manage")
-    return revoke(
-        principal,
-        Invite,
-        invite_id,
-        missing="No such invitation.",
-        event="invite.revoked",
-        subject_type="invite",
-    )
+    return revoke(principal, INVITES, invite_id)
 
 
 def remove_member(principal: Principal, membership_id: int) -> User:
