@@ -86,22 +86,33 @@ class Membership(db.Model):
     org: Mapped[Org] = relationship(back_populates="memberships")
 
 
-class Invite(db.Model):
-    """An invitation to join an org with a role: a one-time link, stored as a hash."""
-
-    __tablename__ = "invites"
+class RoleGrant:
+    """What API keys and invitations share: a role in an org, handed out by a member as a
+    secret (stored as its digest) that works until it is revoked."""
 
     id: Mapped[IntPk]
     org_id: Mapped[OrgId] = mapped_column(index=True)
-    email: Mapped[str] = mapped_column(String(255))
     role: Mapped[str] = mapped_column(String(20))
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_by_id: Mapped[UserRef]
     created_at: Mapped[CreatedAt]
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    @property
+    def revocable(self) -> bool:
+        """Not revoked yet."""
+        return self.revoked_at is None
+
+
+class Invite(RoleGrant, db.Model):
+    """An invitation to join an org with a role: a one-time link."""
+
+    __tablename__ = "invites"
+
+    email: Mapped[str] = mapped_column(String(255))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     expires_at: Mapped[datetime] = mapped_column()
     accepted_at: Mapped[datetime | None] = mapped_column(default=None)
     accepted_by_id: Mapped[UserRef] = mapped_column(default=None)
-    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
     org: Mapped[Org] = relationship()
     created_by: Mapped[User | None] = relationship(foreign_keys="Invite.created_by_id")
@@ -112,26 +123,17 @@ class Invite(db.Model):
         return self.accepted_at is None and self.revoked_at is None
 
 
-class ApiKey(db.Model):
+class ApiKey(RoleGrant, db.Model):
+    """A key for the API (and MCP), acting with its role, never above its creator's."""
+
     __tablename__ = "api_keys"
 
-    id: Mapped[IntPk]
-    org_id: Mapped[OrgId] = mapped_column(index=True)
     name: Mapped[str] = mapped_column(String(120))
-    role: Mapped[str] = mapped_column(String(20))
     prefix: Mapped[str] = mapped_column(String(16))
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_by_id: Mapped[UserRef]
-    created_at: Mapped[CreatedAt]
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
-    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
     created_by: Mapped[User | None] = relationship()
-
-    @property
-    def revocable(self) -> bool:
-        """Not revoked yet."""
-        return self.revoked_at is None
 
 
 class Event(db.Model):
