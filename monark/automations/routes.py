@@ -164,7 +164,12 @@ def automation_list_trigger_events(
     )
 
 
-@routes.get("/automations/{automation_id}", "automation.view", preview=previews.get, lookup=_lookup)
+@routes.get(
+    "/automations/{automation_id}",
+    "automation.view",
+    preview=headline("read the automation #{automation_id}"),
+    lookup=_lookup,
+)
 def automation_get(
     principal: Principal, path: s.AutomationPath, query: None, body: None
 ) -> s.AutomationDetail:
@@ -222,7 +227,11 @@ def automation_test(
     return run_detail(principal, services.run_test(principal, path.automation_id, body.record_id))
 
 
-@routes.get("/automations/runs/{run_id}", "automation.view", preview=previews.get_run)
+@routes.get(
+    "/automations/runs/{run_id}",
+    "automation.view",
+    preview=headline("read automation run #{run_id}"),
+)
 def automation_get_run(
     principal: Principal, path: s.RunPath, query: None, body: None
 ) -> s.RunDetail:

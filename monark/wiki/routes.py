@@ -69,7 +69,12 @@ def wiki_create_page(
     return page_out(services.create_page(principal, body.title, body.icon, body.parent_id))
 
 
-@routes.get("/wiki/pages/{page_id}", "wiki.view", preview=previews.get, lookup=_lookup)
+@routes.get(
+    "/wiki/pages/{page_id}",
+    "wiki.view",
+    preview=headline("read wiki page #{page_id}"),
+    lookup=_lookup,
+)
 def wiki_get_page(principal: Principal, path: s.PagePath, query: None, body: None) -> s.PageDetail:
     """Get one wiki page with its Markdown body and its path in the tree."""
     page = services.get_page(principal, path.page_id)
