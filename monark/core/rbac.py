@@ -47,6 +47,14 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "member": frozenset(_MEMBER),
     "viewer": _VIEWER,
 }
+
+
+def roles_up_to(role: str) -> tuple[Role, ...]:
+    """``role`` and the roles below it (what its holder may grant); none for a role that is
+    not a member's."""
+    return ROLES[ROLES.index(role) :] if role in ROLES else ()  # type: ignore[arg-type]
+
+
 # What a principal may do by its role: a member's, or "automation" (which no member has).
 _GRANTS: dict[str, frozenset[str]] = {**ROLE_PERMISSIONS, "automation": _AUTOMATION}
 

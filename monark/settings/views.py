@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import (
     Blueprint,
     Response,
@@ -21,12 +23,15 @@ from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
-from monark.core.rbac import ROLES
+from monark.core.rbac import roles_up_to
 from monark.core.throttle import check_password
+from monark.core.web import see_other
 from monark.extensions import db
 from monark.settings import members, services
 
 bp = Blueprint("settings", __name__)
+# The org's on/off settings, each a checkbox of its form.
+ORG_SWITCHES = ("chat_enabled", "ai_agent_enabled", "branding_enabled")
 
 
 def _shown_once(page: tuple[str, int]) -> Response:
@@ -54,7 +59,7 @@ def _org_page(
         members=services.list_members(principal),
         invites=members.list_pending_invites(principal),
         # Roles at or below the admin's own (only owners invite owners, or make them).
-        grantable_roles=ROLES[ROLES.index(principal.role) :],
+        grantable_roles=roles_up_to(principal.role),
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
@@ -63,22 +68,23 @@ def _org_page(
     ), status
 
 
+def _settings_form() -> dict[str, Any]:
+    """The settings form, as ``update_org_settings`` takes it."""
+    form = request.form
+    return {
+        "name": form.get("name", ""),
+        "assistant_name": form.get("assistant_name", ""),
+        **{switch: form.get(switch) == "on" for switch in ORG_SWITCHES},
+    }
+
+
 @bp.route("/settings", methods=["GET", "POST"])
 @guard("org.manage")
 def org_settings():
     """Org name, chat module, AI assistant and branding; the member list."""
-    principal = require_principal()
     if request.method == "POST":
-        form = request.form
         try:
-            services.update_org_settings(
-                principal,
-                name=form.get("name", ""),
-                chat_enabled=form.get("chat_enabled") == "on",
-                ai_agent_enabled=form.get("ai_agent_enabled") == "on",
-                branding_enabled=form.get("branding_enabled") == "on",
-                assistant_name=form.get("assistant_name", ""),
-            )
+            services.update_org_settings(require_principal(), **_settings_form())
         except ValidationFailed as err:
             return _org_page(err.field_errors(), 422)
         flash("Settings saved.", "info")
@@ -95,11 +101,10 @@ def member_role(membership_id: int):
     try:
         membership = services.change_role(principal, membership_id, request.form.get("role", ""))
     except ValidationFailed as err:
-        flash("; ".join(d["message"] for d in err.details), "error")
-
+        flash(err.detail_text(), "error")
     else:
         flash(f"{membership.user.name} is now {membership.role}.", "info")
-    return redirect(url_for("settings.org_settings"), 303)
+    return see_other("settings.org_settings")
 
 
 @bp.post("/settings/members/<int:membership_id>/remove")
@@ -110,10 +115,10 @@ def member_remove(membership_id: int):
     try:
         user = members.remove_member(principal, membership_id)
     except ValidationFailed as err:
-        flash("; ".join(d["message"] for d in err.details), "error")
+        flash(err.detail_text(), "error")
     else:
         flash(f"{user.name} was removed from the organization.", "info")
-    return redirect(url_for("settings.org_settings"), 303)
+    return see_other("settings.org_settings")
 
 
 @bp.route("/settings/invites", methods=["GET", "POST"])
@@ -139,7 +144,7 @@ def invite_revoke(invite_id: int):
     """Revoke a pending invitation."""
     invite = members.revoke_invite(require_principal(), invite_id)
     flash(f"The invitation for {invite.email} was revoked.", "info")
-    return redirect(url_for("settings.org_settings"), 303)
+    return see_other("settings.org_settings")
 
 
 # The invitation token lives in the (signed) session between its link and the join: an
@@ -158,7 +163,7 @@ def invite_link(token: str):
     if len(token) > MAX_TOKEN_LENGTH:
         return _invite_gone(members.GONE_MESSAGE)
     session[INVITE_SESSION_KEY] = token  # a second link replaces the first
-    response = redirect(url_for("settings.invite"), 303)
+    response = see_other("settings.invite")
     response.headers["Cache-Control"] = "no-store"
     response.headers["Referrer-Policy"] = "no-referrer"
     return response
@@ -190,7 +195,7 @@ def invite():
             session.pop(INVITE_SESSION_KEY, None)
             session["org_id"] = membership.org_id
             flash(f"Welcome to {view.org.name}.", "info")
-            return redirect(url_for("records.home"), 303)
+            return see_other("records.home")
     response = make_response(
         render_template("settings/invite.html", view=view, errors=errors, form=request.form),
         status,
@@ -229,11 +234,10 @@ def _accept(view: members.InviteView):
 
 def _keys_page(new_token: str | None = None, errors=None, status: int = 200):
     principal = require_principal()
-    allowed = ROLES[ROLES.index(principal.role) :] if principal.role in ROLES else ()
     return render_template(
         "settings/api_keys.html",
         keys=keys.list_keys(principal),
-        roles=allowed,
+        roles=roles_up_to(principal.role),
         new_token=new_token,
         errors=errors or {},
         form=request.form if request.method == "POST" else None,
@@ -263,7 +267,7 @@ def api_key_revoke(key_id: int):
     """Revoke a key; calls with it fail from now on."""
     key = keys.revoke_key(require_principal(), key_id)
     flash(f"Key {key.name} revoked.", "info")
-    return redirect(url_for("settings.api_keys"), 303)
+    return see_other("settings.api_keys")
 
 
 @bp.route("/profile", methods=["GET", "POST"])
