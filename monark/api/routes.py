@@ -10,7 +10,7 @@ from monark.core.models import ApiKey, Org, User
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.extensions import db
-from monark.records import previews
+from monark.records import previews, queries
 from monark.records import services as records
 from monark.records.models import Record, RecordModel
 
@@ -81,11 +81,11 @@ def records_list(
 ) -> s.RecordList:
     """List a model's records, newest first, with search, a field filter and paging."""
     model = records.get_model(principal, path.model)
-    page = records.list_records(
+    page = queries.list_records(
         principal,
         model,
         q=query.q,
-        filter=records.parse_filter(query.filter),
+        filter=queries.parse_filter(query.filter),
         limit=query.limit,
         cursor=query.cursor,
     )

@@ -11,7 +11,7 @@ from monark.core.ids import parse_id, query_id
 from monark.core.models import MAX_ID, ApiKey, Event, User
 from monark.extensions import db
 from monark.records.models import Record, RecordModel
-from monark.records.services import members
+from monark.records.queries import members
 
 bp = Blueprint("audit", __name__)
 PAGE_SIZE = 50

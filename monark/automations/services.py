@@ -18,6 +18,7 @@ from monark.core.events import record_event, save_new
 from monark.core.rbac import Principal
 from monark.core.uow import for_update
 from monark.extensions import db
+from monark.records import queries
 from monark.records import services as records
 
 NAME_MAX = 120
@@ -311,7 +312,7 @@ def run_test(
         if record_id is not None:
             record = records.get_record(principal, model, record_id)
         else:
-            newest = records.list_records(principal, model, limit=1).items
+            newest = queries.list_records(principal, model, limit=1).items
             record = newest[0] if newest else None
         trigger = Trigger(
             type=automation.trigger_type,

@@ -13,7 +13,7 @@ from monark.core.htmx import redirect_full, render_swap
 from monark.core.rbac import Principal
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
-from monark.records import services
+from monark.records import queries, services
 from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, ModelField, RecordModel
 from monark.records.values import parse_form_values
 
@@ -103,13 +103,13 @@ def record_list(key: str):
             raise ValidationFailed(
                 "No filter field.", [{"field": "filter", "message": "Choose a field to filter by."}]
             )
-        page = services.list_records(
+        page = queries.list_records(
             principal, model, q=q, filter=flt, limit=PAGE_SIZE, cursor=cursor
         )
-        total = services.count_records(principal, model, q=q, filter=flt)
+        total = queries.count_records(principal, model, q=q, filter=flt)
     except ValidationFailed as err:
         error = err.detail_text()
-        page, total = services.RecordPage(items=[], next_cursor=None), 0
+        page, total = queries.RecordPage(items=[], next_cursor=None), 0
     context = {
         "model": model,
         "page": page,
@@ -119,7 +119,7 @@ def record_list(key: str):
         "filter_value": filter_value,
         "cursor": cursor,
         "error": error,
-        "members": {u.id: u for u in services.members(principal.org_id)}
+        "members": {u.id: u for u in queries.members(principal.org_id)}
         if any(f.type == "user" for f in model.fields)
         else {},
         **_focus(model),
@@ -158,7 +158,7 @@ def _record_form(model: RecordModel, record=None):
         visibility=visibility,
         may_set_visibility=may_set_visibility,
         errors=errors,
-        members=services.members(principal.org_id),
+        members=queries.members(principal.org_id),
         **_focus(model, record.id if record else None),
     ), (422 if errors else 200)
 
@@ -180,7 +180,7 @@ def record_detail(key: str, record_id: int):
         "records/detail.html",
         model=model,
         record=record,
-        members={u.id: u for u in services.members(principal.org_id)},
+        members={u.id: u for u in queries.members(principal.org_id)},
         **_focus(model, record.id),
     )
 
