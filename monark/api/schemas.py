@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
 from monark.core.routes import StrictModel as Strict
+from monark.records.models import Visibility
 from monark.records.schemas import FieldOut
 
 # ---- inputs ---------------------------------------------------------------------------
@@ -41,7 +42,7 @@ class RecordsQuery(Strict):
 
 class RecordCreate(Strict):
     values: dict[str, Any] = Field(description="Field key to value, checked against the model.")
-    visibility: Literal["org", "private"] = Field(
+    visibility: Visibility = Field(
         "org", description="'private' hides the record from members other than its creator."
     )
 
@@ -50,7 +51,7 @@ class RecordUpdate(Strict):
     values: dict[str, Any] = Field(
         description="Only the fields to change; null or an empty string clears a field."
     )
-    visibility: Literal["org", "private"] | None = None
+    visibility: Visibility | None = None
 
 
 # ---- outputs --------------------------------------------------------------------------
@@ -104,7 +105,7 @@ class RecordOut(BaseModel):
     model: str
     title: str
     values: dict[str, Any]
-    visibility: Literal["org", "private"]
+    visibility: Visibility
     creator_id: int | None
     created_at: datetime
     updated_at: datetime

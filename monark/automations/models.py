@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef, utcnow
 from monark.extensions import db
-
-RunStatus = Literal["running", "succeeded", "failed", "skipped"]
-StepStatus = Literal["succeeded", "failed", "skipped"]
 
 
 class Automation(db.Model):

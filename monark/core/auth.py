@@ -133,7 +133,6 @@ def guard(permission: str | None = None) -> Callable[[F], F]:
                 principal.require(permission)
             return view(*args, **kwargs)
 
-        wrapped.required_permission = permission  # type: ignore[attr-defined]
         return wrapped  # type: ignore[return-value]
 
     return decorator

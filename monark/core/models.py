@@ -1,4 +1,5 @@
-"""Accounts, organizations, memberships, API keys and domain events."""
+"""Accounts, organizations, memberships, API keys, invitations and domain events, and the
+column shapes most tables share."""
 
 from __future__ import annotations
 

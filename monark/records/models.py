@@ -10,7 +10,6 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef
 from monark.extensions import db
 
-FieldType = Literal["text", "long_text", "number", "date", "boolean", "select", "user"]
 FIELD_TYPES: tuple[str, ...] = ("text", "long_text", "number", "date", "boolean", "select", "user")
 FIELD_TYPE_LABELS = {
     "text": "Text",
