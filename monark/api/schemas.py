@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
 from monark.core.routes import StrictModel as Strict
+from monark.core.schemas import RowOut
 from monark.records.models import Visibility
 from monark.records.schemas import FieldOut
 
@@ -57,19 +58,19 @@ class RecordUpdate(Strict):
 # ---- outputs --------------------------------------------------------------------------
 
 
-class UserOut(BaseModel):
+class UserOut(RowOut):
     id: int
     email: str
     name: str
 
 
-class OrgOut(BaseModel):
+class OrgOut(RowOut):
     id: int
     name: str
     slug: str
 
 
-class ApiKeyRef(BaseModel):
+class ApiKeyRef(RowOut):
     id: int
     name: str
 
@@ -83,7 +84,7 @@ class MeOut(BaseModel):
     permissions: list[str]
 
 
-class ModelSummary(BaseModel):
+class ModelSummary(RowOut):
     key: str
     name: str
     description: str
@@ -93,14 +94,14 @@ class ModelList(BaseModel):
     items: list[ModelSummary]
 
 
-class ModelOut(BaseModel):
+class ModelOut(RowOut):
     key: str
     name: str
     description: str
     fields: list[FieldOut]
 
 
-class RecordOut(BaseModel):
+class RecordOut(RowOut):
     id: int
     model: str
     title: str
