@@ -17,7 +17,18 @@ from monark.records.models import Record, RecordModel
 
 def record_out(model: RecordModel, record: Record) -> s.RecordOut:
     """A record as the API shows it."""
-    return s.RecordOut.of(record, model=model.key)
+    # Spelled out, not ``RecordOut.of``: every records_list pays this per row, and reading
+    # the fields by name costs about a microsecond a row more.
+    return s.RecordOut(
+        id=record.id,
+        model=model.key,
+        title=record.title,
+        values=record.values,
+        visibility=record.visibility,  # type: ignore[arg-type]
+        creator_id=record.creator_id,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
 
 
 def model_out(model: RecordModel) -> s.ModelOut:

@@ -101,7 +101,7 @@ class ModelOut(RowOut):
     fields: list[FieldOut]
 
 
-class RecordOut(RowOut):
+class RecordOut(BaseModel):
     id: int
     model: str
     title: str
