@@ -1,46 +1,32 @@
-"""Org settings (admins), API keys (admins) and the profile page (everyone)."""
+"""Org settings, members and invitations (admins), API keys (admins) and the profile page
+(everyone). The invitee's side of an invitation is in ``monark.settings.joining``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import (
-    Blueprint,
-    Response,
-    current_app,
-    flash,
-    make_response,
-    redirect,
-    render_template,
-    request,
-    session,
-    url_for,
-)
-from flask_login import current_user, login_user
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 
 from monark.core import keys
 from monark.core.auth import guard, require_principal
-from monark.core.errors import AppError, ValidationFailed
+from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
 from monark.core.rbac import roles_up_to
-from monark.core.throttle import check_password
 from monark.core.web import see_other
 from monark.extensions import db
-from monark.settings import members, services
+from monark.settings import joining, members, services
 
 bp = Blueprint("settings", __name__)
 # The org's on/off settings, each a checkbox of its form.
 ORG_SWITCHES = ("chat_enabled", "ai_agent_enabled", "branding_enabled")
 
 
-def _shown_once(page: tuple[str, int]) -> Response:
+def _shown_once(page: tuple[str, int]) -> tuple[str, int, dict[str, str]]:
     """A page holding a secret (a new key or invitation link) that goes out only in this answer:
     never into the (signed, readable) session cookie, never into a cache. Its form is boosted,
     so the address bar keeps the form's URL and a reload is a GET that creates nothing."""
-    response = make_response(page)
-    response.headers["Cache-Control"] = "no-store"
-    return response
+    return (*page, {"Cache-Control": "no-store"})
 
 
 def _org_page(
@@ -147,89 +133,9 @@ def invite_revoke(invite_id: int):
     return see_other("settings.org_settings")
 
 
-# The invitation token lives in the (signed) session between its link and the join: an
-# address is written to access logs, browser history and Referer headers; a cookie is not.
-INVITE_SESSION_KEY = "invite_token"
-MAX_TOKEN_LENGTH = 64  # a real one is 36 characters; longer would only bloat the cookie
-
-
-def _invite_gone(message: str):
-    return render_template("settings/invite.html", view=None, gone=message), 404
-
-
-@bp.get("/invite/<token>")
-def invite_link(token: str):
-    """An invitation link: keep its token in the session and go on to ``/invite`` without it."""
-    if len(token) > MAX_TOKEN_LENGTH:
-        return _invite_gone(members.GONE_MESSAGE)
-    session[INVITE_SESSION_KEY] = token  # a second link replaces the first
-    response = see_other("settings.invite")
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["Referrer-Policy"] = "no-referrer"
-    return response
-
-
-@bp.route("/invite", methods=["GET", "POST"])
-def invite():
-    """Accept an invitation: signed in as the invitee, with its password, or a new account."""
-    token = session.get(INVITE_SESSION_KEY)
-    if not token:
-        return _invite_gone(
-            "No invitation is open in this browser. Open the invitation link you were sent."
-        )
-    try:
-        view = members.find_invite(token)
-    except AppError as err:
-        session.pop(INVITE_SESSION_KEY, None)
-        return _invite_gone(err.message)
-    errors: dict[str, str] = {}
-    status = 200
-    if request.method == "POST":
-        try:
-            membership = _accept(view)
-        except ValidationFailed as err:
-            errors, status = err.field_errors(), 422
-        except AppError as err:
-            errors, status = {"form": err.message}, err.status
-        else:
-            session.pop(INVITE_SESSION_KEY, None)
-            session["org_id"] = membership.org_id
-            flash(f"Welcome to {view.org.name}.", "info")
-            return see_other("records.home")
-    response = make_response(
-        render_template("settings/invite.html", view=view, errors=errors, form=request.form),
-        status,
-    )
-    response.headers["Cache-Control"] = "no-store"  # it names the invitee
-    response.headers["Referrer-Policy"] = "no-referrer"
-    return response
-
-
-def _accept(view: members.InviteView):
-    if current_user.is_authenticated:
-        return members.accept_as(view, current_user._get_current_object())
-    method = current_app.config["PASSWORD_HASH_METHOD"]
-    if view.account is None:
-        membership = members.accept_new_account(
-            view, request.form.get("name", ""), request.form.get("password", ""), method
-        )
-        login_user(membership.user)
-        return membership
-    # An existing account proves itself with its password, throttled like sign-in.
-    password = request.form.get("password", "")
-    check = check_password(view.account, view.invite.email, password, request.remote_addr, method)
-    if check.retry_after:
-        raise ValidationFailed(
-            "Too many attempts.",
-            [{"field": "password", "message": "Too many attempts; try again in a few minutes."}],
-        )
-    if not check.ok:
-        raise ValidationFailed(
-            "Wrong password.", [{"field": "password", "message": "That password is not right."}]
-        )
-    membership = members.accept_as(view, view.account)
-    login_user(view.account)
-    return membership
+# The invitee's side lives in ``monark.settings.joining``, on this blueprint.
+bp.add_url_rule("/invite/<token>", view_func=joining.invite_link, methods=["GET"])
+bp.add_url_rule("/invite", view_func=joining.invite, methods=["GET", "POST"])
 
 
 def _keys_page(new_token: str | None = None, errors=None, status: int = 200):
