@@ -98,10 +98,11 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "CHAT_BROKER_URL": os.environ.get("CHAT_BROKER_URL", "").strip(),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
-        # Automations: how deep runs may trigger runs, and whether webhooks may reach
-        # loopback and private addresses (off: an org admin must not probe the network).
+        # Automations: how deep runs may trigger runs, and how many runs one change may set
+        # off in all, however the chain branches.
         "AUTOMATION_MAX_DEPTH": int(os.environ.get("AUTOMATION_MAX_DEPTH", "5")),
-        # ... and how many runs one change may set off in all, however the chain branches.
         "AUTOMATION_MAX_RUNS": int(os.environ.get("AUTOMATION_MAX_RUNS", "50")),
+        # Whether webhooks may reach loopback and private addresses (off: an org admin must
+        # not probe the network).
         "AUTOMATION_WEBHOOK_ALLOW_PRIVATE": _bool("AUTOMATION_WEBHOOK_ALLOW_PRIVATE", False),
     }

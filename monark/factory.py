@@ -15,6 +15,7 @@ from monark import models  # noqa: F401  (every table, for Alembic and create_al
 from monark.api.routes import V1_ROUTES
 from monark.api.views import bp as api_bp
 from monark.assistant.navigate import NavigateTool
+from monark.assistant.panel import register_panel
 from monark.assistant.tools import build_chat_toolset
 from monark.assistant.views import bp as assistant_bp
 from monark.audit.views import bp as audit_bp
@@ -87,6 +88,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
 
     register_web(app)
+    register_panel(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     register_error_handlers(app)

@@ -19,7 +19,7 @@ threads = int(os.environ.get("MONARK_THREADS", "32"))
 preload_app = True
 accesslog = "-"
 
-# An invitation link carries its token in the path (monark.settings.views.invite_link).
+# An invitation link carries its token in the path (monark.settings.joining.invite_link).
 _INVITE_TOKEN = re.compile(r"(/invite/)[^/?#\s\"]+")
 
 

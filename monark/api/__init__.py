@@ -1,1 +1,2 @@
-"""The public /api/v1: route registry, views, OpenAPI, API keys."""
+"""The public /api/v1: its routes (``routes``, ``schemas``), their views and the OpenAPI
+document (``views``, ``openapi``), and the in-process dispatcher (``dispatch``)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from monark.core.routes import MOUNTS, RouteDescriptor
+from monark.core.routes import MOUNTS, RouteDescriptor, without_titles
 
 REF = "#/components/schemas/{model}"
 
@@ -59,14 +59,14 @@ def _parameters(model: type[BaseModel] | None, where: str) -> list[dict[str, Any
     schema = model.model_json_schema()
     required = set(schema.get("required", []))
     params = []
-    for name, prop in schema.get("properties", {}).items():
+    for name, prop in without_titles(schema.get("properties", {})).items():
         params.append(
             {
                 "name": name,
                 "in": where,
                 "required": where == "path" or name in required,
                 "description": prop.get("description", ""),
-                "schema": {k: v for k, v in prop.items() if k not in ("description", "title")},
+                "schema": {k: v for k, v in prop.items() if k != "description"},
             }
         )
     return params

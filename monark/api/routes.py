@@ -10,13 +10,15 @@ from monark.core.models import ApiKey, Org, User
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.extensions import db
-from monark.records import previews
+from monark.records import previews, queries
 from monark.records import services as records
 from monark.records.models import Record, RecordModel
 
 
 def record_out(model: RecordModel, record: Record) -> s.RecordOut:
     """A record as the API shows it."""
+    # Spelled out, not ``RecordOut.of``: every records_list pays this per row, and reading
+    # the fields by name costs about a microsecond a row more.
     return s.RecordOut(
         id=record.id,
         model=model.key,
@@ -31,12 +33,7 @@ def record_out(model: RecordModel, record: Record) -> s.RecordOut:
 
 def model_out(model: RecordModel) -> s.ModelOut:
     """A model with its fields, as the API shows it."""
-    return s.ModelOut(
-        key=model.key,
-        name=model.name,
-        description=model.description,
-        fields=[s.FieldOut.of(f) for f in model.fields],
-    )
+    return s.ModelOut.of(model, fields=[s.FieldOut.of(f) for f in model.fields])
 
 
 routes = RouteTable("public")
@@ -50,9 +47,9 @@ def me_get(principal: Principal, path: None, query: None, body: None) -> s.MeOut
     key = db.session.get(ApiKey, principal.actor_id) if principal.actor_kind == "api_key" else None
     return s.MeOut(
         actor_kind=principal.actor_kind,
-        user=s.UserOut(id=user.id, email=user.email, name=user.name) if user else None,
-        api_key=s.ApiKeyRef(id=key.id, name=key.name) if key else None,
-        org=s.OrgOut(id=org.id, name=org.name, slug=org.slug),
+        user=s.UserOut.of(user) if user else None,
+        api_key=s.ApiKeyRef.of(key) if key else None,
+        org=s.OrgOut.of(org),
         role=principal.role,
         permissions=sorted(principal.permissions),
     )
@@ -61,12 +58,7 @@ def me_get(principal: Principal, path: None, query: None, body: None) -> s.MeOut
 @routes.get("/models", "records.view", preview=headline("list the models"))
 def models_list(principal: Principal, path: None, query: None, body: None) -> s.ModelList:
     """List the organization's models (kinds of records, such as tasks)."""
-    return s.ModelList(
-        items=[
-            s.ModelSummary(key=m.key, name=m.name, description=m.description)
-            for m in records.list_models(principal)
-        ]
-    )
+    return s.ModelList(items=[s.ModelSummary.of(m) for m in records.list_models(principal)])
 
 
 @routes.get("/models/{model}", "records.view", preview=previews.model_get)
@@ -81,11 +73,11 @@ def records_list(
 ) -> s.RecordList:
     """List a model's records, newest first, with search, a field filter and paging."""
     model = records.get_model(principal, path.model)
-    page = records.list_records(
+    page = queries.list_records(
         principal,
         model,
         q=query.q,
-        filter=records.parse_filter(query.filter),
+        filter=queries.parse_filter(query.filter),
         limit=query.limit,
         cursor=query.cursor,
     )

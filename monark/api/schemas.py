@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
 from monark.core.routes import StrictModel as Strict
+from monark.core.schemas import RowOut
+from monark.records.models import Visibility
 from monark.records.schemas import FieldOut
 
 # ---- inputs ---------------------------------------------------------------------------
@@ -41,7 +43,7 @@ class RecordsQuery(Strict):
 
 class RecordCreate(Strict):
     values: dict[str, Any] = Field(description="Field key to value, checked against the model.")
-    visibility: Literal["org", "private"] = Field(
+    visibility: Visibility = Field(
         "org", description="'private' hides the record from members other than its creator."
     )
 
@@ -50,25 +52,25 @@ class RecordUpdate(Strict):
     values: dict[str, Any] = Field(
         description="Only the fields to change; null or an empty string clears a field."
     )
-    visibility: Literal["org", "private"] | None = None
+    visibility: Visibility | None = None
 
 
 # ---- outputs --------------------------------------------------------------------------
 
 
-class UserOut(BaseModel):
+class UserOut(RowOut):
     id: int
     email: str
     name: str
 
 
-class OrgOut(BaseModel):
+class OrgOut(RowOut):
     id: int
     name: str
     slug: str
 
 
-class ApiKeyRef(BaseModel):
+class ApiKeyRef(RowOut):
     id: int
     name: str
 
@@ -82,7 +84,7 @@ class MeOut(BaseModel):
     permissions: list[str]
 
 
-class ModelSummary(BaseModel):
+class ModelSummary(RowOut):
     key: str
     name: str
     description: str
@@ -92,7 +94,7 @@ class ModelList(BaseModel):
     items: list[ModelSummary]
 
 
-class ModelOut(BaseModel):
+class ModelOut(RowOut):
     key: str
     name: str
     description: str
@@ -104,7 +106,7 @@ class RecordOut(BaseModel):
     model: str
     title: str
     values: dict[str, Any]
-    visibility: Literal["org", "private"]
+    visibility: Visibility
     creator_id: int | None
     created_at: datetime
     updated_at: datetime

@@ -1,1 +1,1 @@
-"""The audit log page."""
+"""The audit log: its service (``services``) and its page (``views``)."""

@@ -5,20 +5,24 @@ from __future__ import annotations
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from monark.automations.template import has_placeholder
 from monark.core.ids import Id
+from monark.core.routes import StrictModel
 
 ModelKey = Field(
     description="Key of a model of this organization, e.g. 'tasks'.", min_length=1, max_length=40
 )
 
 
-class NodeConfig(BaseModel):
-    """Unknown keys are errors: a typo must not pass silently."""
+def optional_model_key(description: str) -> Any:
+    """A config's optional model key (``None`` when left out)."""
+    return Field(None, description=description, max_length=40)
 
-    model_config = ConfigDict(extra="forbid")
+
+class NodeConfig(StrictModel):
+    """Unknown keys are errors: a typo must not pass silently."""
 
 
 class RecordTriggerConfig(NodeConfig):
@@ -34,10 +38,8 @@ class RecordUpdatedConfig(RecordTriggerConfig):
 
 
 class ManualConfig(NodeConfig):
-    model: str | None = Field(
-        None,
-        description="Optional model key: a test run then uses one of its records as {{record}}.",
-        max_length=40,
+    model: str | None = optional_model_key(
+        "Optional model key: a test run then uses one of its records as {{record}}."
     )
 
 
@@ -83,10 +85,8 @@ class CreateRecordConfig(NodeConfig):
 
 
 class UpdateRecordConfig(NodeConfig):
-    model: str | None = Field(
-        None,
-        description="Model key of the record to update; default: the trigger's model.",
-        max_length=40,
+    model: str | None = optional_model_key(
+        "Model key of the record to update; default: the trigger's model."
     )
     record_id: Id | str = Field(
         "{{record.id}}",

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from monark.core.models import User, utcnow
+from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef, utcnow
 from monark.extensions import db
-
-RunStatus = Literal["running", "succeeded", "failed", "skipped"]
-StepStatus = Literal["succeeded", "failed", "skipped"]
 
 
 class Automation(db.Model):
@@ -25,8 +22,8 @@ class Automation(db.Model):
         Index("ix_automations_org_id_trigger_type", "org_id", "trigger_type", "enabled"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    id: Mapped[IntPk]
+    org_id: Mapped[OrgId]
     name: Mapped[str] = mapped_column(String(120))
     enabled: Mapped[bool] = mapped_column(default=False)
     version: Mapped[int] = mapped_column(default=1)
@@ -34,9 +31,9 @@ class Automation(db.Model):
     # Copied from the graph's trigger node when it is saved, so the engine can query them.
     trigger_type: Mapped[str] = mapped_column(String(40))
     trigger_model: Mapped[str | None] = mapped_column(String(40), default=None)
-    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    created_by_id: Mapped[UserRef]
+    created_at: Mapped[CreatedAt]
+    updated_at: Mapped[UpdatedAt]
 
     created_by: Mapped[User | None] = relationship()
 
@@ -47,8 +44,8 @@ class AutomationRun(db.Model):
     __tablename__ = "automation_runs"
     __table_args__ = (Index("ix_automation_runs_automation_id_id", "automation_id", "id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    id: Mapped[IntPk]
+    org_id: Mapped[OrgId] = mapped_column(index=True)
     automation_id: Mapped[int] = mapped_column(ForeignKey("automations.id", ondelete="CASCADE"))
     automation_version: Mapped[int] = mapped_column()
     status: Mapped[str] = mapped_column(String(12), default="running")
@@ -59,7 +56,7 @@ class AutomationRun(db.Model):
     record_private: Mapped[bool] = mapped_column(default=False)
     depth: Mapped[int] = mapped_column(default=1)
     is_test: Mapped[bool] = mapped_column(default=False)
-    started_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    started_by_id: Mapped[UserRef]
     # [{"node_id", "type", "status", "input", "output", "error", "started_at", "duration_ms"}]
     steps: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     error: Mapped[str | None] = mapped_column(Text, default=None)

@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 from monark.automations import services
-from monark.core.errors import AppError
 from monark.core.ids import id_or_none
 from monark.core.rbac import Principal
+from monark.core.routes import found_or_none
 
 NODE_TEXT_LIMIT = 300
 
@@ -18,11 +18,8 @@ NODE_TEXT_LIMIT = 300
 def _current(principal: Principal, automation_id: Any) -> dict[str, Any]:
     """The automation's name and graph as the user may read them; empty if not theirs."""
     found = id_or_none(automation_id)
-    if found is None:
-        return {}
-    try:
-        automation = services.get_automation(principal, found)
-    except AppError:
+    automation = None if found is None else found_or_none(services.get_automation, principal, found)
+    if automation is None:
         return {}
     return {"name": automation.name, "graph": services.shown_graph(principal, automation.graph)}
 
@@ -119,16 +116,6 @@ def test(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     name = _name(principal, args.get("automation_id"))
     record = f" on record #{args['record_id']}" if args.get("record_id") else ""
     return {"headline": f"test-run the automation {name}{record} (its actions really run)"}
-
-
-def get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    """A read of one automation."""
-    return {"headline": f"read the automation #{args.get('automation_id')}"}
-
-
-def get_run(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    """A read of one run."""
-    return {"headline": f"read automation run #{args.get('run_id')}"}
 
 
 def check_create(principal: Principal, args: dict[str, Any]) -> list[dict[str, Any]]:

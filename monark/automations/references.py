@@ -12,7 +12,7 @@ from sqlalchemy.orm import selectinload
 from monark.automations.template import has_placeholder, placeholders
 from monark.extensions import db
 from monark.records.models import RecordModel
-from monark.records.services import member_ids
+from monark.records.queries import member_ids
 from monark.records.values import validate_values
 
 if TYPE_CHECKING:

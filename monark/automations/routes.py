@@ -8,14 +8,11 @@ automation look it up before reading the body: another org's id is 404 whatever 
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import url_for
 
 from monark.automations import previews, services
 from monark.automations import schemas as s
 from monark.automations.models import Automation, AutomationRun
-from monark.core.models import as_utc
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
 
@@ -26,28 +23,13 @@ PLACEHOLDERS = (
 )
 
 
-def _when(value: Any) -> str | None:
-    value = as_utc(value)
-    return value.isoformat() if value else None
-
-
 def run_out(run: AutomationRun) -> s.RunOut:
     """A run without its steps."""
-    return s.RunOut(
-        id=run.id,
-        automation_id=run.automation_id,
-        automation_version=run.automation_version,
-        status=run.status,
-        is_test=run.is_test,
-        trigger=s.RunTrigger(
-            type=run.trigger_type, event_id=run.trigger_event_id, record_id=run.record_id
-        ),
-        depth=run.depth,
-        error=run.error,
-        started_at=_when(run.started_at),
-        finished_at=_when(run.finished_at),
-        url=url_for("automations.run_detail", automation_id=run.automation_id, run_id=run.id),
+    trigger = s.RunTrigger(
+        type=run.trigger_type, event_id=run.trigger_event_id, record_id=run.record_id
     )
+    url = url_for("automations.run_detail", automation_id=run.automation_id, run_id=run.id)
+    return s.RunOut.of(run, trigger=trigger, url=url)
 
 
 def run_detail(principal: Principal, run: AutomationRun) -> s.RunDetail:
@@ -62,17 +44,12 @@ def run_detail(principal: Principal, run: AutomationRun) -> s.RunDetail:
 
 def summary(automation: Automation, last_run: AutomationRun | None = None) -> s.AutomationSummary:
     """An automation without its graph."""
-    return s.AutomationSummary(
-        id=automation.id,
-        name=automation.name,
-        enabled=automation.enabled,
-        version=automation.version,
+    return s.AutomationSummary.of(
+        automation,
         trigger=s.Trigger(type=automation.trigger_type, model=automation.trigger_model),
         node_count=len(automation.graph.get("nodes", [])),
-        created_at=_when(automation.created_at),
-        updated_at=_when(automation.updated_at),
         url=url_for("automations.detail", automation_id=automation.id),
-        last_run=s.RunRef(id=last_run.id, status=last_run.status) if last_run else None,
+        last_run=s.RunRef.of(last_run) if last_run else None,
     )
 
 
@@ -164,7 +141,12 @@ def automation_list_trigger_events(
     )
 
 
-@routes.get("/automations/{automation_id}", "automation.view", preview=previews.get, lookup=_lookup)
+@routes.get(
+    "/automations/{automation_id}",
+    "automation.view",
+    preview=headline("read the automation #{automation_id}"),
+    lookup=_lookup,
+)
 def automation_get(
     principal: Principal, path: s.AutomationPath, query: None, body: None
 ) -> s.AutomationDetail:
@@ -222,7 +204,11 @@ def automation_test(
     return run_detail(principal, services.run_test(principal, path.automation_id, body.record_id))
 
 
-@routes.get("/automations/runs/{run_id}", "automation.view", preview=previews.get_run)
+@routes.get(
+    "/automations/runs/{run_id}",
+    "automation.view",
+    preview=headline("read automation run #{run_id}"),
+)
 def automation_get_run(
     principal: Principal, path: s.RunPath, query: None, body: None
 ) -> s.RunDetail:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
 from monark.core.routes import StrictModel
+from monark.core.schemas import RowOut, UtcTime
 from monark.records.schemas import FieldOut
 
 # ---- inputs ----------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ class RunTrigger(BaseModel):
     record_id: int | None
 
 
-class RunOut(BaseModel):
+class RunOut(RowOut):
     id: int
     automation_id: int
     automation_version: int
@@ -64,8 +65,8 @@ class RunOut(BaseModel):
     trigger: RunTrigger
     depth: int
     error: str | None
-    started_at: str | None
-    finished_at: str | None
+    started_at: UtcTime | None
+    finished_at: UtcTime | None
     url: str
 
 
@@ -79,20 +80,20 @@ class RunDetailHidden(RunDetail):
     details_hidden: str
 
 
-class RunRef(BaseModel):
+class RunRef(RowOut):
     id: int
     status: str
 
 
-class AutomationSummary(BaseModel):
+class AutomationSummary(RowOut):
     id: int
     name: str
     enabled: bool
     version: int
     trigger: Trigger
     node_count: int
-    created_at: str | None
-    updated_at: str | None
+    created_at: UtcTime | None
+    updated_at: UtcTime | None
     url: str
     last_run: RunRef | None = None
 
@@ -128,15 +129,15 @@ class TriggerEventOut(BaseModel):
     config_schema: dict[str, Any]
 
 
-class ModelFields(BaseModel):
+class ModelFields(RowOut):
     key: str
     name: str
     fields: list[FieldOut]
 
     @classmethod
-    def of(cls, model: Any) -> ModelFields:
+    def of(cls, model: Any, **given: Any) -> ModelFields:
         """A model of the org's schema, with its fields."""
-        return cls(key=model.key, name=model.name, fields=[FieldOut.of(f) for f in model.fields])
+        return super().of(model, fields=[FieldOut.of(f) for f in model.fields], **given)
 
 
 class TriggerEvents(BaseModel):

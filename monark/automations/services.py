@@ -14,10 +14,11 @@ from monark.automations.models import Automation, AutomationRun
 from monark.automations.nodes import REGISTRY, NodeType, trigger_types
 from monark.automations.references import OrgSchema, load_org_schema
 from monark.core.errors import Conflict, NotFound, ValidationFailed
-from monark.core.events import record_event
+from monark.core.events import record_event, save_new
 from monark.core.rbac import Principal
 from monark.core.uow import for_update
 from monark.extensions import db
+from monark.records import queries
 from monark.records import services as records
 
 NAME_MAX = 120
@@ -223,17 +224,10 @@ def create_automation(
         trigger_model=trigger_model,
         created_by_id=principal.user_id,
     )
-    db.session.add(automation)
-    db.session.flush()
-    record_event(
-        principal,
-        "automation.created",
-        "automation",
-        automation.id,
-        {"automation_id": automation.id, "version": 1, "enabled": automation.enabled},
+    payload = {"version": 1, "enabled": automation.enabled}
+    return save_new(
+        principal, automation, "automation.created", "automation", payload, id_key="automation_id"
     )
-    db.session.commit()
-    return automation
 
 
 def update_automation(
@@ -318,7 +312,7 @@ def run_test(
         if record_id is not None:
             record = records.get_record(principal, model, record_id)
         else:
-            newest = records.list_records(principal, model, limit=1).items
+            newest = queries.list_records(principal, model, limit=1).items
             record = newest[0] if newest else None
         trigger = Trigger(
             type=automation.trigger_type,

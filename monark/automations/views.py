@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, render_template, request
 
 from monark.automations import services
 from monark.automations.models import Automation
@@ -15,6 +15,7 @@ from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.ids import form_id
 from monark.core.rbac import Principal
+from monark.core.web import see_other
 
 bp = Blueprint("automations", __name__, url_prefix="/automations")
 
@@ -54,6 +55,16 @@ def _editor_context(principal: Principal) -> dict[str, Any]:
     return {"node_types": services.node_types(principal)}
 
 
+def _automation(automation_id: int) -> tuple[Principal, Automation]:
+    """The signed-in principal, and automation ``automation_id`` of its org (404 otherwise)."""
+    principal = require_principal()
+    return principal, services.get_automation(principal, automation_id)
+
+
+def _to_detail(automation_id: int):
+    return see_other("automations.detail", automation_id=automation_id)
+
+
 @bp.get("")
 @guard("automation.view")
 def index():
@@ -83,7 +94,7 @@ def new():
                 problems = err.details
             else:
                 flash(f"Automation {automation.name} created. It is off until you enable it.")
-                return redirect(url_for("automations.detail", automation_id=automation.id), 303)
+                return _to_detail(automation.id)
     return render_template(
         "automations/new.html",
         name=name,
@@ -119,8 +130,7 @@ def _detail(
 @guard("automation.view")
 def detail(automation_id: int):
     """One automation: its nodes and edges, runs, and (for managers) the JSON editor."""
-    principal = require_principal()
-    automation = services.get_automation(principal, automation_id)
+    principal, automation = _automation(automation_id)
     if request.method == "GET":
         return _detail(automation)
     principal.require("automation.manage")
@@ -139,7 +149,7 @@ def detail(automation_id: int):
             problems = err.details
         else:
             flash("Automation saved.")
-            return redirect(url_for("automations.detail", automation_id=automation_id), 303)
+            return _to_detail(automation_id)
     return _detail(automation, text=text, name=name, problems=problems, status=422)
 
 
@@ -150,7 +160,7 @@ def set_enabled(automation_id: int):
     enabled = request.form.get("enabled") == "true"
     automation = services.set_enabled(require_principal(), automation_id, enabled)
     flash(f"{automation.name} is {'on' if enabled else 'off'}.")
-    return redirect(url_for("automations.detail", automation_id=automation_id), 303)
+    return _to_detail(automation_id)
 
 
 @bp.post("/<int:automation_id>/test")
@@ -163,31 +173,28 @@ def test_run(automation_id: int):
     except ValidationFailed as err:
         rule = err.details[0]["message"]
         flash(f"Record id: {rule} Or leave it empty for the newest record.", "error")
-        return redirect(url_for("automations.detail", automation_id=automation_id), 303)
+        return _to_detail(automation_id)
     run = services.run_test(principal, automation_id, record_id)
     flash(f"Test run {run.status}.", "info" if run.status == "succeeded" else "error")
-    return redirect(
-        url_for("automations.run_detail", automation_id=automation_id, run_id=run.id), 303
-    )
+    return see_other("automations.run_detail", automation_id=automation_id, run_id=run.id)
 
 
 @bp.post("/<int:automation_id>/delete")
 @guard("automation.manage")
 def delete(automation_id: int):
     """Delete an automation and its run history."""
-    principal = require_principal()
-    name = services.get_automation(principal, automation_id).name
+    principal, automation = _automation(automation_id)
+    name = automation.name
     services.delete_automation(principal, automation_id)
     flash(f"Automation {name} deleted.")
-    return redirect(url_for("automations.index"), 303)
+    return see_other("automations.index")
 
 
 @bp.get("/<int:automation_id>/runs")
 @guard("automation.view")
 def runs(automation_id: int):
     """The run history, newest first."""
-    principal = require_principal()
-    automation = services.get_automation(principal, automation_id)
+    principal, automation = _automation(automation_id)
     return render_template(
         "automations/runs.html",
         automation=automation,
@@ -199,8 +206,7 @@ def runs(automation_id: int):
 @guard("automation.view")
 def run_detail(automation_id: int, run_id: int):
     """One run with its steps: input, output, error and timing per node."""
-    principal = require_principal()
-    automation = services.get_automation(principal, automation_id)
+    principal, automation = _automation(automation_id)
     run = services.get_run(principal, run_id, automation_id=automation.id)
     return render_template(
         "automations/run.html",

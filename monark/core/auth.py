@@ -10,11 +10,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from flask import Response, redirect, request, session, url_for
+from flask import redirect, request, session, url_for
 from flask_login import current_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from monark.core.errors import Unauthorized, wants_json
+from monark.core.htmx import current_url, is_htmx, reload
 from monark.core.keys import authenticate_key
 from monark.core.models import Membership, User
 from monark.core.rbac import Principal
@@ -122,19 +123,16 @@ def guard(permission: str | None = None) -> Callable[[F], F]:
                 if wants_json():
                     raise Unauthorized("Sign in or send an API key (Authorization: Bearer mrk_…).")
                 target = request.full_path.rstrip("?")
-                if request.headers.get("HX-Request") == "true":
+                if is_htmx():
                     # An htmx swap would put the login page inside the page: reload instead,
                     # back to the page the user is on once they have signed in.
-                    current = request.headers.get("HX-Current-URL", "")
-                    path = urlsplit(current).path or "/"
-                    login = url_for("auth.login", next=path)
-                    return Response(status=204, headers={"HX-Redirect": login})
+                    path = urlsplit(current_url()).path or "/"
+                    return reload(url_for("auth.login", next=path))
                 return redirect(url_for("auth.login", next=target))
             if permission:
                 principal.require(permission)
             return view(*args, **kwargs)
 
-        wrapped.required_permission = permission  # type: ignore[attr-defined]
         return wrapped  # type: ignore[return-value]
 
     return decorator

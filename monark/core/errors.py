@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
 
-from monark.core.htmx import is_partial
+from monark.core.htmx import is_htmx, is_partial
 from monark.extensions import db
 
 
@@ -60,6 +60,10 @@ class ValidationFailed(AppError):
             details.append(detail)
         return cls(message, details)
 
+    def detail_text(self) -> str:
+        """The details' messages on one line (for a flash); the message when there are none."""
+        return "; ".join(str(item.get("message", "")) for item in self.details) or self.message
+
     def field_errors(self) -> dict[str, str]:
         """The details as a mapping of field name to its first message (for forms)."""
         out: dict[str, str] = {}
@@ -85,7 +89,7 @@ def wants_json() -> bool:
     if request.path.startswith(("/api/", "/internal/")):
         return True
     best = request.accept_mimetypes.best_match(["text/html", "application/json"])
-    return best == "application/json" and "HX-Request" not in request.headers
+    return best == "application/json" and not is_htmx()
 
 
 def error_json(code: str, message: str, status: int, details: list | None = None):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from monark.core.models import Event
 from monark.core.rbac import Principal
@@ -37,3 +37,28 @@ def record_event(
     )
     db.session.add(event)
     return event
+
+
+Row = TypeVar("Row")
+
+
+def save_new(
+    principal: Principal,
+    row: Row,
+    type: str,
+    subject_type: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    id_key: str | None = None,
+) -> Row:
+    """Add a new row with its creation event about it, and commit.
+
+    ``id_key`` names the row's new id in the payload (first), e.g. ``{"model_id": …}``.
+    """
+    db.session.add(row)
+    db.session.flush()  # the row's id, for its event
+    if id_key is not None:
+        payload = {id_key: row.id, **(payload or {})}
+    record_event(principal, type, subject_type, row.id, payload)
+    db.session.commit()
+    return row

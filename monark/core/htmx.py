@@ -2,43 +2,59 @@
 
 from __future__ import annotations
 
-from flask import Response, redirect, request
+from typing import Any
+
+from flask import Response, redirect, render_template, request
+
+REQUEST = "HX-Request"
 
 
 def is_htmx() -> bool:
     """True when htmx made this request."""
-    return request.headers.get("HX-Request") == "true"
-
-
-def is_boosted() -> bool:
-    """True for a boosted navigation (a whole page rendered, main area swapped)."""
-    return request.headers.get("HX-Boosted") == "true"
+    return request.headers.get(REQUEST) == "true"
 
 
 def is_partial() -> bool:
     """True when htmx wants a fragment rather than a page (a targeted, non-boosted swap)."""
-    return is_htmx() and not is_boosted()
+    return is_htmx() and request.headers.get("HX-Boosted") != "true"
 
 
-def redirect_htmx(response: Response, url: str) -> Response:
-    """Tell htmx to navigate to ``url`` (boosted-style, keeping the panel)."""
-    response.headers["HX-Location"] = url
-    return response
+def targets(element_id: str) -> bool:
+    """True when htmx swaps only ``#element_id`` (its HX-Target is ``tag#id`` or ``#id``)."""
+    return is_partial() and request.headers.get("HX-Target", "").endswith(f"#{element_id}")
+
+
+def current_url() -> str:
+    """The address of the page htmx made this request from ("" for other requests)."""
+    return request.headers.get("HX-Current-URL", "")
+
+
+def render_swap(element_id: str, partial: str, page: str, /, **context: Any) -> str:
+    """``partial`` alone when htmx swaps ``#element_id`` (a search, a next page), else the
+    whole ``page`` (which includes the partial)."""
+    return render_template(partial if targets(element_id) else page, **context)
+
+
+def reload(url: str) -> Response:
+    """Make htmx load ``url`` as a whole page (``HX-Redirect``; htmx honours it whatever the
+    status, so 204 with no body)."""
+    return Response(status=204, headers={"HX-Redirect": url})
 
 
 def redirect_full(url: str) -> Response:
     """After a save that changes the header, nav or assistant panel: a full page load of ``url``.
 
-    A boosted form swaps only ``#main``, so htmx gets ``HX-Redirect`` (htmx then sets
-    ``location.href``; it honours the header whatever the status, so 204 with no body).
-    Anything else gets the usual 303. Flashed messages wait in the session for that load.
+    A boosted form swaps only ``#main``, so htmx gets ``HX-Redirect`` (``reload``). Anything
+    else gets the usual 303. Flashed messages wait in the session for that load.
     """
     if is_htmx():
-        return Response(status=204, headers={"HX-Redirect": url})
+        return reload(url)
     return redirect(url, 303)
 
 
-def trigger(response: Response, event: str) -> Response:
-    """Fire a client-side event after the swap."""
-    response.headers["HX-Trigger"] = event
+def vary(response: Response) -> Response:
+    """Say that ``response`` differs for htmx (a fragment, not a page), so no cache hands one
+    to the other."""
+    if is_htmx():
+        response.headers.add("Vary", REQUEST)
     return response

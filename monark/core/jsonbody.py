@@ -1,4 +1,5 @@
-"""Reading JSON from requests: a depth-limited parser for every body, and pydantic checks.
+"""Reading JSON from requests: a depth-limited parser for every body (``JSONProvider``), and
+``request_json``, which says what is wrong with a body the parser refuses.
 
 Python's ``json`` recurses once per nesting level: ``[[[[…]]]]`` a few thousand deep raises
 ``RecursionError`` (a 500), and a value a few hundred deep still breaks later recursive code
@@ -13,17 +14,15 @@ cannot encode, which fails at the database or when the page is sent).
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any
 
 from flask import request
 from flask.json.provider import DefaultJSONProvider
-from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import BadRequest
 
 from monark.core.errors import ValidationFailed
 from monark.core.text import has_surrogate
 
-M = TypeVar("M", bound=BaseModel)
 MAX_DEPTH = 64
 
 
@@ -123,12 +122,3 @@ class JSONProvider(DefaultJSONProvider):
 
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
         return loads(s)
-
-
-def parse_body(model: type[M]) -> M:
-    """The request's JSON body checked by ``model``; ``ValidationFailed`` names each field."""
-    data = request_json()
-    try:
-        return model.model_validate(data)
-    except ValidationError as err:
-        raise ValidationFailed.from_pydantic(err, "The request body is invalid.") from None

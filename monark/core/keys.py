@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from datetime import timedelta
 
 from sqlalchemy import select
 
-from monark.core.errors import NotFound, ValidationFailed
-from monark.core.events import record_event
+from monark.core.errors import ValidationFailed
+from monark.core.events import save_new
 from monark.core.models import ApiKey, Membership, as_utc, utcnow
 from monark.core.rbac import ROLES, Principal
+from monark.core.tokens import API_KEYS, new_token, revoke, token_digest
 from monark.extensions import db
 
 KEY_PREFIX = "mrk_"
 # Writing last_used_at on every call would make each read a write; a minute is precise enough.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
-
-
-def _digest(token: str) -> str:
-    # Keys carry 256 random bits, so a fast hash is safe; a slow KDF would only cost latency.
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def list_keys(principal: Principal) -> list[ApiKey]:
@@ -44,35 +38,22 @@ def create_key(principal: Principal, name: str, role: str) -> tuple[ApiKey, str]
         problems.append({"field": "role", "message": "A key cannot have a higher role than yours."})
     if problems:
         raise ValidationFailed("The key is invalid.", problems)
-    token = KEY_PREFIX + secrets.token_urlsafe(32)
+    token = new_token(KEY_PREFIX, 32)
     key = ApiKey(
         org_id=principal.org_id,
         name=name,
         role=role,
         prefix=token[:10],
-        key_hash=_digest(token),
+        key_hash=token_digest(token),
         created_by_id=principal.user_id,
     )
-    db.session.add(key)
-    db.session.flush()
-    record_event(principal, "apikey.created", "api_key", key.id, {"api_key_id": key.id})
-    db.session.commit()
-    return key, token
+    return save_new(principal, key, "apikey.created", "api_key", id_key="api_key_id"), token
 
 
 def revoke_key(principal: Principal, key_id: int) -> ApiKey:
     """Revoke a key of the org; revoking twice is harmless."""
     principal.require("apikeys.manage")
-    key = db.session.scalar(
-        select(ApiKey).where(ApiKey.id == key_id, ApiKey.org_id == principal.org_id)
-    )
-    if key is None:
-        raise NotFound("No such API key.")
-    if key.revoked_at is None:
-        key.revoked_at = utcnow()
-        record_event(principal, "apikey.revoked", "api_key", key.id, {"api_key_id": key.id})
-        db.session.commit()
-    return key
+    return revoke(principal, API_KEYS, key_id, {"api_key_id": key_id})
 
 
 def _weaker(role: str, other: str) -> str:
@@ -87,7 +68,7 @@ def authenticate_key(token: str) -> Principal | None:
     """
     if not token.startswith(KEY_PREFIX):
         return None
-    key = db.session.scalar(select(ApiKey).where(ApiKey.key_hash == _digest(token)))
+    key = db.session.scalar(select(ApiKey).where(ApiKey.key_hash == token_digest(token)))
     if key is None or key.revoked_at is not None:
         return None
     creator_role = db.session.scalar(

@@ -1,9 +1,10 @@
-"""Accounts, organizations, memberships, API keys and domain events."""
+"""Accounts, organizations, memberships, API keys, invitations and domain events, and the
+column shapes most tables share."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 from flask_login import UserMixin
 from sqlalchemy import JSON, ForeignKey, Index, String, UniqueConstraint
@@ -28,16 +29,27 @@ def as_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
+# Column shapes most tables share, written ``Mapped[IntPk]`` and so on; a column adds its
+# own options with ``= mapped_column(...)`` (for example ``index=True``).
+IntPk = Annotated[int, mapped_column(primary_key=True)]
+# The org a row belongs to: it goes with its org.
+OrgId = Annotated[int, mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))]
+# A user a row names (its creator, say): the row stays, with null, when the user goes.
+UserRef = Annotated[int | None, mapped_column(ForeignKey("users.id", ondelete="SET NULL"))]
+CreatedAt = Annotated[datetime, mapped_column(default=utcnow)]
+UpdatedAt = Annotated[datetime, mapped_column(default=utcnow, onupdate=utcnow)]
+
+
 class User(UserMixin, db.Model):
     __tablename__ = "users"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[IntPk]
     email: Mapped[str] = mapped_column(String(255), unique=True)
     name: Mapped[str] = mapped_column(String(120))
     password_hash: Mapped[str] = mapped_column(String(255))
     ai_agent_enabled: Mapped[bool] = mapped_column(default=True)
     assistant_panel_width: Mapped[int | None] = mapped_column(default=None)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_at: Mapped[CreatedAt]
 
     memberships: Mapped[list[Membership]] = relationship(
         back_populates="user", cascade="all, delete-orphan"
@@ -47,14 +59,14 @@ class User(UserMixin, db.Model):
 class Org(db.Model):
     __tablename__ = "orgs"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[IntPk]
     name: Mapped[str] = mapped_column(String(120))
     slug: Mapped[str] = mapped_column(String(60), unique=True)
     chat_enabled: Mapped[bool] = mapped_column(default=True)
     ai_agent_enabled: Mapped[bool] = mapped_column(default=True)
     branding_enabled: Mapped[bool] = mapped_column(default=False)
     assistant_name: Mapped[str | None] = mapped_column(String(60), default=None)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_at: Mapped[CreatedAt]
 
     memberships: Mapped[list[Membership]] = relationship(
         back_populates="org", cascade="all, delete-orphan"
@@ -65,52 +77,62 @@ class Membership(db.Model):
     __tablename__ = "memberships"
     __table_args__ = (UniqueConstraint("user_id", "org_id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[IntPk]
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    org_id: Mapped[OrgId] = mapped_column(index=True)
     role: Mapped[str] = mapped_column(String(20))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_at: Mapped[CreatedAt]
 
     user: Mapped[User] = relationship(back_populates="memberships")
     org: Mapped[Org] = relationship(back_populates="memberships")
 
 
-class Invite(db.Model):
-    """An invitation to join an org with a role: a one-time link, stored as a hash."""
+class RoleGrant:
+    """What API keys and invitations share: a role in an org, handed out by a member as a
+    secret (stored as its digest) that works until it is revoked."""
+
+    id: Mapped[IntPk]
+    org_id: Mapped[OrgId] = mapped_column(index=True)
+    role: Mapped[str] = mapped_column(String(20))
+    created_by_id: Mapped[UserRef]
+    created_at: Mapped[CreatedAt]
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    @property
+    def revocable(self) -> bool:
+        """Not revoked yet."""
+        return self.revoked_at is None
+
+
+class Invite(RoleGrant, db.Model):
+    """An invitation to join an org with a role: a one-time link."""
 
     __tablename__ = "invites"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     email: Mapped[str] = mapped_column(String(255))
-    role: Mapped[str] = mapped_column(String(20))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime] = mapped_column()
     accepted_at: Mapped[datetime | None] = mapped_column(default=None)
-    accepted_by_id: Mapped[int | None] = mapped_column(
-        ForeignKey("users.id", ondelete="SET NULL"), default=None
-    )
-    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    accepted_by_id: Mapped[UserRef] = mapped_column(default=None)
 
     org: Mapped[Org] = relationship()
-    created_by: Mapped[User | None] = relationship(foreign_keys=[created_by_id])
+    created_by: Mapped[User | None] = relationship(foreign_keys="Invite.created_by_id")
+
+    @property
+    def revocable(self) -> bool:
+        """Neither used nor revoked yet (an expired one may still be revoked)."""
+        return self.accepted_at is None and self.revoked_at is None
 
 
-class ApiKey(db.Model):
+class ApiKey(RoleGrant, db.Model):
+    """A key for the API (and MCP), acting with its role, never above its creator's."""
+
     __tablename__ = "api_keys"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(120))
-    role: Mapped[str] = mapped_column(String(20))
     prefix: Mapped[str] = mapped_column(String(16))
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
-    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
     created_by: Mapped[User | None] = relationship()
 
@@ -124,8 +146,8 @@ class Event(db.Model):
         Index("ix_events_org_id_type", "org_id", "type"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    id: Mapped[IntPk]
+    org_id: Mapped[OrgId]
     type: Mapped[str] = mapped_column(String(60))
     actor_kind: Mapped[str] = mapped_column(String(20))
     actor_id: Mapped[int | None] = mapped_column()
@@ -134,4 +156,4 @@ class Event(db.Model):
     subject_type: Mapped[str] = mapped_column(String(40))
     subject_id: Mapped[int | None] = mapped_column()
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_at: Mapped[CreatedAt]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from monark.core.errors import Forbidden
@@ -49,6 +49,16 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
 }
 
 
+def roles_up_to(role: str) -> tuple[Role, ...]:
+    """``role`` and the roles below it (what its holder may grant); none for a role that is
+    not a member's."""
+    return ROLES[ROLES.index(role) :] if role in ROLES else ()  # type: ignore[arg-type]
+
+
+# What a principal may do by its role: a member's, or "automation" (which no member has).
+_GRANTS: dict[str, frozenset[str]] = {**ROLE_PERMISSIONS, "automation": _AUTOMATION}
+
+
 @dataclass(frozen=True)
 class Principal:
     """Who is acting, in which org, with which role.
@@ -69,48 +79,40 @@ class Principal:
     @classmethod
     def for_user(cls, user_id: int, org_id: int, role: str) -> Principal:
         """A principal for a signed-in user acting directly."""
-        return cls(
-            org_id=org_id,
-            role=role,
-            actor_kind="user",
-            actor_id=user_id,
-            user_id=user_id,
-            permissions=ROLE_PERMISSIONS.get(role, frozenset()),
-        )
+        return cls._acting("user", user_id, org_id, role, user_id=user_id)
 
     @classmethod
     def for_api_key(cls, key_id: int, org_id: int, role: str) -> Principal:
         """A principal for an API key, with the role chosen when the key was made."""
-        return cls(
-            org_id=org_id,
-            role=role,
-            actor_kind="api_key",
-            actor_id=key_id,
-            permissions=ROLE_PERMISSIONS.get(role, frozenset()),
-        )
+        return cls._acting("api_key", key_id, org_id, role)
 
     @classmethod
     def for_automation(cls, automation_id: int, org_id: int) -> Principal:
         """The principal an automation's actions run as: no user, records rights only."""
+        return cls._acting("automation", automation_id, org_id, "automation")
+
+    @classmethod
+    def _acting(
+        cls,
+        actor_kind: ActorKind,
+        actor_id: int,
+        org_id: int,
+        role: str,
+        user_id: int | None = None,
+    ) -> Principal:
+        """A principal with the permissions of ``role`` (none for an unknown one)."""
         return cls(
             org_id=org_id,
-            role="automation",
-            actor_kind="automation",
-            actor_id=automation_id,
-            permissions=_AUTOMATION,
+            role=role,
+            actor_kind=actor_kind,
+            actor_id=actor_id,
+            user_id=user_id,
+            permissions=_GRANTS.get(role, frozenset()),
         )
 
     def via_assistant(self, conversation_id: int) -> Principal:
         """The same user, acting through the assistant in one conversation."""
-        return Principal(
-            org_id=self.org_id,
-            role=self.role,
-            actor_kind="assistant",
-            actor_id=self.actor_id,
-            user_id=self.user_id,
-            conversation_id=conversation_id,
-            permissions=self.permissions,
-        )
+        return replace(self, actor_kind="assistant", conversation_id=conversation_id)
 
     def can(self, permission: str) -> bool:
         """Whether the role grants ``permission``."""

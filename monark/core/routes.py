@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints
 from urllib.parse import quote
 
 from flask import Blueprint, Response, request
@@ -28,10 +28,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from monark.core.auth import guard, require_principal
-from monark.core.errors import ValidationFailed
+from monark.core.errors import AppError, ValidationFailed
 from monark.core.jsonbody import request_json
 from monark.core.rbac import Principal
 
+T = TypeVar("T")
 HttpMethod = Literal["GET", "POST", "PATCH", "PUT", "DELETE"]
 Location = Literal["path", "query", "body"]
 # Who may call a route as a tool: external agents (MCP, through /api/v1) and the in-app
@@ -48,9 +49,24 @@ Precheck = Callable[[Principal, dict[str, Any]], list[dict[str, Any]]]
 Lookup = Callable[[Principal, Any], object]
 
 
+class _Arguments(dict):
+    def __missing__(self, key: str) -> None:
+        return None
+
+
 def headline(text: str) -> Preview:
-    """A preview that always says the same (``text`` follows "Wants to" on a card)."""
-    return lambda principal, arguments: {"headline": text}
+    """A preview that always says ``text`` (it follows "Wants to" on a card), with the call's
+    arguments named in braces filled in: ``headline("read wiki page #{page_id}")``."""
+    return lambda principal, arguments: {"headline": text.format_map(_Arguments(arguments))}
+
+
+def found_or_none(lookup: Callable[..., T], *args: Any) -> T | None:
+    """``lookup(*args)``, or ``None`` where it refuses (no such row, not the user's): a
+    preview then says less instead of failing."""
+    try:
+        return lookup(*args)
+    except AppError:
+        return None
 
 
 class StrictModel(BaseModel):

@@ -9,7 +9,8 @@ template outputs goes through ``scrub`` (installed as the Jinja environment's ``
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from markupsafe import Markup
 
@@ -35,17 +36,23 @@ def _scrub_str(text: str) -> str:
     return Markup(fixed) if isinstance(text, Markup) else fixed
 
 
+def _each_string(value: Any, fix: Callable[[str], str]) -> Any:
+    """``value`` with ``fix`` applied to every string in it: in dicts (keys too), lists and
+    tuples, however deep."""
+    if isinstance(value, str):
+        return fix(value)
+    if isinstance(value, dict):
+        return {_each_string(k, fix): _each_string(v, fix) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_each_string(v, fix) for v in value]
+    if type(value) is tuple:
+        return tuple(_each_string(v, fix) for v in value)
+    return value
+
+
 def scrub(value: T) -> T:
     """``value`` with lone surrogates replaced by U+FFFD, in strings, dicts, lists and tuples."""
-    if isinstance(value, str):
-        return _scrub_str(value)  # type: ignore[return-value]
-    if isinstance(value, dict):
-        return {scrub(k): scrub(v) for k, v in value.items()}  # type: ignore[return-value]
-    if isinstance(value, list):
-        return [scrub(v) for v in value]  # type: ignore[return-value]
-    if type(value) is tuple:
-        return tuple(scrub(v) for v in value)  # type: ignore[return-value]
-    return value
+    return _each_string(value, _scrub_str)
 
 
 def _storable_str(text: str) -> str:
@@ -56,12 +63,4 @@ def _storable_str(text: str) -> str:
 def storable(value: T) -> T:
     """``scrub``, and NUL (which PostgreSQL text and JSON cannot hold) replaced by U+FFFD:
     for text from outside that is stored as it came (a model's replies and tool calls)."""
-    if isinstance(value, str):
-        return _storable_str(value)  # type: ignore[return-value]
-    if isinstance(value, dict):
-        return {storable(k): storable(v) for k, v in value.items()}  # type: ignore[return-value]
-    if isinstance(value, list):
-        return [storable(v) for v in value]  # type: ignore[return-value]
-    if type(value) is tuple:
-        return tuple(storable(v) for v in value)  # type: ignore[return-value]
-    return value
+    return _each_string(value, _storable_str)

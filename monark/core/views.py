@@ -8,7 +8,6 @@ from flask import (
     Blueprint,
     current_app,
     flash,
-    make_response,
     redirect,
     render_template,
     request,
@@ -75,9 +74,8 @@ def _throttled(email: str, wait: int):
     error = (
         f"Too many sign-in attempts; try again in {minutes} minute{'' if minutes == 1 else 's'}."
     )
-    response = make_response(render_template("auth/login.html", error=error, email=email), 429)
-    response.headers["Retry-After"] = str(wait)
-    return response
+    page = render_template("auth/login.html", error=error, email=email)
+    return page, 429, {"Retry-After": str(wait)}
 
 
 @bp.post("/logout")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from flask import Flask, current_app, request
+from flask import Flask, Response, current_app, redirect, request, url_for
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
 from monark.core.errors import NotFound, Unauthorized, ValidationFailed
+from monark.core.htmx import vary
 from monark.core.ids import IdConverter
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
@@ -41,6 +42,11 @@ def page_principal() -> Principal | None:
     except Unauthorized:
         return None
     return principal if principal is not None and principal.user_id is not None else None
+
+
+def see_other(endpoint: str, **values: Any) -> Response:
+    """The answer to a form post: 303 See Other, so the browser GETs ``url_for(endpoint)``."""
+    return redirect(url_for(endpoint, **values), 303)
 
 
 def _page_context() -> dict[str, Any]:
@@ -116,6 +122,4 @@ def register_web(app: Flask) -> None:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")
         response.headers.setdefault("X-Frame-Options", "DENY")
-        if request.headers.get("HX-Request"):
-            response.headers.add("Vary", "HX-Request")
-        return response
+        return vary(response)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from monark.core.models import User, utcnow
+from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef
 from monark.extensions import db
 
-FieldType = Literal["text", "long_text", "number", "date", "boolean", "select", "user"]
 FIELD_TYPES: tuple[str, ...] = ("text", "long_text", "number", "date", "boolean", "select", "user")
 FIELD_TYPE_LABELS = {
     "text": "Text",
@@ -31,12 +29,12 @@ class RecordModel(db.Model):
     __tablename__ = "models"
     __table_args__ = (UniqueConstraint("org_id", "key"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    id: Mapped[IntPk]
+    org_id: Mapped[OrgId] = mapped_column(index=True)
     key: Mapped[str] = mapped_column(String(40))
     name: Mapped[str] = mapped_column(String(80))
     description: Mapped[str] = mapped_column(String(500), default="")
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_at: Mapped[CreatedAt]
 
     fields: Mapped[list[ModelField]] = relationship(
         back_populates="model",
@@ -49,7 +47,7 @@ class ModelField(db.Model):
     __tablename__ = "model_fields"
     __table_args__ = (UniqueConstraint("model_id", "key"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[IntPk]
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
     key: Mapped[str] = mapped_column(String(40))
     label: Mapped[str] = mapped_column(String(80))
@@ -66,15 +64,15 @@ class Record(db.Model):
     # Listing walks this index newest-first within one model of one org.
     __table_args__ = (Index("ix_records_org_id_model_id_id", "org_id", "model_id", "id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    id: Mapped[IntPk]
+    org_id: Mapped[OrgId]
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
     values: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     title: Mapped[str] = mapped_column(String(300), default="")
     search_text: Mapped[str] = mapped_column(Text, default="")
     visibility: Mapped[str] = mapped_column(String(10), default="org")
-    creator_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    creator_id: Mapped[UserRef]
+    created_at: Mapped[CreatedAt]
+    updated_at: Mapped[UpdatedAt]
 
     creator: Mapped[User | None] = relationship()

@@ -9,22 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from monark.core.errors import AppError
 from monark.core.ids import id_or_none
 from monark.core.rbac import Principal
+from monark.core.routes import found_or_none
 from monark.records import services as records
 from monark.records.models import RecordModel
 
 
-def _model(principal: Principal, key: Any) -> RecordModel | None:
-    try:
-        return records.get_model(principal, str(key))
-    except AppError:
-        return None
-
-
-def _model_name(model: RecordModel | None, key: Any) -> str:
-    return model.name if model is not None else f"“{key}”"
+def _model(principal: Principal, args: dict[str, Any]) -> tuple[RecordModel | None, str]:
+    """The model the call names, if the user may see it, and how the card names it."""
+    key = args.get("model")
+    model = found_or_none(records.get_model, principal, str(key))
+    return model, model.name if model is not None else f"“{key}”"
 
 
 def _label(model: RecordModel | None, key: str) -> str:
@@ -36,13 +32,10 @@ def _label(model: RecordModel | None, key: str) -> str:
 
 
 def _record_title(principal: Principal, model: RecordModel | None, record_id: Any):
-    if model is None:
-        return None, f"record #{record_id}"
     wanted = id_or_none(record_id)
-    try:
-        record = records.get_record(principal, model, wanted) if wanted else None
-    except AppError:
-        record = None
+    if model is None or wanted is None:
+        return None, f"record #{record_id}"
+    record = found_or_none(records.get_record, principal, model, wanted)
     if record is None:
         return None, f"record #{record_id}"
     return record, f"“{records.record_label(model, record)}”"
@@ -56,17 +49,17 @@ def _values(model: RecordModel | None, values: Any) -> list[dict[str, Any]]:
 
 def create(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """A create: the model, and each value the record will get."""
-    model = _model(principal, args.get("model"))
+    model, name = _model(principal, args)
     private = " (private)" if args.get("visibility") == "private" else ""
     return {
-        "headline": f"create a record in {_model_name(model, args.get('model'))}{private}",
+        "headline": f"create a record in {name}{private}",
         "changes": _values(model, args.get("values")),
     }
 
 
 def update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """An update: each field before → after, read as the user sees the record now."""
-    model = _model(principal, args.get("model"))
+    model, name = _model(principal, args)
     record, title = _record_title(principal, model, args.get("record_id"))
     before = record.values if record is not None else {}
     values = args.get("values") if isinstance(args.get("values"), dict) else {}
@@ -86,35 +79,30 @@ def update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
             }
         )
     return {
-        "headline": f"update {title} in {_model_name(model, args.get('model'))}",
+        "headline": f"update {title} in {name}",
         "changes": changes,
     }
 
 
 def delete(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """A delete: which record, by its title."""
-    model = _model(principal, args.get("model"))
+    model, name = _model(principal, args)
     _, title = _record_title(principal, model, args.get("record_id"))
-    return {"headline": f"delete {title} from {_model_name(model, args.get('model'))}"}
+    return {"headline": f"delete {title} from {name}"}
 
 
 def list_records(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """A list: the model and the search."""
-    model = _model(principal, args.get("model"))
     extra = f" matching “{args['q']}”" if args.get("q") else ""
-    return {"headline": f"list records in {_model_name(model, args.get('model'))}{extra}"}
+    return {"headline": f"list records in {_model(principal, args)[1]}{extra}"}
 
 
 def get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """A read of one record."""
-    model = _model(principal, args.get("model"))
-    return {
-        "headline": f"read record #{args.get('record_id')} in "
-        f"{_model_name(model, args.get('model'))}"
-    }
+    _, name = _model(principal, args)
+    return {"headline": f"read record #{args.get('record_id')} in {name}"}
 
 
 def model_get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """A read of a model's fields."""
-    model = _model(principal, args.get("model"))
-    return {"headline": f"read the fields of {_model_name(model, args.get('model'))}"}
+    return {"headline": f"read the fields of {_model(principal, args)[1]}"}

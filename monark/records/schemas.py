@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from monark.core.schemas import RowOut
 
 
-class FieldOut(BaseModel):
+class FieldOut(RowOut):
     key: str
     label: str
     type: str
@@ -15,12 +15,6 @@ class FieldOut(BaseModel):
     options: list[str]
 
     @classmethod
-    def of(cls, field: Any) -> FieldOut:
+    def of(cls, field: Any, **given: Any) -> FieldOut:
         """A model's field (a row, or the org schema's view of one)."""
-        return cls(
-            key=field.key,
-            label=field.label,
-            type=field.type,
-            required=field.required,
-            options=list(field.options or []),
-        )
+        return super().of(field, options=list(field.options or []), **given)

@@ -9,11 +9,12 @@ from sqlalchemy import select
 
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
-from monark.core.htmx import is_partial, redirect_full
-from monark.core.web import page_principal
+from monark.core.htmx import redirect_full, render_swap
+from monark.core.rbac import Principal
+from monark.core.web import page_principal, see_other
 from monark.extensions import db
-from monark.records import services
-from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, RecordModel
+from monark.records import queries, services
+from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, ModelField, RecordModel
 from monark.records.values import parse_form_values
 
 bp = Blueprint("records", __name__)
@@ -37,6 +38,12 @@ PAGE_SIZE = 25
 def _focus(model: RecordModel, record_id: int | None = None) -> dict:
     """Template variables for the page-context data attributes."""
     return {"focus_model": model.key, "focus_record": record_id}
+
+
+def _model(key: str) -> tuple[Principal, RecordModel]:
+    """The signed-in principal, and the model ``key`` of its org (404 for any other)."""
+    principal = require_principal()
+    return principal, services.get_model(principal, key)
 
 
 @bp.get("/")
@@ -83,8 +90,7 @@ def model_new():
 @guard("records.view")
 def record_list(key: str):
     """A model's records with search, a field filter and keyset pages."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
+    principal, model = _model(key)
     q = request.args.get("q", "").strip()[:200]
     filter_field = request.args.get("field", "").strip()
     filter_value = request.args.get("value", "").strip()
@@ -97,13 +103,13 @@ def record_list(key: str):
             raise ValidationFailed(
                 "No filter field.", [{"field": "filter", "message": "Choose a field to filter by."}]
             )
-        page = services.list_records(
+        page = queries.list_records(
             principal, model, q=q, filter=flt, limit=PAGE_SIZE, cursor=cursor
         )
-        total = services.count_records(principal, model, q=q, filter=flt)
+        total = queries.count_records(principal, model, q=q, filter=flt)
     except ValidationFailed as err:
-        error = "; ".join(d["message"] for d in err.details) or err.message
-        page, total = services.RecordPage(items=[], next_cursor=None), 0
+        error = err.detail_text()
+        page, total = queries.RecordPage(items=[], next_cursor=None), 0
     context = {
         "model": model,
         "page": page,
@@ -113,14 +119,12 @@ def record_list(key: str):
         "filter_value": filter_value,
         "cursor": cursor,
         "error": error,
-        "members": {u.id: u for u in services.members(principal.org_id)}
+        "members": {u.id: u for u in queries.members(principal.org_id)}
         if any(f.type == "user" for f in model.fields)
         else {},
         **_focus(model),
     }
-    if is_partial() and request.headers.get("HX-Target", "").endswith("#records-table"):
-        return render_template("records/_table.html", **context)
-    return render_template("records/list.html", **context)
+    return render_swap("records-table", "records/_table.html", "records/list.html", **context)
 
 
 def _record_form(model: RecordModel, record=None):
@@ -145,9 +149,7 @@ def _record_form(model: RecordModel, record=None):
         except ValidationFailed as err:
             errors = {k.removeprefix("values."): v for k, v in err.field_errors().items()}
         else:
-            return redirect(
-                url_for("records.record_detail", key=model.key, record_id=record.id), 303
-            )
+            return see_other("records.record_detail", key=model.key, record_id=record.id)
     return render_template(
         "records/form.html",
         model=model,
@@ -156,7 +158,7 @@ def _record_form(model: RecordModel, record=None):
         visibility=visibility,
         may_set_visibility=may_set_visibility,
         errors=errors,
-        members=services.members(principal.org_id),
+        members=queries.members(principal.org_id),
         **_focus(model, record.id if record else None),
     ), (422 if errors else 200)
 
@@ -165,22 +167,20 @@ def _record_form(model: RecordModel, record=None):
 @guard("records.create")
 def record_new(key: str):
     """Create a record; field errors are shown inline."""
-    model = services.get_model(require_principal(), key)
-    return _record_form(model)
+    return _record_form(_model(key)[1])
 
 
 @bp.get("/models/<key>/records/<int:record_id>")
 @guard("records.view")
 def record_detail(key: str, record_id: int):
     """One record."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
+    principal, model = _model(key)
     record = services.get_record(principal, model, record_id)
     return render_template(
         "records/detail.html",
         model=model,
         record=record,
-        members={u.id: u for u in services.members(principal.org_id)},
+        members={u.id: u for u in queries.members(principal.org_id)},
         **_focus(model, record.id),
     )
 
@@ -189,8 +189,7 @@ def record_detail(key: str, record_id: int):
 @guard("records.update")
 def record_edit(key: str, record_id: int):
     """Edit a record; field errors are shown inline."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
+    principal, model = _model(key)
     return _record_form(model, services.get_record(principal, model, record_id))
 
 
@@ -198,14 +197,13 @@ def record_edit(key: str, record_id: int):
 @guard("records.delete")
 def record_delete(key: str, record_id: int):
     """Ask, then delete a record."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
+    principal, model = _model(key)
     record = services.get_record(principal, model, record_id)
     if request.method == "POST":
         label = services.record_label(model, record)
         services.delete_record(principal, model, record_id)
         flash(f"{label} deleted.", "info")
-        return redirect(url_for("records.record_list", key=model.key), 303)
+        return see_other("records.record_list", key=model.key)
     return render_template(
         "records/delete.html", model=model, record=record, **_focus(model, record.id)
     )
@@ -214,28 +212,48 @@ def record_delete(key: str, record_id: int):
 # ---- model settings (admins) -----------------------------------------------------------
 
 
-def _settings_page(model: RecordModel, errors: dict[str, str] | None = None, status: int = 200):
+def _settings_page(
+    model: RecordModel, errors: dict[str, str] | None = None, status: int = 200, prefix: str = ""
+):
+    """The model settings page; ``errors`` are those of the form whose fields start with
+    ``prefix`` (the page holds one form per field)."""
     return render_template(
         "records/model_settings.html",
         model=model,
         field_types=FIELD_TYPES,
         field_type_labels=FIELD_TYPE_LABELS,
-        errors=errors or {},
+        errors={f"{prefix}{k}": v for k, v in (errors or {}).items()},
         form=request.form,
         **_focus(model),
     ), status
 
 
-def _options(raw: str) -> list[str]:
-    return [line.strip() for line in raw.replace(",", "\n").splitlines() if line.strip()]
+def _field(key: str, field_id: int) -> tuple[Principal, RecordModel, ModelField]:
+    """The principal, the model ``key`` and its field ``field_id`` (404 for any other)."""
+    principal, model = _model(key)
+    return principal, model, services.get_field(model, field_id)
+
+
+def _to_settings(model: RecordModel):
+    return see_other("records.model_settings", key=model.key)
+
+
+def _field_form() -> dict[str, Any]:
+    """What a field's form says of its label, required flag and (select) options."""
+    form = request.form
+    options = form.get("options", "").replace(",", "\n").splitlines()
+    return {
+        "label": form.get("label", ""),
+        "required": form.get("required") == "on",
+        "options": [line.strip() for line in options if line.strip()],
+    }
 
 
 @bp.route("/models/<key>/settings", methods=["GET", "POST"])
 @guard("models.manage")
 def model_settings(key: str):
     """Rename a model and manage its fields."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
+    principal, model = _model(key)
     if request.method == "POST":
         try:
             services.update_model(
@@ -252,66 +270,44 @@ def model_settings(key: str):
 @guard("models.manage")
 def field_add(key: str):
     """Add a field to a model."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
-    form = request.form
+    principal, model = _model(key)
+    new_key, new_type = request.form.get("key", "").strip(), request.form.get("type", "")
     try:
-        services.add_field(
-            principal,
-            model,
-            key=form.get("key", "").strip(),
-            label=form.get("label", ""),
-            type=form.get("type", ""),
-            required=form.get("required") == "on",
-            options=_options(form.get("options", "")),
-        )
+        services.add_field(principal, model, key=new_key, type=new_type, **_field_form())
     except ValidationFailed as err:
-        return _settings_page(model, {f"new_{k}": v for k, v in err.field_errors().items()}, 422)
+        return _settings_page(model, err.field_errors(), 422, prefix="new_")
     flash("Field added.", "info")
-    return redirect(url_for("records.model_settings", key=model.key), 303)
+    return _to_settings(model)
 
 
 @bp.post("/models/<key>/fields/<int:field_id>")
 @guard("models.manage")
 def field_update(key: str, field_id: int):
     """Change a field's label, required flag or options."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
-    field = services.get_field(model, field_id)
-    form = request.form
+    principal, model, field = _field(key, field_id)
     try:
-        services.update_field(
-            principal,
-            field,
-            label=form.get("label", ""),
-            required=form.get("required") == "on",
-            options=_options(form.get("options", "")),
-        )
+        services.update_field(principal, field, **_field_form())
     except ValidationFailed as err:
-        prefixed = {f"f{field_id}_{k}": v for k, v in err.field_errors().items()}
-        return _settings_page(model, prefixed, 422)
+        return _settings_page(model, err.field_errors(), 422, prefix=f"f{field_id}_")
     flash(f"Field {field.label} saved.", "info")
-    return redirect(url_for("records.model_settings", key=model.key), 303)
+    return _to_settings(model)
 
 
 @bp.post("/models/<key>/fields/<int:field_id>/delete")
 @guard("models.manage")
 def field_delete(key: str, field_id: int):
     """Remove a field and its values."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
-    field = services.get_field(model, field_id)
+    principal, model, field = _field(key, field_id)
     services.delete_field(principal, field)
     flash(f"Field {field.label} deleted.", "info")
-    return redirect(url_for("records.model_settings", key=model.key), 303)
+    return _to_settings(model)
 
 
 @bp.post("/models/<key>/delete")
 @guard("models.manage")
 def model_delete(key: str):
     """Delete a model and its records, after typing its key to confirm."""
-    principal = require_principal()
-    model = services.get_model(principal, key)
+    principal, model = _model(key)
     if request.form.get("confirm_key") != model.key:
         return _settings_page(model, {"confirm_key": f"Type {model.key} to confirm."}, 422)
     name = model.name

@@ -8,9 +8,7 @@ or by proving they own it (its password, or being signed in as it).
 
 from __future__ import annotations
 
-import hashlib
 import re
-import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -19,9 +17,10 @@ from sqlalchemy.exc import IntegrityError
 
 from monark.core.auth import hash_password
 from monark.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
-from monark.core.events import record_event
+from monark.core.events import record_event, save_new
 from monark.core.models import Invite, Membership, Org, User, as_utc, utcnow
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
+from monark.core.tokens import INVITES, new_token, revoke, token_digest
 from monark.extensions import db
 from monark.settings.services import get_membership, lock_members
 
@@ -35,10 +34,6 @@ GONE_MESSAGE = (
     "This invitation link is not valid any more: it was used, revoked or has expired. "
     "Ask for a new one."
 )
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _problem(field: str, message: str, summary: str = "The invitation is invalid.") -> None:
@@ -94,36 +89,23 @@ def create_invite(principal: Principal, email: str, role: str) -> tuple[Invite, 
     for old in replaced:
         old.revoked_at = now
         record_event(principal, "invite.revoked", "invite", old.id, {"replaced": True})
-    token = TOKEN_PREFIX + secrets.token_urlsafe(24)
+    token = new_token(TOKEN_PREFIX, 24)
     invite = Invite(
         org_id=principal.org_id,
         email=email,
         role=role,
-        token_hash=_digest(token),
+        token_hash=token_digest(token),
         created_by_id=principal.user_id,
         created_at=now,
         expires_at=now + timedelta(days=INVITE_DAYS),
     )
-    db.session.add(invite)
-    db.session.flush()
-    record_event(principal, "member.invited", "invite", invite.id, {"role": role})
-    db.session.commit()
-    return invite, token
+    return save_new(principal, invite, "member.invited", "invite", {"role": role}), token
 
 
 def revoke_invite(principal: Principal, invite_id: int) -> Invite:
     """Revoke a pending invitation: its link stops working."""
     principal.require("org.manage")
-    invite = db.session.scalar(
-        select(Invite).where(Invite.id == invite_id, Invite.org_id == principal.org_id)
-    )
-    if invite is None:
-        raise NotFound("No such invitation.")
-    if invite.accepted_at is None and invite.revoked_at is None:
-        invite.revoked_at = utcnow()
-        record_event(principal, "invite.revoked", "invite", invite.id)
-    db.session.commit()
-    return invite
+    return revoke(principal, INVITES, invite_id)
 
 
 def remove_member(principal: Principal, membership_id: int) -> User:
@@ -176,7 +158,7 @@ class InviteView:
 
 def find_invite(token: str) -> InviteView:
     """The live invitation behind a token; ``NotFound`` for anything used, revoked or old."""
-    invite = db.session.scalar(select(Invite).where(Invite.token_hash == _digest(token or "")))
+    invite = db.session.scalar(select(Invite).where(Invite.token_hash == token_digest(token or "")))
     if (
         invite is None
         or invite.accepted_at is not None

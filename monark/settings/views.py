@@ -1,41 +1,32 @@
-"""Org settings (admins), API keys (admins) and the profile page (everyone)."""
+"""Org settings, members and invitations (admins), API keys (admins) and the profile page
+(everyone). The invitee's side of an invitation is in ``monark.settings.joining``."""
 
 from __future__ import annotations
 
-from flask import (
-    Blueprint,
-    Response,
-    current_app,
-    flash,
-    make_response,
-    redirect,
-    render_template,
-    request,
-    session,
-    url_for,
-)
-from flask_login import current_user, login_user
+from typing import Any
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 
 from monark.core import keys
 from monark.core.auth import guard, require_principal
-from monark.core.errors import AppError, ValidationFailed
+from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
-from monark.core.rbac import ROLES
-from monark.core.throttle import check_password
+from monark.core.rbac import roles_up_to
+from monark.core.web import see_other
 from monark.extensions import db
-from monark.settings import members, services
+from monark.settings import joining, members, services
 
 bp = Blueprint("settings", __name__)
+# The org's on/off settings, each a checkbox of its form.
+ORG_SWITCHES = ("chat_enabled", "ai_agent_enabled", "branding_enabled")
 
 
-def _shown_once(page: tuple[str, int]) -> Response:
+def _shown_once(page: tuple[str, int]) -> tuple[str, int, dict[str, str]]:
     """A page holding a secret (a new key or invitation link) that goes out only in this answer:
     never into the (signed, readable) session cookie, never into a cache. Its form is boosted,
     so the address bar keeps the form's URL and a reload is a GET that creates nothing."""
-    response = make_response(page)
-    response.headers["Cache-Control"] = "no-store"
-    return response
+    return (*page, {"Cache-Control": "no-store"})
 
 
 def _org_page(
@@ -54,7 +45,7 @@ def _org_page(
         members=services.list_members(principal),
         invites=members.list_pending_invites(principal),
         # Roles at or below the admin's own (only owners invite owners, or make them).
-        grantable_roles=ROLES[ROLES.index(principal.role) :],
+        grantable_roles=roles_up_to(principal.role),
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
@@ -63,22 +54,23 @@ def _org_page(
     ), status
 
 
+def _settings_form() -> dict[str, Any]:
+    """The settings form, as ``update_org_settings`` takes it."""
+    form = request.form
+    return {
+        "name": form.get("name", ""),
+        "assistant_name": form.get("assistant_name", ""),
+        **{switch: form.get(switch) == "on" for switch in ORG_SWITCHES},
+    }
+
+
 @bp.route("/settings", methods=["GET", "POST"])
 @guard("org.manage")
 def org_settings():
     """Org name, chat module, AI assistant and branding; the member list."""
-    principal = require_principal()
     if request.method == "POST":
-        form = request.form
         try:
-            services.update_org_settings(
-                principal,
-                name=form.get("name", ""),
-                chat_enabled=form.get("chat_enabled") == "on",
-                ai_agent_enabled=form.get("ai_agent_enabled") == "on",
-                branding_enabled=form.get("branding_enabled") == "on",
-                assistant_name=form.get("assistant_name", ""),
-            )
+            services.update_org_settings(require_principal(), **_settings_form())
         except ValidationFailed as err:
             return _org_page(err.field_errors(), 422)
         flash("Settings saved.", "info")
@@ -95,11 +87,10 @@ def member_role(membership_id: int):
     try:
         membership = services.change_role(principal, membership_id, request.form.get("role", ""))
     except ValidationFailed as err:
-        flash("; ".join(d["message"] for d in err.details), "error")
-
+        flash(err.detail_text(), "error")
     else:
         flash(f"{membership.user.name} is now {membership.role}.", "info")
-    return redirect(url_for("settings.org_settings"), 303)
+    return see_other("settings.org_settings")
 
 
 @bp.post("/settings/members/<int:membership_id>/remove")
@@ -110,10 +101,10 @@ def member_remove(membership_id: int):
     try:
         user = members.remove_member(principal, membership_id)
     except ValidationFailed as err:
-        flash("; ".join(d["message"] for d in err.details), "error")
+        flash(err.detail_text(), "error")
     else:
         flash(f"{user.name} was removed from the organization.", "info")
-    return redirect(url_for("settings.org_settings"), 303)
+    return see_other("settings.org_settings")
 
 
 @bp.route("/settings/invites", methods=["GET", "POST"])
@@ -139,101 +130,20 @@ def invite_revoke(invite_id: int):
     """Revoke a pending invitation."""
     invite = members.revoke_invite(require_principal(), invite_id)
     flash(f"The invitation for {invite.email} was revoked.", "info")
-    return redirect(url_for("settings.org_settings"), 303)
+    return see_other("settings.org_settings")
 
 
-# The invitation token lives in the (signed) session between its link and the join: an
-# address is written to access logs, browser history and Referer headers; a cookie is not.
-INVITE_SESSION_KEY = "invite_token"
-MAX_TOKEN_LENGTH = 64  # a real one is 36 characters; longer would only bloat the cookie
-
-
-def _invite_gone(message: str):
-    return render_template("settings/invite.html", view=None, gone=message), 404
-
-
-@bp.get("/invite/<token>")
-def invite_link(token: str):
-    """An invitation link: keep its token in the session and go on to ``/invite`` without it."""
-    if len(token) > MAX_TOKEN_LENGTH:
-        return _invite_gone(members.GONE_MESSAGE)
-    session[INVITE_SESSION_KEY] = token  # a second link replaces the first
-    response = redirect(url_for("settings.invite"), 303)
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["Referrer-Policy"] = "no-referrer"
-    return response
-
-
-@bp.route("/invite", methods=["GET", "POST"])
-def invite():
-    """Accept an invitation: signed in as the invitee, with its password, or a new account."""
-    token = session.get(INVITE_SESSION_KEY)
-    if not token:
-        return _invite_gone(
-            "No invitation is open in this browser. Open the invitation link you were sent."
-        )
-    try:
-        view = members.find_invite(token)
-    except AppError as err:
-        session.pop(INVITE_SESSION_KEY, None)
-        return _invite_gone(err.message)
-    errors: dict[str, str] = {}
-    status = 200
-    if request.method == "POST":
-        try:
-            membership = _accept(view)
-        except ValidationFailed as err:
-            errors, status = err.field_errors(), 422
-        except AppError as err:
-            errors, status = {"form": err.message}, err.status
-        else:
-            session.pop(INVITE_SESSION_KEY, None)
-            session["org_id"] = membership.org_id
-            flash(f"Welcome to {view.org.name}.", "info")
-            return redirect(url_for("records.home"), 303)
-    response = make_response(
-        render_template("settings/invite.html", view=view, errors=errors, form=request.form),
-        status,
-    )
-    response.headers["Cache-Control"] = "no-store"  # it names the invitee
-    response.headers["Referrer-Policy"] = "no-referrer"
-    return response
-
-
-def _accept(view: members.InviteView):
-    if current_user.is_authenticated:
-        return members.accept_as(view, current_user._get_current_object())
-    method = current_app.config["PASSWORD_HASH_METHOD"]
-    if view.account is None:
-        membership = members.accept_new_account(
-            view, request.form.get("name", ""), request.form.get("password", ""), method
-        )
-        login_user(membership.user)
-        return membership
-    # An existing account proves itself with its password, throttled like sign-in.
-    password = request.form.get("password", "")
-    check = check_password(view.account, view.invite.email, password, request.remote_addr, method)
-    if check.retry_after:
-        raise ValidationFailed(
-            "Too many attempts.",
-            [{"field": "password", "message": "Too many attempts; try again in a few minutes."}],
-        )
-    if not check.ok:
-        raise ValidationFailed(
-            "Wrong password.", [{"field": "password", "message": "That password is not right."}]
-        )
-    membership = members.accept_as(view, view.account)
-    login_user(view.account)
-    return membership
+# The invitee's side lives in ``monark.settings.joining``, on this blueprint.
+bp.add_url_rule("/invite/<token>", view_func=joining.invite_link, methods=["GET"])
+bp.add_url_rule("/invite", view_func=joining.invite, methods=["GET", "POST"])
 
 
 def _keys_page(new_token: str | None = None, errors=None, status: int = 200):
     principal = require_principal()
-    allowed = ROLES[ROLES.index(principal.role) :] if principal.role in ROLES else ()
     return render_template(
         "settings/api_keys.html",
         keys=keys.list_keys(principal),
-        roles=allowed,
+        roles=roles_up_to(principal.role),
         new_token=new_token,
         errors=errors or {},
         form=request.form if request.method == "POST" else None,
@@ -263,7 +173,7 @@ def api_key_revoke(key_id: int):
     """Revoke a key; calls with it fail from now on."""
     key = keys.revoke_key(require_principal(), key_id)
     flash(f"Key {key.name} revoked.", "info")
-    return redirect(url_for("settings.api_keys"), 303)
+    return see_other("settings.api_keys")
 
 
 @bp.route("/profile", methods=["GET", "POST"])

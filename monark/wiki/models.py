@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monark.core.models import utcnow
+from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, UserRef
 from monark.extensions import db
 
 
@@ -16,8 +14,8 @@ class WikiPage(db.Model):
     # The tree is read per org; siblings are ordered by position.
     __table_args__ = (Index("ix_wiki_pages_org_id_parent_id", "org_id", "parent_id", "position"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    id: Mapped[IntPk]
+    org_id: Mapped[OrgId]
     parent_id: Mapped[int | None] = mapped_column(
         ForeignKey("wiki_pages.id", ondelete="CASCADE"), default=None
     )
@@ -26,7 +24,7 @@ class WikiPage(db.Model):
     position: Mapped[int] = mapped_column(default=0)
     body: Mapped[str] = mapped_column(Text, default="")
     archived: Mapped[bool] = mapped_column(default=False)
-    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    updated_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    created_by_id: Mapped[UserRef]
+    updated_by_id: Mapped[UserRef]
+    created_at: Mapped[CreatedAt]
+    updated_at: Mapped[UpdatedAt]

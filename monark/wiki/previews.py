@@ -4,21 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from monark.core.errors import AppError
 from monark.core.ids import id_or_none
 from monark.core.rbac import Principal
+from monark.core.routes import found_or_none
 from monark.wiki import services
 from monark.wiki.models import WikiPage
 
 
 def _page(principal: Principal, page_id: Any) -> tuple[str, WikiPage | None]:
     """A page's title in quotes (or its id) and the page, if the user may see it."""
-    page = None
-    if (wanted := id_or_none(page_id)) is not None:
-        try:
-            page = services.get_page(principal, wanted)
-        except AppError:
-            page = None
+    wanted = id_or_none(page_id)
+    page = None if wanted is None else found_or_none(services.get_page, principal, wanted)
     return (f"“{page.title}”" if page is not None else f"#{page_id}"), page
 
 
@@ -70,8 +66,3 @@ def archive(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """Archiving a page, and its subpages with it."""
     title, _ = _page(principal, args.get("page_id"))
     return {"headline": f"archive the wiki page {title} and its subpages"}
-
-
-def get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    """A read of one page."""
-    return {"headline": f"read wiki page #{args.get('page_id')}"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from flask import url_for
 
-from monark.core.models import as_utc
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.wiki import previews, services
@@ -21,30 +20,14 @@ from monark.wiki.models import WikiPage
 def tree_out(nodes: list[services.TreeNode]) -> list[s.TreePage]:
     """The tree, nested."""
     return [
-        s.TreePage(
-            id=n.id,
-            title=n.title,
-            icon=n.icon,
-            position=n.position,
-            url=url_for("wiki.page", page_id=n.id),
-            children=tree_out(n.children),
-        )
+        s.TreePage.of(n, url=url_for("wiki.page", page_id=n.id), children=tree_out(n.children))
         for n in nodes
     ]
 
 
 def page_out(page: WikiPage) -> s.PageOut:
     """A page without its body."""
-    return s.PageOut(
-        id=page.id,
-        title=page.title,
-        icon=page.icon,
-        parent_id=page.parent_id,
-        position=page.position,
-        url=url_for("wiki.page", page_id=page.id),
-        created_at=as_utc(page.created_at).isoformat(),
-        updated_at=as_utc(page.updated_at).isoformat(),
-    )
+    return s.PageOut.of(page, url=url_for("wiki.page", page_id=page.id))
 
 
 routes = RouteTable("assistant")
@@ -69,11 +52,16 @@ def wiki_create_page(
     return page_out(services.create_page(principal, body.title, body.icon, body.parent_id))
 
 
-@routes.get("/wiki/pages/{page_id}", "wiki.view", preview=previews.get, lookup=_lookup)
+@routes.get(
+    "/wiki/pages/{page_id}",
+    "wiki.view",
+    preview=headline("read wiki page #{page_id}"),
+    lookup=_lookup,
+)
 def wiki_get_page(principal: Principal, path: s.PagePath, query: None, body: None) -> s.PageDetail:
     """Get one wiki page with its Markdown body and its path in the tree."""
     page = services.get_page(principal, path.page_id)
-    steps = [s.PathStep(id=n.id, title=n.title) for n in services.path_to(principal, page)]
+    steps = [s.PathStep.of(n) for n in services.path_to(principal, page)]
     return s.PageDetail(**page_out(page).model_dump(), body=page.body, path=steps)
 
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
 from monark.core.routes import StrictModel
+from monark.core.schemas import RowOut, UtcTime
 
 # ---- inputs ----------------------------------------------------------------------------------
 
@@ -38,7 +39,7 @@ class MoveBody(StrictModel):
 # ---- answers ---------------------------------------------------------------------------------
 
 
-class TreePage(BaseModel):
+class TreePage(RowOut):
     id: int
     title: str
     icon: str
@@ -51,18 +52,18 @@ class PageTree(BaseModel):
     pages: list[TreePage]
 
 
-class PageOut(BaseModel):
+class PageOut(RowOut):
     id: int
     title: str
     icon: str
     parent_id: int | None
     position: int
     url: str
-    created_at: str
-    updated_at: str
+    created_at: UtcTime
+    updated_at: UtcTime
 
 
-class PathStep(BaseModel):
+class PathStep(RowOut):
     id: int
     title: str
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from monark.core.errors import NotFound, ValidationFailed
-from monark.core.events import record_event
+from monark.core.events import record_event, save_new
 from monark.core.models import Event
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -217,11 +217,7 @@ def create_page(
         updated_by_id=principal.user_id,
         **checked,
     )
-    db.session.add(page)
-    db.session.flush()
-    record_event(principal, "wiki_page.created", "wiki_page", page.id, {"page_id": page.id})
-    db.session.commit()
-    return page
+    return save_new(principal, page, "wiki_page.created", "wiki_page", id_key="page_id")
 
 
 def update_page(
@@ -306,13 +302,22 @@ def archive_page(principal: Principal, page_id: int) -> list[int]:
     principal.require("wiki.edit")
     page = get_page(principal, page_id)
     ids = [page.id, *sorted(_descendants(_rows(principal), page.id))]
-    for archived in db.session.scalars(
+    return _set_archived(principal, page, ids, archived=True)
+
+
+def _set_archived(
+    principal: Principal, page: WikiPage, ids: list[int], archived: bool
+) -> list[int]:
+    """Archive (or restore) the pages ``ids``: ``page`` and those going with it, in one event
+    about ``page`` that lists them all. The ids."""
+    for row in db.session.scalars(
         select(WikiPage).where(WikiPage.org_id == principal.org_id, WikiPage.id.in_(ids))
     ):
-        archived.archived = True
-        archived.updated_by_id = principal.user_id
-    payload = {"page_id": page.id, "archived_ids": ids}
-    record_event(principal, "wiki_page.archived", "wiki_page", page.id, payload)
+        row.archived = archived
+        row.updated_by_id = principal.user_id
+    verb = "archived" if archived else "restored"
+    payload = {"page_id": page.id, f"{verb}_ids": ids}
+    record_event(principal, f"wiki_page.{verb}", "wiki_page", page.id, payload)
     db.session.commit()
     return ids
 
@@ -374,11 +379,4 @@ def restore_page(principal: Principal, page_id: int) -> list[int]:
         if parent is None or parent.archived or parent.org_id != principal.org_id:
             page.parent_id, position = None, None  # last at the top level
     _place(principal, page, page.parent_id, position)
-    for restored in pages:
-        if restored.id in ids:
-            restored.archived = False
-            restored.updated_by_id = principal.user_id
-    payload = {"page_id": page.id, "restored_ids": ids}
-    record_event(principal, "wiki_page.restored", "wiki_page", page.id, payload)
-    db.session.commit()
-    return ids
+    return _set_archived(principal, page, ids, archived=False)

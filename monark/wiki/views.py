@@ -2,29 +2,38 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, render_template, request
 
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.ids import form_id
 from monark.core.markdown import render_markdown
 from monark.core.rbac import Principal
+from monark.core.web import see_other
 from monark.wiki import services
 from monark.wiki.models import WikiPage
 
 bp = Blueprint("wiki", __name__, url_prefix="/wiki")
 
 
-def _tree_context(principal: Principal, current: WikiPage | None = None) -> dict:
-    tree = services.page_tree(principal)
-    return {"tree": tree, "current_id": current.id if current else None}
+def _render(template: str, principal: Principal, current: WikiPage | None = None, **context):
+    """A wiki screen: ``template`` beside the page tree (``current`` marked in it).
+
+    ``tree`` is in ``context`` when the view read it already (for a picker)."""
+    if "tree" not in context:
+        context["tree"] = services.page_tree(principal)
+    return render_template(template, current_id=current.id if current else None, **context)
+
+
+def _to_page(page_id: int):
+    return see_other("wiki.page", page_id=page_id)
 
 
 @bp.get("")
 @guard("wiki.view")
 def index():
     """The wiki's start: the tree and its top-level pages."""
-    return render_template("wiki/index.html", **_tree_context(require_principal()))
+    return _render("wiki/index.html", require_principal())
 
 
 @bp.get("/<int:page_id>")
@@ -33,27 +42,29 @@ def page(page_id: int):
     """One page, its Markdown rendered and sanitized."""
     principal = require_principal()
     if services.is_archived(principal, page_id):
-        return render_template("wiki/gone.html", page_id=page_id, **_tree_context(principal)), 404
+        return _render("wiki/gone.html", principal, page_id=page_id), 404
     page = services.get_page(principal, page_id)
-    context = _tree_context(principal, page)
+    tree = services.page_tree(principal)
     movable = []
     if principal.can("wiki.edit"):
         skip = {page.id}
-        for node, depth in services.flatten(context["tree"]):
+        for node, depth in services.flatten(tree):
             if node.id in skip or node.parent_id in skip:
                 skip.add(node.id)  # itself and its subpages cannot be its parent
             else:
                 movable.append((node, depth))
-    siblings = services.flatten(context["tree"])
+    siblings = services.flatten(tree)
     count = sum(1 for node, _ in siblings if node.parent_id == page.parent_id)
-    return render_template(
+    return _render(
         "wiki/page.html",
+        principal,
+        page,
+        tree=tree,
         page=page,
         body_html=render_markdown(page.body),
         path=services.path_to(principal, page),
         parents=movable,
         sibling_count=count,
-        **context,
     )
 
 
@@ -74,15 +85,16 @@ def new():
             errors = err.field_errors()
         else:
             flash(f"Page {page.title} created.")
-            return redirect(url_for("wiki.page", page_id=page.id), 303)
-    context = _tree_context(principal)
-    return render_template(
+            return _to_page(page.id)
+    tree = services.page_tree(principal)
+    return _render(
         "wiki/form.html",
+        principal,
+        tree=tree,
         page=None,
         form=form,
         errors=errors,
-        parents=services.flatten(context["tree"]),
-        **context,
+        parents=services.flatten(tree),
     ), (422 if errors else 200)
 
 
@@ -115,34 +127,36 @@ def edit(page_id: int):
             errors = err.field_errors()
         else:
             flash("Page saved.")
-            return redirect(url_for("wiki.page", page_id=page_id), 303)
-    return render_template(
-        "wiki/form.html", page=page, form=form, errors=errors, **_tree_context(principal, page)
-    ), (422 if errors else 200)
+            return _to_page(page_id)
+    status = 422 if errors else 200
+    return _render("wiki/form.html", principal, page, page=page, form=form, errors=errors), status
 
 
 @bp.post("/<int:page_id>/move")
 @guard("wiki.edit")
 def move(page_id: int):
     """Reparent or reorder a page (position 1 is first; empty: last)."""
-    principal = require_principal()
     try:
         parent_id = form_id("parent_id")
-        raw_position = (request.form.get("position") or "").strip()
-        if raw_position and not (raw_position.isdecimal() and int(raw_position) >= 1):
-            raise ValidationFailed(
-                "Invalid position.",
-                [{"field": "position", "message": "Give a position of 1 (first) or more."}],
-            )
-        position = int(raw_position) if raw_position else None
-        services.move_page(
-            principal, page_id, parent_id, None if position is None else position - 1
-        )
+        services.move_page(require_principal(), page_id, parent_id, _position())
     except ValidationFailed as err:
-        flash("; ".join(d["message"] for d in err.details) or err.message, "error")
+        flash(err.detail_text(), "error")
     else:
         flash("Page moved.")
-    return redirect(url_for("wiki.page", page_id=page_id), 303)
+    return _to_page(page_id)
+
+
+def _position() -> int | None:
+    """The form's position (1 is first) as the service's (0 is first); ``None``: last."""
+    raw = (request.form.get("position") or "").strip()
+    if not raw:
+        return None
+    if not (raw.isdecimal() and int(raw) >= 1):
+        raise ValidationFailed(
+            "Invalid position.",
+            [{"field": "position", "message": "Give a position of 1 (first) or more."}],
+        )
+    return int(raw) - 1
 
 
 @bp.post("/<int:page_id>/archive")
@@ -156,8 +170,8 @@ def archive(page_id: int):
     more = f" and {len(ids) - 1} subpage{'s' if len(ids) > 2 else ''}" if len(ids) > 1 else ""
     flash(f"Archived {title}{more}.")
     if parent_id:
-        return redirect(url_for("wiki.page", page_id=parent_id), 303)
-    return redirect(url_for("wiki.index"), 303)
+        return _to_page(parent_id)
+    return see_other("wiki.index")
 
 
 @bp.get("/archived")
@@ -165,11 +179,7 @@ def archive(page_id: int):
 def archived():
     """What was archived, to look up or (for editors) bring back."""
     principal = require_principal()
-    return render_template(
-        "wiki/archived.html",
-        pages=services.archived_pages(principal),
-        **_tree_context(principal),
-    )
+    return _render("wiki/archived.html", principal, pages=services.archived_pages(principal))
 
 
 @bp.post("/<int:page_id>/restore")
@@ -179,4 +189,4 @@ def restore(page_id: int):
     ids = services.restore_page(require_principal(), page_id)
     more = f" with {len(ids) - 1} subpage{'s' if len(ids) > 2 else ''}" if len(ids) > 1 else ""
     flash(f"Page restored{more}.")
-    return redirect(url_for("wiki.page", page_id=page_id), 303)
+    return _to_page(page_id)

@@ -1,0 +1,135 @@
+"""The audit log: the org's domain events, filtered, newest first, in keyset pages.
+
+Plain functions over a Principal, no request access. Events name users, models and records
+by id; a page comes with what its rows need to show names and links instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Select, select
+
+from monark.core.models import MAX_ID, ApiKey, Event, User
+from monark.core.rbac import Principal
+from monark.extensions import db
+from monark.records.models import Record, RecordModel
+from monark.records.queries import members
+
+PAGE_SIZE = 50
+# Every assistant message writes one: a busy assistant buries the rest unless hidden.
+CHAT_MESSAGE_EVENT = "chat.message.created"
+
+
+@dataclass(frozen=True)
+class AuditFilters:
+    """Which events to list: of one type, by one actor, without chat messages, older than
+    ``before`` (the keyset cursor). Empty filters list everything."""
+
+    event_type: str = ""
+    # "user", "api_key", "assistant" or "automation" (None: anyone); ``actor_id`` narrows it
+    # to one. A user's events include those they made through the assistant.
+    actor_kind: str | None = None
+    actor_id: int | None = None
+    hide_chat: bool = False
+    before: int | None = None
+
+
+@dataclass
+class AuditPage:
+    """One page of events, and the names its rows show."""
+
+    events: list[Event]
+    next_before: int | None  # the cursor of the next (older) page
+    users: dict[int, User] = field(default_factory=dict)  # actors and members named
+    models: dict[int, str] = field(default_factory=dict)  # model id: name
+    records: dict[int, str] = field(default_factory=dict)  # record id: its model's key
+
+
+def _filtered(principal: Principal, filters: AuditFilters) -> Select[Any]:
+    stmt = select(Event).where(Event.org_id == principal.org_id)
+    if filters.event_type:
+        stmt = stmt.where(Event.type == filters.event_type)
+    if filters.hide_chat:
+        stmt = stmt.where(Event.type != CHAT_MESSAGE_EVENT)
+    if filters.actor_kind is not None:
+        if filters.actor_kind == "user" and filters.actor_id is not None:
+            stmt = stmt.where(Event.actor_kind.in_(("user", "assistant")))
+        else:
+            stmt = stmt.where(Event.actor_kind == filters.actor_kind)
+        if filters.actor_id is not None:
+            stmt = stmt.where(Event.actor_id == filters.actor_id)
+    if filters.before is not None:
+        stmt = stmt.where(Event.id < filters.before)
+    return stmt
+
+
+def audit_page(principal: Principal, filters: AuditFilters) -> AuditPage:
+    """Events of the org newest first, ``PAGE_SIZE`` at a time, with the names they show."""
+    principal.require("audit.view")
+    stmt = _filtered(principal, filters).order_by(Event.id.desc()).limit(PAGE_SIZE + 1)
+    rows = list(db.session.scalars(stmt))
+    next_before = rows[PAGE_SIZE - 1].id if len(rows) > PAGE_SIZE else None
+    page = AuditPage(events=rows[:PAGE_SIZE], next_before=next_before)
+    page.users = _users(page.events)
+    page.models = _model_names(principal, page.events)
+    page.records = _record_models(principal, page.events)
+    return page
+
+
+def _users(events: list[Event]) -> dict[int, User]:
+    ids = {e.actor_id for e in events if e.actor_kind in ("user", "assistant") and e.actor_id}
+    # Member events name the member by id in their payload: show the name instead.
+    ids |= {
+        e.payload["user_id"]
+        for e in events
+        if isinstance(e.payload, dict) and isinstance(e.payload.get("user_id"), int)
+    }
+    if not ids:
+        return {}
+    return {u.id: u for u in db.session.scalars(select(User).where(User.id.in_(ids)))}
+
+
+def _model_names(principal: Principal, events: list[Event]) -> dict[int, str]:
+    """Names for the model ids in payloads."""
+    ids = {e.payload.get("model_id") for e in events if isinstance(e.payload, dict)}
+    ids = {m for m in ids if isinstance(m, int) and 0 < m <= MAX_ID}
+    if not ids:
+        return {}
+    stmt = select(RecordModel.id, RecordModel.name).where(
+        RecordModel.org_id == principal.org_id, RecordModel.id.in_(ids)
+    )
+    return dict(db.session.execute(stmt).all())
+
+
+def _record_models(principal: Principal, events: list[Event]) -> dict[int, str]:
+    """For links: the model key of each record named that still exists."""
+    ids = {e.subject_id for e in events if e.subject_type == "record" and e.subject_id}
+    if not ids:
+        return {}
+    stmt = (
+        select(Record.id, RecordModel.key)
+        .join(RecordModel, RecordModel.id == Record.model_id)
+        .where(Record.org_id == principal.org_id, Record.id.in_(ids))
+    )
+    return dict(db.session.execute(stmt).all())
+
+
+def event_types(principal: Principal) -> list[str]:
+    """Every event type the org's log holds, in order (for the type filter)."""
+    principal.require("audit.view")
+    stmt = select(Event.type).where(Event.org_id == principal.org_id).distinct()
+    return list(db.session.scalars(stmt.order_by(Event.type)))
+
+
+def actor_choices(principal: Principal) -> list[tuple[str, str]]:
+    """The actor filter's choices, ``(value, label)``: each member, each API key, the
+    assistant and automations."""
+    principal.require("audit.view")
+    choices = [(f"user:{u.id}", u.name) for u in members(principal.org_id)]
+    keys = db.session.scalars(select(ApiKey).where(ApiKey.org_id == principal.org_id))
+    choices += [(f"api_key:{k.id}", f"API key {k.name}") for k in keys]
+    choices.append(("assistant", "The assistant (any user)"))
+    choices.append(("automation", "Automations"))
+    return choices
