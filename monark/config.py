@@ -93,6 +93,9 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # A running turn renews its lease about every second; a turn whose process died
         # frees its conversation when the lease runs out.
         "CHAT_TURN_LEASE_SECONDS": float(os.environ.get("CHAT_TURN_LEASE_SECONDS", "8")),
+        # A turn with no sign of life this long (a tool or a lock that hangs) is no longer
+        # renewed: its conversation is freed when the lease runs out.
+        "CHAT_TURN_STALL_SECONDS": float(os.environ.get("CHAT_TURN_STALL_SECONDS", "300")),
         # Redis for the turns' progress (redis://host:6379/0), so a watcher on one instance
         # follows a turn running on another; empty: in this process only.
         "CHAT_BROKER_URL": os.environ.get("CHAT_BROKER_URL", "").strip(),

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 from flask import Flask
 
-from monark.assistant.views import MAX_WIDTH, MIN_WIDTH
-
+MIN_WIDTH, MAX_WIDTH = 320, 960  # px a stored width is kept within
 PAGE_MIN_WIDTH = 420  # px the page keeps beside an open panel
 
 

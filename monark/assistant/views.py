@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, render_template, request
 
+from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.stream import follow_slot, partial, turn_preface, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.chat import lease, service, store, turns
@@ -39,7 +40,6 @@ def _assistant_context() -> dict[str, Any]:
     }
 
 
-MIN_WIDTH, MAX_WIDTH = 320, 960
 # How long Stop waits for the turn to let go before answering "stopping".
 STOP_WAIT_SECONDS = 3.0
 
@@ -234,7 +234,7 @@ def stream():
         )
         turn = service.begin_send(principal, data)
     except ValidationFailed as err:
-        return _notice("; ".join(d["message"] for d in err.details) or err.message, 422)
+        return _notice(err.detail_text(), 422)
     except Conflict as err:
         return _busy(data.conversation_id, err.message)
     except AppError as err:

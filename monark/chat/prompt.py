@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import date
-from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -81,8 +80,3 @@ def context_sentence(context: PageContext | None, today: date) -> str:
             where += f', looking at the "{context.model}" model'
         parts.append(where + ".")
     return "".join(parts)
-
-
-def context_dict(context: Any) -> dict[str, Any] | None:
-    """The stored form of a page context."""
-    return context.model_dump() if isinstance(context, PageContext) else None

@@ -35,8 +35,11 @@
   }
 
   // The panel never takes more than what leaves the page a usable width.
-  const maxWidth = () => Math.max(320, Math.min(960, window.innerWidth - 420));
-  const clampWidth = (width) => Math.min(maxWidth(), Math.max(320, width));
+  // The limits are the server's (monark/assistant/panel.py), on the panel as data attributes.
+  const limit = (name) => Number(panel()?.dataset[name]);
+  const maxWidth = () =>
+    Math.max(limit("minWidth"), Math.min(limit("maxWidth"), window.innerWidth - limit("pageMin")));
+  const clampWidth = (width) => Math.min(maxWidth(), Math.max(limit("minWidth"), width));
 
   function applyWidth(aside) {
     const width = parseInt(aside.dataset.width || "", 10);
