@@ -156,6 +156,7 @@ def _proposed_calls(
             conversation_id=conversation.id,
             position=position,
             provider_call_id=asked.id,
+            provider_meta=asked.meta,
             name=asked.name,
             input=asked.input,
             # A tool nobody registered fails safe: it is treated as a write.

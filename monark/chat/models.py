@@ -130,6 +130,8 @@ class Message(db.Model):
         EnumText(MessageStatus, 12), default=MessageStatus.COMPLETE
     )
     error: Mapped[str | None] = mapped_column(Text, default=None)
+    # Which provider and model wrote an assistant message.
+    provider: Mapped[str | None] = mapped_column(String(40), default=None)
     model: Mapped[str | None] = mapped_column(String(80), default=None)
     stop_reason: Mapped[str | None] = mapped_column(String(40), default=None)
     input_tokens: Mapped[int] = mapped_column(default=0)
@@ -159,6 +161,8 @@ class ToolCall(db.Model):
     )
     position: Mapped[int] = mapped_column(default=0)
     provider_call_id: Mapped[str] = mapped_column(String(120))
+    # What the provider asked to get back with the call (Gemini's thought signature).
+    provider_meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     name: Mapped[str] = mapped_column(String(120))
     input: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     mutates: Mapped[bool] = mapped_column()
@@ -176,3 +180,25 @@ class ToolCall(db.Model):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     message: Mapped[Message] = relationship(back_populates="tool_calls")
+
+
+class OrgAiSettings(db.Model):
+    """An org's own model provider: unset fields fall back to the deployment's environment.
+
+    The key is encrypted at rest (``core.crypto``) and never shown again once saved.
+    """
+
+    __tablename__ = "org_ai_settings"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), unique=True)
+    provider: Mapped[str | None] = mapped_column(String(40), default=None)
+    model: Mapped[str | None] = mapped_column(String(120), default=None)
+    api_key_encrypted: Mapped[str | None] = mapped_column(Text, default=None)
+    base_url: Mapped[str | None] = mapped_column(String(500), default=None)
+    max_steps: Mapped[int | None] = mapped_column(default=None)
+    max_tokens: Mapped[int | None] = mapped_column(default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    updated_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )

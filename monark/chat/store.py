@@ -144,6 +144,7 @@ class TranscriptCall:
     result: Any
     error: str | None
     reject_reason: str | None
+    provider_meta: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
             ToolCall.result,
             ToolCall.error,
             ToolCall.reject_reason,
+            ToolCall.provider_meta,
         )
         .where(ToolCall.conversation_id == conversation_id)
         .order_by(ToolCall.message_id, ToolCall.position, ToolCall.id)

@@ -76,7 +76,9 @@ def _apply(step: Step, event: Any) -> str:
         return text
     if isinstance(event, ToolCallRequested):
         step.calls.append(
-            ToolCallRequested(storable(event.id), storable(event.name), storable(event.input))
+            ToolCallRequested(
+                storable(event.id), storable(event.name), storable(event.input), event.meta
+            )
         )
     elif isinstance(event, UsageReport):
         step.usage = event

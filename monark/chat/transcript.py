@@ -62,12 +62,16 @@ def build_llm_messages(rows: Sequence[Message | store.TranscriptMessage]) -> lis
             # Trailing whitespace is trimmed: the API refuses it at the end of a final
             # assistant turn (a stopped reply that a retry continues).
             blocks = [TextBlock(row.text.rstrip())] if row.text.strip() else []
-            blocks += [ToolUseBlock(c.provider_call_id, c.name, c.input) for c in calls]
+            blocks += [
+                ToolUseBlock(c.provider_call_id, c.name, c.input, c.provider_meta) for c in calls
+            ]
             push("assistant", blocks)
             results = []
             for call in calls:
                 text, is_error = _result_text(call)
-                results.append(ToolResultBlock(call.provider_call_id, text, is_error))
+                results.append(
+                    ToolResultBlock(call.provider_call_id, text, is_error, name=call.name)
+                )
             push("user", results)
     return [LlmMessage(role, tuple(blocks)) for role, blocks in turns]  # type: ignore[arg-type]
 

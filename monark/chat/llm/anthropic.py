@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from monark.chat.llm.common import redact
 from monark.chat.llm.types import (
     LlmEvent,
     LlmMessage,
@@ -24,6 +25,9 @@ from monark.chat.llm.types import (
     ToolUseBlock,
     UsageReport,
 )
+
+if TYPE_CHECKING:
+    from monark.chat.llm.providers import ProviderConfig
 
 EPHEMERAL = {"type": "ephemeral"}
 NOT_CONNECTED = (
@@ -107,6 +111,22 @@ class AnthropicProvider:
         self._client: Any = None
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_config(cls, config: ProviderConfig) -> AnthropicProvider:
+        """The adapter for a provider configuration (an org's settings or the deployment's)."""
+        options = {"base_url": config.base_url} if config.base_url else {}
+        return cls(
+            config.api_key,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+            max_retries=config.max_retries,
+            **options,
+        )
+
+    def models(self) -> list[str]:
+        """The models this key may use."""
+        return sorted(m.id for m in self._get_client().models.list())
+
     def problem(self) -> str | None:
         """Why no reply can come yet (no key), before anyone sends a message."""
         return None if self.api_key else NOT_CONNECTED + "."
@@ -135,7 +155,7 @@ class AnthropicProvider:
             client = self._get_client()
             stream = client.messages.create(**build_params(request), stream=True)
         except Exception as err:  # the SDK's own errors, after its retries
-            yield ProviderError(_error_text(err))
+            yield ProviderError(redact(_error_text(err), self.api_key))
             return
         yield from self._read(stream, request)
 
@@ -186,7 +206,7 @@ class AnthropicProvider:
             yield UsageReport(
                 usage["input"], usage["output"], usage["cache_read"], usage["cache_creation"]
             )
-            yield ProviderError(_error_text(err))
+            yield ProviderError(redact(_error_text(err), self.api_key))
             return
         finally:
             stream.close()

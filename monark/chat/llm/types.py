@@ -19,6 +19,7 @@ class ToolUseBlock:
     id: str
     name: str
     input: dict[str, Any]
+    meta: dict[str, Any] | None = None  # what the provider asks to get back (a signature)
     type: Literal["tool_use"] = "tool_use"
 
 
@@ -27,6 +28,7 @@ class ToolResultBlock:
     tool_use_id: str
     content: str
     is_error: bool = False
+    name: str = ""  # the tool's name (Gemini matches results to calls by name)
     type: Literal["tool_result"] = "tool_result"
 
 
@@ -69,6 +71,7 @@ class ToolCallRequested:
     id: str
     name: str
     input: dict[str, Any]
+    meta: dict[str, Any] | None = None  # stored with the call, sent back with it
 
 
 @dataclass(frozen=True)

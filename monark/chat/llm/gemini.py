@@ -1,0 +1,219 @@
+"""The Google Gemini adapter: the only module that imports ``google-genai``.
+
+History goes as contents (the assistant is the "model" role); tool results go back as
+function-response parts, which Gemini matches to its calls by name (so the neutral tool
+result carries the tool's name). Gemini gives its calls no ids: each gets a synthesized id
+when it arrives, stored with the call from then on. A call's thought signature (thinking
+models send one) is kept with the call and sent back with it. Usage comes as running
+totals on every chunk: the last is emitted once, at the end.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from monark.chat.llm.common import redact
+from monark.chat.llm.types import (
+    LlmEvent,
+    LlmMessage,
+    LlmRequest,
+    ProviderError,
+    StopReason,
+    TextBlock,
+    TextDelta,
+    ToolCallRequested,
+    ToolResultBlock,
+    ToolUseBlock,
+    UsageReport,
+)
+
+if TYPE_CHECKING:
+    from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
+
+STOP_REASONS = {"STOP": "end_turn", "MAX_TOKENS": "max_tokens"}
+
+
+def _contents(messages: list[LlmMessage], types: Any) -> list[Any]:
+    contents = []
+    for message in messages:
+        parts = []
+        for block in message.content:
+            if isinstance(block, TextBlock) and block.text:
+                parts.append(types.Part(text=block.text))
+            elif isinstance(block, ToolUseBlock):
+                signature = (block.meta or {}).get("thought_signature")
+                parts.append(
+                    types.Part(
+                        function_call=types.FunctionCall(name=block.name, args=block.input),
+                        thought_signature=base64.b64decode(signature) if signature else None,
+                    )
+                )
+            elif isinstance(block, ToolResultBlock):
+                key = "error" if block.is_error else "result"
+                parts.append(
+                    types.Part(
+                        function_response=types.FunctionResponse(
+                            name=block.name, response={key: block.content}
+                        )
+                    )
+                )
+        if parts:
+            contents.append(
+                types.Content(role="user" if message.role == "user" else "model", parts=parts)
+            )
+    return contents
+
+
+def build_config(request: LlmRequest, types: Any) -> Any:
+    """The request's generation config: system instruction, tools, token limit."""
+    tools = None
+    if request.tools:
+        tools = [
+            types.Tool(
+                function_declarations=[
+                    types.FunctionDeclaration(
+                        name=t.name,
+                        description=t.description,
+                        parameters_json_schema=t.input_schema,
+                    )
+                    for t in request.tools
+                ]
+            )
+        ]
+    return types.GenerateContentConfig(
+        system_instruction=request.system,
+        tools=tools,
+        max_output_tokens=request.max_tokens,
+        # Monark runs the tools itself, each write after the user's Confirm.
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+
+
+def error_text(err: Exception, secret: str) -> str:
+    """The SDK's error in plain words, never with the key in it."""
+    message = getattr(err, "message", None)
+    status = getattr(err, "status", None)
+    code = getattr(err, "code", None)
+    if message:
+        text = str(message) + (f" ({status or code})" if status or code else "")
+    else:
+        text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    return redact(text, secret)
+
+
+class GeminiProvider:
+    """Streams a step through ``google-genai``; the client is built on first use."""
+
+    def __init__(self, descriptor: ProviderDescriptor, config: ProviderConfig):
+        self.name = descriptor.id
+        self.descriptor = descriptor
+        self.config = config
+        self._client: Any = None
+        self._types: Any = None
+        self._lock = threading.Lock()
+
+    def problem(self) -> str | None:
+        if not self.config.api_key:
+            return (
+                "Google Gemini needs an API key: an admin sets it in Settings "
+                "(or GEMINI_API_KEY on the server)."
+            )
+        return None
+
+    def client(self) -> Any:
+        """The SDK client, built once (importing the SDK then)."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    from google import genai
+                    from google.genai import types
+
+                    config = self.config
+                    options: dict[str, Any] = {
+                        "timeout": int(config.read_timeout * 1000),  # milliseconds
+                    }
+                    if config.base_url:
+                        options["base_url"] = config.base_url
+                    self._types = types
+                    self._client = genai.Client(api_key=config.api_key, http_options=options)
+        return self._client
+
+    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
+        problem = self.problem()
+        if problem:
+            yield ProviderError(problem, kind="configuration")
+            return
+        try:
+            client = self.client()
+            types = self._types
+            stream = client.models.generate_content_stream(
+                model=request.model,
+                contents=_contents(request.messages, types),
+                config=build_config(request, types),
+            )
+        except Exception as err:
+            yield ProviderError(error_text(err, self.config.api_key))
+            return
+        yield from self._read(stream, request)
+
+    def _read(self, stream: Any, request: LlmRequest) -> Iterator[LlmEvent]:
+        usage: Any = None
+        finish = "STOP"
+        calls: list[ToolCallRequested] = []
+        try:
+            for chunk in stream:
+                if request.stop.is_set():
+                    yield StopReason("stopped")
+                    return
+                if chunk.usage_metadata is not None:
+                    usage = chunk.usage_metadata
+                if not chunk.candidates:
+                    continue
+                candidate = chunk.candidates[0]
+                parts = candidate.content.parts if candidate.content else None
+                for part in parts or []:
+                    if part.text and not part.thought:
+                        yield TextDelta(part.text)
+                    if part.function_call is not None:
+                        calls.append(_call(part))
+                if candidate.finish_reason:
+                    finish = getattr(candidate.finish_reason, "value", str(candidate.finish_reason))
+        except Exception as err:  # an error mid-stream, a timeout, a dropped connection
+            yield _usage(usage)
+            yield ProviderError(error_text(err, self.config.api_key))
+            return
+        yield _usage(usage)
+        if finish == "MALFORMED_FUNCTION_CALL" or any(not c.name for c in calls):
+            yield ProviderError(
+                "The model sent an incomplete tool call; nothing was run. Retry, or ask again."
+            )
+            return
+        yield from calls
+        yield StopReason("tool_use" if calls else STOP_REASONS.get(finish, finish.lower()))
+
+    def models(self) -> list[str]:
+        """The models this key may use, as Google lists them."""
+        names = [m.name or "" for m in self.client().models.list()]
+        return sorted(n.removeprefix("models/") for n in names if n)
+
+
+def _call(part: Any) -> ToolCallRequested:
+    call = part.function_call
+    meta = None
+    if part.thought_signature:
+        meta = {"thought_signature": base64.b64encode(part.thought_signature).decode()}
+    return ToolCallRequested(
+        call.id or f"gemini_{uuid.uuid4().hex[:16]}", call.name or "", dict(call.args or {}), meta
+    )
+
+
+def _usage(usage: Any) -> UsageReport:
+    if usage is None:
+        return UsageReport()
+    cached = usage.cached_content_token_count or 0
+    prompt = usage.prompt_token_count or 0
+    return UsageReport(max(0, prompt - cached), usage.candidates_token_count or 0, cached, 0)

@@ -1,0 +1,268 @@
+"""The OpenAI Chat Completions adapter, for OpenAI and every vendor that clones its API
+(Groq, Mistral, DeepSeek, Together, OpenRouter, xAI, local Ollama, LM Studio, vLLM): the
+only module that imports the ``openai`` SDK.
+
+The system message comes first; tools are function tools; assistant tool calls and tool
+results are serialized in Chat Completions' own shapes. Streamed tool-call arguments are
+assembled by index and emitted when the stream ends; a call without an id or a name, or
+whose arguments do not parse, is an error, never a blank dispatch. The request prefix
+(system text, tools, earlier messages) is serialized the same way at every step, so the
+vendor's automatic prefix caching applies; the cached share it reports is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from monark.chat.llm.common import redact
+from monark.chat.llm.types import (
+    LlmEvent,
+    LlmMessage,
+    LlmRequest,
+    ProviderError,
+    StopReason,
+    TextBlock,
+    TextDelta,
+    ToolCallRequested,
+    ToolResultBlock,
+    ToolUseBlock,
+    UsageReport,
+)
+
+if TYPE_CHECKING:
+    from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
+
+STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+NO_KEY_NEEDED = "not-needed"  # the SDK insists on a key; local servers ignore it
+
+
+def _arguments(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _user_turn(message: LlmMessage) -> list[dict[str, Any]]:
+    """Tool results (each its own ``tool`` message, answering the calls just before), then
+    the user's text."""
+    out: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, ToolResultBlock):
+            out.append(
+                {"role": "tool", "tool_call_id": block.tool_use_id, "content": block.content}
+            )
+    text = "\n\n".join(b.text for b in message.content if isinstance(b, TextBlock) and b.text)
+    if text:
+        out.append({"role": "user", "content": text})
+    return out
+
+
+def _assistant_turn(message: LlmMessage) -> dict[str, Any]:
+    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    calls = [
+        {
+            "id": b.id,
+            "type": "function",
+            "function": {"name": b.name, "arguments": _arguments(b.input)},
+        }
+        for b in message.content
+        if isinstance(b, ToolUseBlock)
+    ]
+    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def build_params(request: LlmRequest, token_param: str) -> dict[str, Any]:
+    """The Chat Completions parameters of a request."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}]
+    for message in request.messages:
+        if message.role == "user":
+            messages += _user_turn(message)
+        else:
+            messages.append(_assistant_turn(message))
+    params: dict[str, Any] = {
+        "model": request.model,
+        "messages": messages,
+        token_param: request.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        params["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                },
+            }
+            for t in request.tools
+        ]
+    return params
+
+
+def error_text(err: Exception, secret: str) -> str:
+    """The SDK's error in plain words, never with the key in it."""
+    body = getattr(err, "body", None)
+    detail = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(detail, dict) and detail.get("message"):
+        kind = detail.get("type") or detail.get("code")
+        text = str(detail["message"]) + (f" ({kind})" if kind else "")
+    else:
+        status = getattr(err, "status_code", None)
+        text = (getattr(err, "message", None) or str(err) or type(err).__name__) + (
+            f" (HTTP {status})" if status else ""
+        )
+    return redact(text, secret)
+
+
+class _Calls:
+    """Tool calls assembled from their streamed pieces, by index."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, dict[str, Any]] = {}
+
+    def add(self, delta_calls: Any) -> None:
+        for piece in delta_calls or []:
+            call = self.parts.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+            if piece.id:
+                call["id"] = piece.id
+            function = piece.function
+            if function is not None:
+                if function.name:
+                    call["name"] = function.name
+                if function.arguments:
+                    call["arguments"] += function.arguments
+
+    def finished(self) -> Iterator[LlmEvent]:
+        for index in sorted(self.parts):
+            call = self.parts[index]
+            raw = call["arguments"].strip() or "{}"
+            try:
+                arguments = json.loads(raw)
+            except json.JSONDecodeError:
+                arguments = None
+            if not call["id"] or not call["name"] or not isinstance(arguments, dict):
+                yield ProviderError(
+                    f"The model sent an incomplete tool call ({call['name'] or 'no name'}); "
+                    "nothing was run. Retry, or ask again."
+                )
+                return
+            yield ToolCallRequested(call["id"], call["name"], arguments)
+
+
+class OpenAIProvider:
+    """Streams a step through the official ``openai`` SDK; the client is built on first use."""
+
+    def __init__(self, descriptor: ProviderDescriptor, config: ProviderConfig):
+        self.name = descriptor.id
+        self.descriptor = descriptor
+        self.config = config
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def problem(self) -> str | None:
+        """Why no reply can come (no key, no endpoint), before anyone sends a message."""
+        from monark.chat.llm.providers import endpoint_of
+
+        if self.descriptor.needs_key and not self.config.api_key:
+            env = (
+                f" (or {self.descriptor.key_env} on the server)" if self.descriptor.key_env else ""
+            )
+            return f"{self.descriptor.label} needs an API key: an admin sets it in Settings{env}."
+        if not endpoint_of(self.config):
+            return "Set the base URL of the OpenAI-compatible endpoint in Settings."
+        return None
+
+    def client(self) -> Any:
+        """The SDK client, built once (importing the SDK then)."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    import openai
+
+                    from monark.chat.llm.providers import endpoint_of
+
+                    config = self.config
+                    self._client = openai.OpenAI(
+                        api_key=config.api_key or NO_KEY_NEEDED,
+                        base_url=endpoint_of(config),
+                        timeout=openai.Timeout(config.read_timeout, connect=config.connect_timeout),
+                        max_retries=config.max_retries,
+                    )
+        return self._client
+
+    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
+        problem = self.problem()
+        if problem:
+            yield ProviderError(problem, kind="configuration")
+            return
+        try:
+            params = build_params(request, self.descriptor.token_param)
+            stream = self.client().chat.completions.create(**params)
+        except Exception as err:  # the SDK's own errors, after its retries
+            yield ProviderError(error_text(err, self.config.api_key))
+            return
+        yield from self._read(stream, request)
+
+    def _read(self, stream: Any, request: LlmRequest) -> Iterator[LlmEvent]:
+        calls = _Calls()
+        usage: Any = None
+        finish = "stop"
+        try:
+            for chunk in stream:
+                if request.stop.is_set():
+                    yield StopReason("stopped")
+                    return
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                if choice.delta is not None:
+                    if choice.delta.content:
+                        yield TextDelta(choice.delta.content)
+                    calls.add(choice.delta.tool_calls)
+                if choice.finish_reason:
+                    finish = choice.finish_reason
+        except Exception as err:  # an error event mid-stream, or a dropped connection
+            yield _usage(usage)
+            yield ProviderError(error_text(err, self.config.api_key))
+            return
+        finally:
+            stream.close()
+        yield _usage(usage)
+        error = None
+        for event in calls.finished():
+            if isinstance(event, ProviderError):
+                error = event
+                break
+            yield event
+        if error is not None:
+            yield error
+            return
+        yield StopReason(STOP_REASONS.get(finish, finish))
+
+    def models(self) -> list[str]:
+        """The endpoint's model catalogue (OpenAI's own filtered to chat models)."""
+        ids = sorted(m.id for m in self.client().models.list())
+        if self.descriptor.id == "openai":
+            ids = [i for i in ids if i.startswith(CHAT_FAMILIES)]
+        return ids
+
+
+CHAT_FAMILIES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
+
+
+def _usage(usage: Any) -> UsageReport:
+    """Usage as Anthropic counts it: input without the cached part, which is apart."""
+    if usage is None:
+        return UsageReport()
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    prompt = usage.prompt_tokens or 0
+    return UsageReport(max(0, prompt - cached), usage.completion_tokens or 0, cached, 0)

@@ -1,0 +1,247 @@
+"""The model providers Monark can talk to: one tuple of ids, one descriptor each.
+
+``PROVIDER_IDS`` is the single list: the config check, the settings form's choices and the
+settings validation are all built from it. A descriptor says how to talk to a provider
+(its label, whether it needs a key and which environment variable holds the deployment's,
+the default base URL of the OpenAI-compatible vendors, the token-limit parameter, its
+context window, what prompt caching it gets) and how to build its adapter from a
+``ProviderConfig`` (each adapter module is imported only then: it is the only one that
+imports its SDK). ``provider_summaries`` gives the descriptors without code or secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from monark.chat.llm.types import LlmProvider
+
+ProviderId = Literal[
+    "anthropic",
+    "openai",
+    "gemini",
+    "openai_compatible",
+    "groq",
+    "mistral",
+    "deepseek",
+    "together",
+    "openrouter",
+    "xai",
+    "ollama",
+    "lmstudio",
+    "vllm",
+]
+PROVIDER_IDS: tuple[ProviderId, ...] = ProviderId.__args__  # type: ignore[attr-defined]
+TokenParam = Literal["max_tokens", "max_completion_tokens", "max_output_tokens"]
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """What one provider is reached with: an org's settings or the deployment's."""
+
+    provider: ProviderId
+    model: str
+    api_key: str = field(default="", repr=False)  # never printed
+    base_url: str | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    max_retries: int = 2
+
+
+@dataclass(frozen=True)
+class ProviderDescriptor:
+    id: ProviderId
+    label: str
+    adapter: Literal["anthropic", "openai", "gemini"]
+    needs_key: bool = True
+    key_env: str | None = None  # the deployment's key, when an org sets none
+    default_base_url: str | None = None  # prefilled for OpenAI-compatible vendors
+    token_param: TokenParam = "max_tokens"
+    context_window: int = 128_000
+    caching: str = "automatic prefix caching where the vendor offers it"
+    local: bool = False  # runs on the deployment's own machine or network
+    default_model: str = ""
+
+    def create(self, config: ProviderConfig) -> LlmProvider:
+        """The adapter for ``config`` (its SDK is imported now, and only now)."""
+        return _FACTORIES[self.adapter](self, config)
+
+    def summary(self) -> dict[str, Any]:
+        """What a settings page or an admin's JSON may show: no code, no secrets."""
+        return {
+            "id": self.id,
+            "label": self.label,
+            "needs_key": self.needs_key,
+            "key_env": self.key_env,
+            "default_base_url": self.default_base_url,
+            "token_param": self.token_param,
+            "context_window": self.context_window,
+            "caching": self.caching,
+            "local": self.local,
+            "default_model": self.default_model,
+        }
+
+
+def _anthropic(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
+    from monark.chat.llm.anthropic import AnthropicProvider
+
+    return AnthropicProvider.from_config(config)
+
+
+def _openai(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
+    from monark.chat.llm.openai_chat import OpenAIProvider
+
+    return OpenAIProvider(descriptor, config)
+
+
+def _gemini(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
+    from monark.chat.llm.gemini import GeminiProvider
+
+    return GeminiProvider(descriptor, config)
+
+
+_FACTORIES: dict[str, Callable[[ProviderDescriptor, ProviderConfig], LlmProvider]] = {
+    "anthropic": _anthropic,
+    "openai": _openai,
+    "gemini": _gemini,
+}
+
+_COMPATIBLE = "automatic prefix caching, where the vendor offers it"
+
+PROVIDERS: tuple[ProviderDescriptor, ...] = (
+    ProviderDescriptor(
+        "anthropic",
+        "Anthropic",
+        "anthropic",
+        key_env="ANTHROPIC_API_KEY",
+        default_base_url="https://api.anthropic.com",
+        context_window=200_000,
+        caching="three cache breakpoints: system prompt, tools, conversation so far",
+        default_model="claude-sonnet-5-5",
+    ),
+    ProviderDescriptor(
+        "openai",
+        "OpenAI",
+        "openai",
+        key_env="OPENAI_API_KEY",
+        default_base_url="https://api.openai.com/v1",
+        token_param="max_completion_tokens",
+        caching="automatic prefix caching (the cached share is stored per reply)",
+        default_model="gpt-5",
+    ),
+    ProviderDescriptor(
+        "gemini",
+        "Google Gemini",
+        "gemini",
+        key_env="GEMINI_API_KEY",
+        default_base_url="https://generativelanguage.googleapis.com",
+        token_param="max_output_tokens",
+        context_window=1_000_000,
+        caching="implicit caching (the cached share is stored per reply)",
+        default_model="gemini-2.5-flash",
+    ),
+    ProviderDescriptor(
+        "openai_compatible",
+        "OpenAI-compatible (any base URL)",
+        "openai",
+        needs_key=False,
+        caching=_COMPATIBLE,
+    ),
+    ProviderDescriptor(
+        "groq",
+        "Groq",
+        "openai",
+        key_env="GROQ_API_KEY",
+        default_base_url="https://api.groq.com/openai/v1",
+        caching=_COMPATIBLE,
+    ),
+    ProviderDescriptor(
+        "mistral",
+        "Mistral",
+        "openai",
+        key_env="MISTRAL_API_KEY",
+        default_base_url="https://api.mistral.ai/v1",
+        caching=_COMPATIBLE,
+    ),
+    ProviderDescriptor(
+        "deepseek",
+        "DeepSeek",
+        "openai",
+        key_env="DEEPSEEK_API_KEY",
+        default_base_url="https://api.deepseek.com/v1",
+        caching="automatic context caching (the cached share is stored per reply)",
+    ),
+    ProviderDescriptor(
+        "together",
+        "Together AI",
+        "openai",
+        key_env="TOGETHER_API_KEY",
+        default_base_url="https://api.together.xyz/v1",
+        caching=_COMPATIBLE,
+    ),
+    ProviderDescriptor(
+        "openrouter",
+        "OpenRouter",
+        "openai",
+        key_env="OPENROUTER_API_KEY",
+        default_base_url="https://openrouter.ai/api/v1",
+        caching="the routed vendor's own caching",
+    ),
+    ProviderDescriptor(
+        "xai",
+        "xAI",
+        "openai",
+        key_env="XAI_API_KEY",
+        default_base_url="https://api.x.ai/v1",
+        caching=_COMPATIBLE,
+    ),
+    ProviderDescriptor(
+        "ollama",
+        "Ollama (local)",
+        "openai",
+        needs_key=False,
+        default_base_url="http://localhost:11434/v1",
+        caching="none (a local model)",
+        local=True,
+    ),
+    ProviderDescriptor(
+        "lmstudio",
+        "LM Studio (local)",
+        "openai",
+        needs_key=False,
+        default_base_url="http://localhost:1234/v1",
+        caching="none (a local model)",
+        local=True,
+    ),
+    ProviderDescriptor(
+        "vllm",
+        "vLLM (local)",
+        "openai",
+        needs_key=False,
+        default_base_url="http://localhost:8000/v1",
+        caching="vLLM's automatic prefix caching, when enabled",
+        local=True,
+    ),
+)
+_BY_ID = {p.id: p for p in PROVIDERS}
+assert tuple(_BY_ID) == PROVIDER_IDS, "PROVIDERS must follow PROVIDER_IDS"
+
+
+def get_provider(provider_id: str) -> ProviderDescriptor | None:
+    """The descriptor of ``provider_id`` (None for an id nobody knows)."""
+    return _BY_ID.get(provider_id)  # type: ignore[call-overload]
+
+
+def endpoint_of(config: ProviderConfig) -> str | None:
+    """The endpoint a configuration talks to: its own base URL first, the vendor's default
+    otherwise (None: the OpenAI-compatible generic with no URL set)."""
+    if config.base_url:
+        return config.base_url
+    descriptor = get_provider(config.provider)
+    return descriptor.default_base_url if descriptor else None
+
+
+def provider_summaries() -> list[dict[str, Any]]:
+    """Every provider, as a settings page or an admin's JSON may show it."""
+    return [p.summary() for p in PROVIDERS]

@@ -1,0 +1,57 @@
+"""Secrets kept at rest (an org's model provider key), encrypted with Fernet.
+
+The keys come from the deployment: ``ENCRYPTION_KEYS``, a comma-separated list of secrets,
+the first of which encrypts and any of which decrypts (``MultiFernet``), so a key can be
+rotated without a moment when old values cannot be read: put the new secret first, run
+``flask rotate-secrets`` (everything is encrypted anew with it), then drop the old one.
+Without ``ENCRYPTION_KEYS`` the app's ``SECRET_KEY`` is the one secret. Each secret becomes
+a Fernet key through HKDF-SHA256, so any string of enough entropy will do.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+
+class SecretUnreadable(Exception):
+    """A stored secret that none of the deployment's keys opens (the key was dropped)."""
+
+
+def _fernet(secret: str) -> Fernet:
+    derived = HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"monark-secrets", info=b"fernet"
+    ).derive(secret.encode())
+    return Fernet(base64.urlsafe_b64encode(derived))
+
+
+def secret_box(config: Mapping[str, Any]) -> MultiFernet:
+    """The deployment's keys: ``ENCRYPTION_KEYS`` (first encrypts), else ``SECRET_KEY``."""
+    listed = [k.strip() for k in str(config.get("ENCRYPTION_KEYS") or "").split(",")]
+    secrets = [k for k in listed if k] or [str(config["SECRET_KEY"])]
+    return MultiFernet([_fernet(s) for s in secrets])
+
+
+def encrypt(config: Mapping[str, Any], text: str) -> str:
+    """``text`` encrypted with the deployment's first key."""
+    return secret_box(config).encrypt(text.encode()).decode()
+
+
+def decrypt(config: Mapping[str, Any], token: str) -> str:
+    """A stored secret in clear; ``SecretUnreadable`` when no key of the deployment opens it."""
+    try:
+        return secret_box(config).decrypt(token.encode()).decode()
+    except InvalidToken:
+        raise SecretUnreadable(
+            "A stored key cannot be read with this deployment's ENCRYPTION_KEYS."
+        ) from None
+
+
+def rotate(config: Mapping[str, Any], token: str) -> str:
+    """A stored secret encrypted anew with the first key (any listed key may open it)."""
+    return secret_box(config).rotate(token.encode()).decode()
