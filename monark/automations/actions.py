@@ -7,11 +7,8 @@ output (a small dict later nodes can read as ``{{nodes.<id>.<key>}}``). A failur
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx2
 
@@ -20,6 +17,7 @@ from monark.automations.template import render
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
 from monark.core.ids import parse_id
+from monark.core.net import UnsafeAddress, public_addresses
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records import services as records
@@ -117,26 +115,12 @@ def update_record(config: configs.UpdateRecordConfig, ctx: RunContext) -> dict[s
 
 
 def _public_addresses(url: str) -> list[str]:
-    """The host's addresses, resolved once, when every one of them is public.
-
-    They are connected to as they are: a second lookup at connect time could answer
-    otherwise (DNS rebinding) and reach an internal service after the check passed.
-    """
-    parts = urlsplit(url)
+    """The host's addresses, resolved once, when every one is public (``core.net``); the
+    webhook then connects to them as they are (no second lookup to rebind)."""
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        raise StepFailed(f"Cannot resolve the host {parts.hostname}.") from None
-    addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
-    for address in addresses:
-        if not address.is_global:
-            raise StepFailed(
-                f"{parts.hostname} resolves to a non-public address ({address}); webhooks go "
-                "to public hosts only (AUTOMATION_WEBHOOK_ALLOW_PRIVATE allows others)."
-            )
-    if not addresses:
-        raise StepFailed(f"Cannot resolve the host {parts.hostname}.")
-    return [str(a) for a in addresses]
+        return public_addresses(url, "AUTOMATION_WEBHOOK_ALLOW_PRIVATE")
+    except UnsafeAddress as err:
+        raise StepFailed(f"{err}") from None
 
 
 def webhook_client(timeout: float) -> httpx2.Client:

@@ -68,22 +68,17 @@ def settle(conversation_id: int) -> None:
     """Close what an ended turn left open: a reply cut off mid-stream is kept as an
     incomplete message, and a call it was running failed (its own transaction rolled back
     with it, so nothing of it was kept). Only the lease holder calls this."""
-    db.session.execute(
-        update(Message)
-        .where(
-            Message.conversation_id == conversation_id, Message.status == MessageStatus.STREAMING
-        )
-        .values(status=MessageStatus.INCOMPLETE, error=INTERRUPTED_REPLY)
-        .execution_options(synchronize_session=False)
+    left_open = (
+        (Message, MessageStatus.STREAMING, MessageStatus.INCOMPLETE, INTERRUPTED_REPLY),
+        (ToolCall, ToolCallStatus.EXECUTING, ToolCallStatus.FAILED, INTERRUPTED_CALL),
     )
-    db.session.execute(
-        update(ToolCall)
-        .where(
-            ToolCall.conversation_id == conversation_id, ToolCall.status == ToolCallStatus.EXECUTING
+    for row, running, ended, why in left_open:
+        db.session.execute(
+            update(row)
+            .where(row.conversation_id == conversation_id, row.status == running)
+            .values(status=ended, error=why)
+            .execution_options(synchronize_session=False)
         )
-        .values(status=ToolCallStatus.FAILED, error=INTERRUPTED_CALL)
-        .execution_options(synchronize_session=False)
-    )
 
 
 def renew(turn_ids: list[str], lease: timedelta) -> dict[str, bool]:

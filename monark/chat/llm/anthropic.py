@@ -7,24 +7,11 @@ set (its last tool) and the conversation so far (the last block of the newest me
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from monark.chat.llm.common import redact
-from monark.chat.llm.types import (
-    LlmEvent,
-    LlmMessage,
-    LlmRequest,
-    ProviderError,
-    StopReason,
-    TextBlock,
-    TextDelta,
-    ToolCallRequested,
-    ToolResultBlock,
-    ToolUseBlock,
-    UsageReport,
-)
+from monark.chat.llm import types as t
+from monark.chat.llm.common import SdkAdapter, StepState
 
 if TYPE_CHECKING:
     from monark.chat.llm.providers import ProviderConfig
@@ -38,11 +25,11 @@ NO_KEY = NOT_CONNECTED + "; then press Retry."  # after a message was sent
 
 
 def _block(block: Any) -> dict[str, Any]:
-    if isinstance(block, TextBlock):
+    if isinstance(block, t.TextBlock):
         return {"type": "text", "text": block.text}
-    if isinstance(block, ToolUseBlock):
+    if isinstance(block, t.ToolUseBlock):
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    if isinstance(block, ToolResultBlock):
+    if isinstance(block, t.ToolResultBlock):
         out: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": block.tool_use_id,
@@ -54,14 +41,14 @@ def _block(block: Any) -> dict[str, Any]:
     raise TypeError(f"unknown block {block!r}")
 
 
-def _messages(messages: list[LlmMessage]) -> list[dict[str, Any]]:
+def _messages(messages: list[t.LlmMessage]) -> list[dict[str, Any]]:
     out = [{"role": m.role, "content": [_block(b) for b in m.content]} for m in messages]
     if out and out[-1]["content"]:
         out[-1]["content"][-1]["cache_control"] = EPHEMERAL
     return out
 
 
-def build_params(request: LlmRequest) -> dict[str, Any]:
+def build_params(request: t.LlmRequest) -> dict[str, Any]:
     """The Messages API parameters for a request, with the three cache breakpoints."""
     tools = [
         {"name": t.name, "description": t.description, "input_schema": t.input_schema}
@@ -92,10 +79,8 @@ def _error_text(err: Exception) -> str:
     return f"{message}" + (f" (HTTP {status})" if status else "")
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkAdapter):
     """Streams a step through the official SDK; the client is built on first use."""
-
-    name = "anthropic"
 
     def __init__(
         self,
@@ -105,11 +90,9 @@ class AnthropicProvider:
         max_retries: int = 2,
         **client_options: Any,
     ):
-        self.api_key = api_key
+        super().__init__("anthropic", api_key)
         self.timeouts = (connect_timeout, read_timeout)
         self.client_options = {"max_retries": max_retries, **client_options}
-        self._client: Any = None
-        self._lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: ProviderConfig) -> AnthropicProvider:
@@ -125,92 +108,87 @@ class AnthropicProvider:
 
     def models(self) -> list[str]:
         """The models this key may use."""
-        return sorted(m.id for m in self._get_client().models.list())
+        return sorted(m.id for m in self.client().models.list())
 
     def problem(self) -> str | None:
-        """Why no reply can come yet (no key), before anyone sends a message."""
         return None if self.api_key else NOT_CONNECTED + "."
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    import anthropic  # slow to import: only when the assistant is first used
+    def unusable(self) -> str | None:
+        return None if self.api_key else NO_KEY
 
-                    connect, read = self.timeouts
-                    # ANTHROPIC_BASE_URL is read by the SDK itself. The read timeout bounds
-                    # each wait for the next bytes of a stream, not the whole reply.
-                    self._client = anthropic.Anthropic(
-                        api_key=self.api_key,
-                        timeout=anthropic.Timeout(read, connect=connect),
-                        **self.client_options,
-                    )
-        return self._client
+    def make_client(self) -> Any:
+        import anthropic  # slow to import: only when the assistant is first used
 
-    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
-        if not self.api_key:
-            yield ProviderError(NO_KEY, kind="configuration")
-            return
-        try:
-            client = self._get_client()
-            stream = client.messages.create(**build_params(request), stream=True)
-        except Exception as err:  # the SDK's own errors, after its retries
-            yield ProviderError(redact(_error_text(err), self.api_key))
-            return
-        yield from self._read(stream, request)
+        connect, read = self.timeouts
+        # ANTHROPIC_BASE_URL is read by the SDK itself. The read timeout bounds each wait
+        # for the next bytes of a stream, not the whole reply.
+        return anthropic.Anthropic(
+            api_key=self.api_key,
+            timeout=anthropic.Timeout(read, connect=connect),
+            **self.client_options,
+        )
 
-    def _read(self, stream: Any, request: LlmRequest) -> Iterator[LlmEvent]:
+    def open_stream(self, request: t.LlmRequest) -> Any:
+        return self.client().messages.create(**build_params(request), stream=True)
+
+    def error_text(self, err: Exception) -> str:
+        return _error_text(err)
+
+    def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         tools: dict[int, dict[str, Any]] = {}
         usage = {"input": 0, "output": 0, "cache_read": 0, "cache_creation": 0}
         stop_reason = "end_turn"
-        try:
-            for event in stream:
-                if request.stop.is_set():
-                    yield StopReason("stopped")
-                    return
-                kind = event.type
-                if kind == "message_start":
-                    u = event.message.usage
-                    usage["input"] = u.input_tokens or 0
-                    usage["output"] = u.output_tokens or 0
-                    usage["cache_read"] = getattr(u, "cache_read_input_tokens", 0) or 0
-                    usage["cache_creation"] = getattr(u, "cache_creation_input_tokens", 0) or 0
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "tool_use":
-                        tools[event.index] = {"id": block.id, "name": block.name, "json": ""}
-                    elif block.type == "text" and block.text:
-                        yield TextDelta(block.text)
-                elif kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        yield TextDelta(delta.text)
-                    elif delta.type == "input_json_delta" and event.index in tools:
-                        tools[event.index]["json"] += delta.partial_json
-                elif kind == "content_block_stop" and event.index in tools:
-                    call = tools.pop(event.index)
-                    try:
-                        arguments = json.loads(call["json"]) if call["json"].strip() else {}
-                    except json.JSONDecodeError:
-                        arguments = {"_unparsed_arguments": call["json"]}
-                    if not isinstance(arguments, dict):
-                        arguments = {"_unparsed_arguments": call["json"]}
-                    yield ToolCallRequested(call["id"], call["name"], arguments)
-                elif kind == "message_delta":
-                    stop_reason = event.delta.stop_reason or stop_reason
-                    if event.usage is not None and event.usage.output_tokens is not None:
-                        usage["output"] = event.usage.output_tokens
-                elif kind == "message_stop":
-                    break
-        except Exception as err:  # a mid-stream error event or a dropped connection
-            yield UsageReport(
+
+        def report() -> t.UsageReport:
+            state.usage = t.UsageReport(
                 usage["input"], usage["output"], usage["cache_read"], usage["cache_creation"]
             )
-            yield ProviderError(redact(_error_text(err), self.api_key))
-            return
-        finally:
-            stream.close()
-        yield UsageReport(
-            usage["input"], usage["output"], usage["cache_read"], usage["cache_creation"]
-        )
-        yield StopReason(stop_reason)
+            return state.usage
+
+        for event in stream:
+            if request.stop.is_set():
+                yield t.StopReason("stopped")
+                return
+            kind = event.type
+            if kind == "message_start":
+                u = event.message.usage
+                usage["input"] = u.input_tokens or 0
+                usage["output"] = u.output_tokens or 0
+                usage["cache_read"] = getattr(u, "cache_read_input_tokens", 0) or 0
+                usage["cache_creation"] = getattr(u, "cache_creation_input_tokens", 0) or 0
+                report()
+            elif kind == "content_block_start":
+                block = event.content_block
+                if block.type == "tool_use":
+                    tools[event.index] = {"id": block.id, "name": block.name, "json": ""}
+                elif block.type == "text" and block.text:
+                    yield t.TextDelta(block.text)
+            elif kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta":
+                    yield t.TextDelta(delta.text)
+                elif delta.type == "input_json_delta" and event.index in tools:
+                    tools[event.index]["json"] += delta.partial_json
+            elif kind == "content_block_stop" and event.index in tools:
+                yield _call(tools.pop(event.index))
+            elif kind == "message_delta":
+                stop_reason = event.delta.stop_reason or stop_reason
+                if event.usage is not None and event.usage.output_tokens is not None:
+                    usage["output"] = event.usage.output_tokens
+                    report()
+            elif kind == "message_stop":
+                break
+        yield report()
+        yield t.StopReason(stop_reason)
+
+
+def _call(call: dict[str, Any]) -> t.ToolCallRequested:
+    """A tool call whose arguments came in pieces (unparsable ones are passed on as such:
+    the route's validation then tells the model what is wrong)."""
+    try:
+        arguments = json.loads(call["json"]) if call["json"].strip() else {}
+    except json.JSONDecodeError:
+        arguments = {"_unparsed_arguments": call["json"]}
+    if not isinstance(arguments, dict):
+        arguments = {"_unparsed_arguments": call["json"]}
+    return t.ToolCallRequested(call["id"], call["name"], arguments)

@@ -2,9 +2,90 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from monark.chat.llm.types import LlmEvent, LlmRequest, ProviderError, UsageReport
+
 
 def redact(text: str, secret: str) -> str:
     """``text`` without ``secret``: a provider's error may echo what it was sent (a key)."""
     if secret and len(secret) >= 4 and secret in text:
         text = text.replace(secret, "[redacted]")
     return text
+
+
+class StepState:
+    """What a stream told so far: its usage (reported even when the stream breaks off)."""
+
+    def __init__(self) -> None:
+        self.usage = UsageReport()
+
+
+class SdkAdapter:
+    """What every adapter shares: its SDK client built on first use (the SDK imported
+    then), the configuration check, Stop, and failures (building the client, sending,
+    mid-stream) turned into error events, never with the key in them."""
+
+    def __init__(self, name: str, api_key: str):
+        self.name = name
+        self.api_key = api_key
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    # ---- what an adapter writes ----
+
+    def make_client(self) -> Any:
+        """The SDK client (import the SDK here)."""
+        raise NotImplementedError
+
+    def problem(self) -> str | None:
+        """Why no reply can come (no key, no endpoint), before anyone sends a message."""
+        return None
+
+    def open_stream(self, request: LlmRequest) -> Any:
+        """Send the request; the SDK's stream of events."""
+        raise NotImplementedError
+
+    def read(self, stream: Any, request: LlmRequest, state: StepState) -> Iterator[LlmEvent]:
+        """The stream's events as neutral ones (it may raise: the error is reported)."""
+        raise NotImplementedError
+
+    def error_text(self, err: Exception) -> str:
+        """The SDK's error in plain words."""
+        return str(err) or type(err).__name__
+
+    # ---- shared ----
+
+    def client(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self.make_client()
+        return self._client
+
+    def unusable(self) -> str | None:
+        """What stops a step before it is sent (``problem`` unless said otherwise)."""
+        return self.problem()
+
+    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
+        problem = self.unusable()
+        if problem:
+            yield ProviderError(problem, kind="configuration")
+            return
+        try:
+            stream = self.open_stream(request)
+        except Exception as err:  # building the client, or the request (after retries)
+            yield ProviderError(redact(self.error_text(err), self.api_key))
+            return
+        state = StepState()
+        try:
+            yield from self.read(stream, request, state)
+        except Exception as err:  # an error mid-stream, a timeout, a dropped connection
+            yield state.usage
+            yield ProviderError(redact(self.error_text(err), self.api_key))
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()

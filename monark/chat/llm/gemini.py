@@ -11,25 +11,12 @@ totals on every chunk: the last is emitted once, at the end.
 from __future__ import annotations
 
 import base64
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from monark.chat.llm.common import redact
-from monark.chat.llm.types import (
-    LlmEvent,
-    LlmMessage,
-    LlmRequest,
-    ProviderError,
-    StopReason,
-    TextBlock,
-    TextDelta,
-    ToolCallRequested,
-    ToolResultBlock,
-    ToolUseBlock,
-    UsageReport,
-)
+from monark.chat.llm import types as t
+from monark.chat.llm.common import SdkAdapter, StepState
 
 if TYPE_CHECKING:
     from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
@@ -37,14 +24,14 @@ if TYPE_CHECKING:
 STOP_REASONS = {"STOP": "end_turn", "MAX_TOKENS": "max_tokens"}
 
 
-def _contents(messages: list[LlmMessage], types: Any) -> list[Any]:
+def _contents(messages: list[t.LlmMessage], types: Any) -> list[Any]:
     contents = []
     for message in messages:
         parts = []
         for block in message.content:
-            if isinstance(block, TextBlock) and block.text:
+            if isinstance(block, t.TextBlock) and block.text:
                 parts.append(types.Part(text=block.text))
-            elif isinstance(block, ToolUseBlock):
+            elif isinstance(block, t.ToolUseBlock):
                 signature = (block.meta or {}).get("thought_signature")
                 parts.append(
                     types.Part(
@@ -52,7 +39,7 @@ def _contents(messages: list[LlmMessage], types: Any) -> list[Any]:
                         thought_signature=base64.b64decode(signature) if signature else None,
                     )
                 )
-            elif isinstance(block, ToolResultBlock):
+            elif isinstance(block, t.ToolResultBlock):
                 key = "error" if block.is_error else "result"
                 parts.append(
                     types.Part(
@@ -68,7 +55,7 @@ def _contents(messages: list[LlmMessage], types: Any) -> list[Any]:
     return contents
 
 
-def build_config(request: LlmRequest, types: Any) -> Any:
+def build_config(request: t.LlmRequest, types: Any) -> Any:
     """The request's generation config: system instruction, tools, token limit."""
     tools = None
     if request.tools:
@@ -93,8 +80,8 @@ def build_config(request: LlmRequest, types: Any) -> Any:
     )
 
 
-def error_text(err: Exception, secret: str) -> str:
-    """The SDK's error in plain words, never with the key in it."""
+def error_text(err: Exception) -> str:
+    """The SDK's error in plain words."""
     message = getattr(err, "message", None)
     status = getattr(err, "status", None)
     code = getattr(err, "code", None)
@@ -102,19 +89,17 @@ def error_text(err: Exception, secret: str) -> str:
         text = str(message) + (f" ({status or code})" if status or code else "")
     else:
         text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-    return redact(text, secret)
+    return text
 
 
-class GeminiProvider:
-    """Streams a step through ``google-genai``; the client is built on first use."""
+class GeminiProvider(SdkAdapter):
+    """Streams a step through ``google-genai``."""
 
     def __init__(self, descriptor: ProviderDescriptor, config: ProviderConfig):
-        self.name = descriptor.id
+        super().__init__(descriptor.id, config.api_key)
         self.descriptor = descriptor
         self.config = config
-        self._client: Any = None
         self._types: Any = None
-        self._lock = threading.Lock()
 
     def problem(self) -> str | None:
         if not self.config.api_key:
@@ -124,76 +109,55 @@ class GeminiProvider:
             )
         return None
 
-    def client(self) -> Any:
-        """The SDK client, built once (importing the SDK then)."""
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    from google import genai
-                    from google.genai import types
+    def make_client(self) -> Any:
+        from google import genai
+        from google.genai import types
 
-                    config = self.config
-                    options: dict[str, Any] = {
-                        "timeout": int(config.read_timeout * 1000),  # milliseconds
-                    }
-                    if config.base_url:
-                        options["base_url"] = config.base_url
-                    self._types = types
-                    self._client = genai.Client(api_key=config.api_key, http_options=options)
-        return self._client
+        options: dict[str, Any] = {"timeout": int(self.config.read_timeout * 1000)}  # ms
+        if self.config.base_url:
+            options["base_url"] = self.config.base_url
+        self._types = types
+        return genai.Client(api_key=self.config.api_key, http_options=options)
 
-    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
-        problem = self.problem()
-        if problem:
-            yield ProviderError(problem, kind="configuration")
-            return
-        try:
-            client = self.client()
-            types = self._types
-            stream = client.models.generate_content_stream(
-                model=request.model,
-                contents=_contents(request.messages, types),
-                config=build_config(request, types),
-            )
-        except Exception as err:
-            yield ProviderError(error_text(err, self.config.api_key))
-            return
-        yield from self._read(stream, request)
+    def open_stream(self, request: t.LlmRequest) -> Any:
+        client = self.client()
+        return client.models.generate_content_stream(
+            model=request.model,
+            contents=_contents(request.messages, self._types),
+            config=build_config(request, self._types),
+        )
 
-    def _read(self, stream: Any, request: LlmRequest) -> Iterator[LlmEvent]:
-        usage: Any = None
+    def error_text(self, err: Exception) -> str:
+        return error_text(err)
+
+    def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         finish = "STOP"
-        calls: list[ToolCallRequested] = []
-        try:
-            for chunk in stream:
-                if request.stop.is_set():
-                    yield StopReason("stopped")
-                    return
-                if chunk.usage_metadata is not None:
-                    usage = chunk.usage_metadata
-                if not chunk.candidates:
-                    continue
-                candidate = chunk.candidates[0]
-                parts = candidate.content.parts if candidate.content else None
-                for part in parts or []:
-                    if part.text and not part.thought:
-                        yield TextDelta(part.text)
-                    if part.function_call is not None:
-                        calls.append(_call(part))
-                if candidate.finish_reason:
-                    finish = getattr(candidate.finish_reason, "value", str(candidate.finish_reason))
-        except Exception as err:  # an error mid-stream, a timeout, a dropped connection
-            yield _usage(usage)
-            yield ProviderError(error_text(err, self.config.api_key))
-            return
-        yield _usage(usage)
+        calls: list[t.ToolCallRequested] = []
+        for chunk in stream:
+            if request.stop.is_set():
+                yield t.StopReason("stopped")
+                return
+            if chunk.usage_metadata is not None:
+                state.usage = _usage(chunk.usage_metadata)
+            if not chunk.candidates:
+                continue
+            candidate = chunk.candidates[0]
+            parts = candidate.content.parts if candidate.content else None
+            for part in parts or []:
+                if part.text and not part.thought:
+                    yield t.TextDelta(part.text)
+                if part.function_call is not None:
+                    calls.append(_call(part))
+            if candidate.finish_reason:
+                finish = getattr(candidate.finish_reason, "value", str(candidate.finish_reason))
+        yield state.usage
         if finish == "MALFORMED_FUNCTION_CALL" or any(not c.name for c in calls):
-            yield ProviderError(
+            yield t.ProviderError(
                 "The model sent an incomplete tool call; nothing was run. Retry, or ask again."
             )
             return
         yield from calls
-        yield StopReason("tool_use" if calls else STOP_REASONS.get(finish, finish.lower()))
+        yield t.StopReason("tool_use" if calls else STOP_REASONS.get(finish, finish.lower()))
 
     def models(self) -> list[str]:
         """The models this key may use, as Google lists them."""
@@ -201,19 +165,17 @@ class GeminiProvider:
         return sorted(n.removeprefix("models/") for n in names if n)
 
 
-def _call(part: Any) -> ToolCallRequested:
+def _call(part: Any) -> t.ToolCallRequested:
     call = part.function_call
     meta = None
     if part.thought_signature:
         meta = {"thought_signature": base64.b64encode(part.thought_signature).decode()}
-    return ToolCallRequested(
+    return t.ToolCallRequested(
         call.id or f"gemini_{uuid.uuid4().hex[:16]}", call.name or "", dict(call.args or {}), meta
     )
 
 
-def _usage(usage: Any) -> UsageReport:
-    if usage is None:
-        return UsageReport()
+def _usage(usage: Any) -> t.UsageReport:
     cached = usage.cached_content_token_count or 0
     prompt = usage.prompt_token_count or 0
-    return UsageReport(max(0, prompt - cached), usage.candidates_token_count or 0, cached, 0)
+    return t.UsageReport(max(0, prompt - cached), usage.candidates_token_count or 0, cached, 0)

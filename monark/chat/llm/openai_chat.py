@@ -13,24 +13,11 @@ vendor's automatic prefix caching applies; the cached share it reports is stored
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from monark.chat.llm.common import redact
-from monark.chat.llm.types import (
-    LlmEvent,
-    LlmMessage,
-    LlmRequest,
-    ProviderError,
-    StopReason,
-    TextBlock,
-    TextDelta,
-    ToolCallRequested,
-    ToolResultBlock,
-    ToolUseBlock,
-    UsageReport,
-)
+from monark.chat.llm import types as t
+from monark.chat.llm.common import SdkAdapter, StepState
 
 if TYPE_CHECKING:
     from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
@@ -43,23 +30,23 @@ def _arguments(value: dict[str, Any]) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
-def _user_turn(message: LlmMessage) -> list[dict[str, Any]]:
+def _user_turn(message: t.LlmMessage) -> list[dict[str, Any]]:
     """Tool results (each its own ``tool`` message, answering the calls just before), then
     the user's text."""
     out: list[dict[str, Any]] = []
     for block in message.content:
-        if isinstance(block, ToolResultBlock):
+        if isinstance(block, t.ToolResultBlock):
             out.append(
                 {"role": "tool", "tool_call_id": block.tool_use_id, "content": block.content}
             )
-    text = "\n\n".join(b.text for b in message.content if isinstance(b, TextBlock) and b.text)
+    text = "\n\n".join(b.text for b in message.content if isinstance(b, t.TextBlock) and b.text)
     if text:
         out.append({"role": "user", "content": text})
     return out
 
 
-def _assistant_turn(message: LlmMessage) -> dict[str, Any]:
-    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+def _assistant_turn(message: t.LlmMessage) -> dict[str, Any]:
+    text = "".join(b.text for b in message.content if isinstance(b, t.TextBlock))
     calls = [
         {
             "id": b.id,
@@ -67,7 +54,7 @@ def _assistant_turn(message: LlmMessage) -> dict[str, Any]:
             "function": {"name": b.name, "arguments": _arguments(b.input)},
         }
         for b in message.content
-        if isinstance(b, ToolUseBlock)
+        if isinstance(b, t.ToolUseBlock)
     ]
     out: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:
@@ -75,7 +62,7 @@ def _assistant_turn(message: LlmMessage) -> dict[str, Any]:
     return out
 
 
-def build_params(request: LlmRequest, token_param: str) -> dict[str, Any]:
+def build_params(request: t.LlmRequest, token_param: str) -> dict[str, Any]:
     """The Chat Completions parameters of a request."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}]
     for message in request.messages:
@@ -105,8 +92,8 @@ def build_params(request: LlmRequest, token_param: str) -> dict[str, Any]:
     return params
 
 
-def error_text(err: Exception, secret: str) -> str:
-    """The SDK's error in plain words, never with the key in it."""
+def error_text(err: Exception) -> str:
+    """The SDK's error in plain words."""
     body = getattr(err, "body", None)
     detail = body.get("error", body) if isinstance(body, dict) else None
     if isinstance(detail, dict) and detail.get("message"):
@@ -117,7 +104,7 @@ def error_text(err: Exception, secret: str) -> str:
         text = (getattr(err, "message", None) or str(err) or type(err).__name__) + (
             f" (HTTP {status})" if status else ""
         )
-    return redact(text, secret)
+    return text
 
 
 class _Calls:
@@ -138,7 +125,7 @@ class _Calls:
                 if function.arguments:
                     call["arguments"] += function.arguments
 
-    def finished(self) -> Iterator[LlmEvent]:
+    def finished(self) -> Iterator[t.LlmEvent]:
         for index in sorted(self.parts):
             call = self.parts[index]
             raw = call["arguments"].strip() or "{}"
@@ -147,26 +134,23 @@ class _Calls:
             except json.JSONDecodeError:
                 arguments = None
             if not call["id"] or not call["name"] or not isinstance(arguments, dict):
-                yield ProviderError(
+                yield t.ProviderError(
                     f"The model sent an incomplete tool call ({call['name'] or 'no name'}); "
                     "nothing was run. Retry, or ask again."
                 )
                 return
-            yield ToolCallRequested(call["id"], call["name"], arguments)
+            yield t.ToolCallRequested(call["id"], call["name"], arguments)
 
 
-class OpenAIProvider:
-    """Streams a step through the official ``openai`` SDK; the client is built on first use."""
+class OpenAIProvider(SdkAdapter):
+    """Streams a step through the official ``openai`` SDK."""
 
     def __init__(self, descriptor: ProviderDescriptor, config: ProviderConfig):
-        self.name = descriptor.id
+        super().__init__(descriptor.id, config.api_key)
         self.descriptor = descriptor
         self.config = config
-        self._client: Any = None
-        self._lock = threading.Lock()
 
     def problem(self) -> str | None:
-        """Why no reply can come (no key, no endpoint), before anyone sends a message."""
         from monark.chat.llm.providers import endpoint_of
 
         if self.descriptor.needs_key and not self.config.api_key:
@@ -178,74 +162,50 @@ class OpenAIProvider:
             return "Set the base URL of the OpenAI-compatible endpoint in Settings."
         return None
 
-    def client(self) -> Any:
-        """The SDK client, built once (importing the SDK then)."""
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    import openai
+    def make_client(self) -> Any:
+        import openai
 
-                    from monark.chat.llm.providers import endpoint_of
+        from monark.chat.llm.providers import endpoint_of
 
-                    config = self.config
-                    self._client = openai.OpenAI(
-                        api_key=config.api_key or NO_KEY_NEEDED,
-                        base_url=endpoint_of(config),
-                        timeout=openai.Timeout(config.read_timeout, connect=config.connect_timeout),
-                        max_retries=config.max_retries,
-                    )
-        return self._client
+        config = self.config
+        return openai.OpenAI(
+            api_key=config.api_key or NO_KEY_NEEDED,
+            base_url=endpoint_of(config),
+            timeout=openai.Timeout(config.read_timeout, connect=config.connect_timeout),
+            max_retries=config.max_retries,
+        )
 
-    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
-        problem = self.problem()
-        if problem:
-            yield ProviderError(problem, kind="configuration")
-            return
-        try:
-            params = build_params(request, self.descriptor.token_param)
-            stream = self.client().chat.completions.create(**params)
-        except Exception as err:  # the SDK's own errors, after its retries
-            yield ProviderError(error_text(err, self.config.api_key))
-            return
-        yield from self._read(stream, request)
+    def open_stream(self, request: t.LlmRequest) -> Any:
+        params = build_params(request, self.descriptor.token_param)
+        return self.client().chat.completions.create(**params)
 
-    def _read(self, stream: Any, request: LlmRequest) -> Iterator[LlmEvent]:
+    def error_text(self, err: Exception) -> str:
+        return error_text(err)
+
+    def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         calls = _Calls()
-        usage: Any = None
         finish = "stop"
-        try:
-            for chunk in stream:
-                if request.stop.is_set():
-                    yield StopReason("stopped")
-                    return
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                if choice.delta is not None:
-                    if choice.delta.content:
-                        yield TextDelta(choice.delta.content)
-                    calls.add(choice.delta.tool_calls)
-                if choice.finish_reason:
-                    finish = choice.finish_reason
-        except Exception as err:  # an error event mid-stream, or a dropped connection
-            yield _usage(usage)
-            yield ProviderError(error_text(err, self.config.api_key))
-            return
-        finally:
-            stream.close()
-        yield _usage(usage)
-        error = None
+        for chunk in stream:
+            if request.stop.is_set():
+                yield t.StopReason("stopped")
+                return
+            if chunk.usage is not None:
+                state.usage = _usage(chunk.usage)
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            if choice.delta is not None:
+                if choice.delta.content:
+                    yield t.TextDelta(choice.delta.content)
+                calls.add(choice.delta.tool_calls)
+            if choice.finish_reason:
+                finish = choice.finish_reason
+        yield state.usage
         for event in calls.finished():
-            if isinstance(event, ProviderError):
-                error = event
-                break
             yield event
-        if error is not None:
-            yield error
-            return
-        yield StopReason(STOP_REASONS.get(finish, finish))
+            if isinstance(event, t.ProviderError):
+                return
+        yield t.StopReason(STOP_REASONS.get(finish, finish))
 
     def models(self) -> list[str]:
         """The endpoint's model catalogue (OpenAI's own filtered to chat models)."""
@@ -258,11 +218,9 @@ class OpenAIProvider:
 CHAT_FAMILIES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
 
 
-def _usage(usage: Any) -> UsageReport:
+def _usage(usage: Any) -> t.UsageReport:
     """Usage as Anthropic counts it: input without the cached part, which is apart."""
-    if usage is None:
-        return UsageReport()
     details = getattr(usage, "prompt_tokens_details", None)
     cached = (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
     prompt = usage.prompt_tokens or 0
-    return UsageReport(max(0, prompt - cached), usage.completion_tokens or 0, cached, 0)
+    return t.UsageReport(max(0, prompt - cached), usage.completion_tokens or 0, cached, 0)
