@@ -170,7 +170,7 @@ def _no_model(app: Flask, _clean_db) -> Iterator[None]:
     guard = NoModel()
     set_llm_provider(guard)
     yield
-    if runtime(app).provider is guard:
+    if runtime(app).override is guard:
         set_llm_provider(None)
     if guard.reached:
         pytest.fail("the test reached a model without the scripted or fake provider")

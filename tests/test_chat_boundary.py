@@ -11,10 +11,12 @@ CHAT = Path(__file__).resolve().parent.parent / "monark" / "chat"
 ALLOWED = (
     "monark.chat",
     "monark.core.broker",
+    "monark.core.crypto",
     "monark.core.errors",
     "monark.core.events",
     "monark.core.ids",
     "monark.core.models",
+    "monark.core.net",
     "monark.core.rbac",
     "monark.core.text",
     "monark.core.uow",

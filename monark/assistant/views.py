@@ -75,7 +75,7 @@ def new_conversation():
         "assistant/_thread.html",
         thread=ThreadView(None, "", []),
         gate=_gate_or_none(principal),
-        setup=provider_problem(current_app.config),
+        setup=provider_problem(principal.org_id),
     )
 
 
@@ -97,7 +97,7 @@ def conversation(conversation_id: int):
         "assistant/_thread.html",
         thread=thread,
         gate=_gate_or_none(principal),
-        setup=provider_problem(current_app.config),
+        setup=provider_problem(principal.org_id),
     )
 
 

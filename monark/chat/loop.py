@@ -17,10 +17,11 @@ from typing import Any
 from flask import current_app
 
 from monark.chat import store
+from monark.chat.ai_settings import DEFAULT_STEPS
 from monark.chat.calls import precheck, preview_of, run_tool_call
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
-from monark.chat.llm.types import LlmRequest, ToolDefinition
+from monark.chat.llm.types import LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
     Conversation,
     Message,
@@ -30,7 +31,7 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.prompt import system_prompt
-from monark.chat.runtime import llm_provider, tool_executor
+from monark.chat.runtime import provider_for, tool_executor
 from monark.chat.streaming import Step, stream_step
 from monark.chat.tools import ChatToolExecutor, ToolSpec
 from monark.chat.transcript import build_llm_messages, tool_definitions
@@ -38,10 +39,12 @@ from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
-MAX_STEPS = 8
-STEP_LIMIT_NOTE = (
-    f"I stopped after {MAX_STEPS} steps without finishing. Send a message to let me continue."
-)
+MAX_STEPS = DEFAULT_STEPS  # per turn, counted between user decisions, unless set otherwise
+
+
+def step_limit_note(steps: int) -> str:
+    """The note a turn leaves when it used its steps."""
+    return f"I stopped after {steps} steps without finishing. Send a message to let me continue."
 
 
 class TurnStatus(StrEnum):
@@ -78,34 +81,45 @@ def _steps_this_turn(rows: Sequence[Message | store.TranscriptMessage]) -> int:
 
 @dataclass
 class _Setup:
-    """What every step of a turn uses: the tools, the system prompt, the limits."""
+    """What every step of a turn uses: the provider, the tools, the system prompt, limits."""
 
+    provider: LlmProvider
+    provider_name: str
     executor: ChatToolExecutor
     specs: dict[str, ToolSpec]
     tools: list[ToolDefinition]
     system: str
     model: str
     max_tokens: int
+    max_steps: int
     silence: float
 
     @classmethod
     def load(cls, principal: Principal, config: Mapping[str, Any]) -> _Setup:
+        provider, resolved = provider_for(principal.org_id, config)
         executor = tool_executor()
         specs = {s.name: s for s in executor.specs()}
         org = db.session.get(Org, principal.org_id)
         return cls(
+            provider=provider,
+            provider_name=getattr(provider, "name", None) or resolved.config.provider,
             executor=executor,
             specs=specs,
             tools=tool_definitions(list(specs.values())),
             system=system_prompt(assistant_name(org, config)),
-            model=config.get("CHAT_LLM_MODEL", ""),
-            max_tokens=int(config.get("CHAT_LLM_MAX_TOKENS", 4096)),
-            silence=float(config.get("CHAT_LLM_TIMEOUT", 60)),
+            model=resolved.config.model,
+            max_tokens=resolved.limits.max_tokens,
+            max_steps=resolved.limits.max_steps,
+            silence=resolved.config.read_timeout,
         )
 
 
 def _stop_before_step(
-    principal: Principal, conversation: Conversation, hooks: TurnHooks, result: TurnResult
+    setup: _Setup,
+    principal: Principal,
+    conversation: Conversation,
+    hooks: TurnHooks,
+    result: TurnResult,
 ) -> list[store.TranscriptMessage] | None:
     """The transcript to send, or None when the turn must stop first: a call still waits
     for the user, or the turn used its steps (a note says so)."""
@@ -113,10 +127,14 @@ def _stop_before_step(
         result.status = TurnStatus.AWAITING_CONFIRMATION
         return None
     rows = store.load_transcript(conversation.id)
-    if _steps_this_turn(rows) < MAX_STEPS:
+    if _steps_this_turn(rows) < setup.max_steps:
         return rows
     note = store.add_message(
-        conversation, principal, author_kind="system", role="note", text=STEP_LIMIT_NOTE
+        conversation,
+        principal,
+        author_kind="system",
+        role=MessageRole.NOTE,
+        text=step_limit_note(setup.max_steps),
     )
     db.session.commit()
     hooks.on_message_saved(note)
@@ -126,7 +144,7 @@ def _stop_before_step(
 
 
 def _open_reply(
-    principal: Principal, conversation: Conversation, model: str, hooks: TurnHooks
+    setup: _Setup, principal: Principal, conversation: Conversation, hooks: TurnHooks
 ) -> Message:
     """The assistant message this step streams into, stored (empty) before the first token:
     its text is saved as it streams, so a crash keeps what came."""
@@ -137,7 +155,8 @@ def _open_reply(
         role=MessageRole.ASSISTANT,
         text="",
         status=MessageStatus.STREAMING,
-        model=model,
+        provider=setup.provider_name,
+        model=setup.model,
     )
     db.session.commit()
     hooks.on_message_saved(message)
@@ -243,14 +262,13 @@ def advance_conversation(
     hooks = hooks or TurnHooks()
     config = config if config is not None else current_app.config
     setup = _Setup.load(principal, config)
-    provider = llm_provider(config)
     result = TurnResult(TurnStatus.DONE, conversation_id)
     while True:
         if hooks.should_stop():  # Stop during a tool call: no new model step
             result.status = TurnStatus.STOPPED
             return result
         conversation = store.get_conversation(principal, conversation_id)
-        rows = _stop_before_step(principal, conversation, hooks, result)
+        rows = _stop_before_step(setup, principal, conversation, hooks, result)
         if rows is None:
             return result
         request = LlmRequest(
@@ -260,12 +278,12 @@ def advance_conversation(
             tools=setup.tools,
             max_tokens=setup.max_tokens,
         )
-        message = _open_reply(principal, conversation, request.model, hooks)
+        message = _open_reply(setup, principal, conversation, hooks)
         result.message_ids.append(message.id)
         # Reading the message back began a transaction: end it, so no connection is held
         # while the model streams (the objects stay attached and reload on next use).
         db.session.rollback()
-        step = stream_step(provider, request, hooks, setup.silence)
+        step = stream_step(setup.provider, request, hooks, setup.silence)
         calls = _store_step(setup, principal, conversation_id, message, step, hooks)
         if step.error:
             result.status, result.error = TurnStatus.ERROR, step.error.message

@@ -15,8 +15,10 @@ from typing import Any
 
 from flask import Flask, current_app
 
-from monark.chat.llm import build_provider
+from monark.chat.ai_settings import ResolvedAi, resolve
+from monark.chat.llm.providers import ProviderConfig
 from monark.chat.llm.types import LlmProvider
+from monark.chat.llm.unavailable import UnavailableProvider
 from monark.chat.tools import ChatToolExecutor, NoTools
 
 _KEY = "monark.chat"
@@ -25,7 +27,9 @@ _KEY = "monark.chat"
 @dataclass
 class ChatRuntime:
     executor: ChatToolExecutor = field(default_factory=NoTools)
-    provider: LlmProvider | None = None
+    # A provider for every org (tests, benchmarks); None: each org's own, as configured.
+    override: LlmProvider | None = None
+    adapters: dict[ProviderConfig, LlmProvider] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -48,26 +52,43 @@ def tool_executor() -> ChatToolExecutor:
     return runtime().executor
 
 
-def llm_provider(config: Any | None = None) -> LlmProvider:
-    """The current app's provider, built from its config on first use."""
+def _adapter(resolved: ResolvedAi) -> LlmProvider:
+    if resolved.problem or resolved.descriptor is None:
+        return UnavailableProvider(resolved.problem or "No model provider is set.")
     state = runtime()
-    if state.provider is None:
+    adapter = state.adapters.get(resolved.config)
+    if adapter is None:
         with state.lock:
-            if state.provider is None:
-                state.provider = build_provider(
-                    config if config is not None else current_app.config
+            adapter = state.adapters.get(resolved.config)
+            if adapter is None:
+                adapter = state.adapters[resolved.config] = resolved.descriptor.create(
+                    resolved.config
                 )
-    return state.provider
+    return adapter
+
+
+def provider_for(org_id: int | None, config: Any | None = None) -> tuple[LlmProvider, ResolvedAi]:
+    """The provider an org's turn talks to (its own settings over the deployment's), and
+    what it was resolved from; adapters are built once per configuration and kept."""
+    resolved = resolve(org_id, config if config is not None else current_app.config)
+    override = runtime().override
+    return (override if override is not None else _adapter(resolved)), resolved
+
+
+def llm_provider(config: Any | None = None) -> LlmProvider:
+    """The deployment's provider (no org's settings)."""
+    return provider_for(None, config)[0]
 
 
 def set_llm_provider(provider: LlmProvider | None, app: Flask | None = None) -> None:
-    """Replace the app's provider (``None``: rebuild from config at next use)."""
+    """Use ``provider`` for every org (``None``: each org's own again)."""
     state = runtime(app)
     with state.lock:
-        state.provider = provider
+        state.override = provider
+        state.adapters.clear()
 
 
-def provider_problem(config: Any | None = None) -> str | None:
-    """What keeps the provider from answering, if anything (say, no API key)."""
-    check = getattr(llm_provider(config), "problem", None)
+def provider_problem(org_id: int | None = None, config: Any | None = None) -> str | None:
+    """What keeps an org's provider from answering, if anything (say, no API key)."""
+    check = getattr(provider_for(org_id, config)[0], "problem", None)
     return check() if check is not None else None
