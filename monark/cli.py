@@ -1,9 +1,10 @@
-"""Flask CLI commands: ``flask --app app seed-demo``."""
+"""Flask CLI commands: ``flask --app app seed-demo``, ``flask --app app rotate-secrets``."""
 
 from __future__ import annotations
 
 import random
 from datetime import date, timedelta
+from typing import Any
 
 import click
 from flask import Flask, current_app
@@ -11,7 +12,9 @@ from sqlalchemy import func, select
 
 from monark.automations import services as automations
 from monark.automations.models import Automation
+from monark.chat.models import OrgAiSettings
 from monark.core.auth import hash_password
+from monark.core.crypto import rotate
 from monark.core.models import Membership, Org, User
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -234,3 +237,20 @@ def register_cli(app: Flask) -> None:
             "Demo data ready. Sign in as ada@acme.test (owner), ben@acme.test (member), "
             f"cy@acme.test (viewer) or gil@globex.test; password: {DEMO_PASSWORD}"
         )
+
+    @app.cli.command("rotate-secrets")
+    def rotate_secrets_command() -> None:
+        """Encrypt every stored secret anew with the first of ENCRYPTION_KEYS."""
+        count = rotate_secrets(app.config)
+        click.echo(f"{count} stored key(s) encrypted with the first of ENCRYPTION_KEYS.")
+
+
+def rotate_secrets(config: Any) -> int:
+    """Re-encrypt the orgs' provider keys with the deployment's first key; how many."""
+    rows = db.session.scalars(
+        select(OrgAiSettings).where(OrgAiSettings.api_key_encrypted.is_not(None))
+    ).all()
+    for row in rows:
+        row.api_key_encrypted = rotate(config, row.api_key_encrypted)
+    db.session.commit()
+    return len(rows)

@@ -85,6 +85,18 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "CHAT_LLM_PROVIDER": os.environ.get("CHAT_LLM_PROVIDER", "anthropic"),
         "CHAT_LLM_MODEL": os.environ.get("CHAT_LLM_MODEL", "claude-sonnet-5-5"),
         "CHAT_LLM_MAX_TOKENS": int(os.environ.get("CHAT_LLM_MAX_TOKENS", "4096")),
+        # The deployment's provider endpoint (an OpenAI-compatible or local server, say).
+        "CHAT_LLM_BASE_URL": os.environ.get("CHAT_LLM_BASE_URL", "").strip(),
+        # Model steps per turn; an org may set its own, up to the caps.
+        "CHAT_MAX_STEPS": int(os.environ.get("CHAT_MAX_STEPS", "8")),
+        "CHAT_MAX_STEPS_CAP": int(os.environ.get("CHAT_MAX_STEPS_CAP", "32")),
+        "CHAT_LLM_MAX_TOKENS_CAP": int(os.environ.get("CHAT_LLM_MAX_TOKENS_CAP", "32768")),
+        # Let an org point its model at loopback or private addresses (a model on this host
+        # or network); off: an org admin must not make the server probe the network.
+        "CHAT_LLM_ALLOW_PRIVATE": _bool("CHAT_LLM_ALLOW_PRIVATE", False),
+        # Secrets at rest (orgs' provider keys): comma-separated, the first encrypts, any
+        # decrypts (rotation: see README); empty: SECRET_KEY.
+        "ENCRYPTION_KEYS": os.environ.get("ENCRYPTION_KEYS", "").strip(),
         # Seconds: to connect to the model, and of silence from it before the step fails.
         "CHAT_LLM_CONNECT_TIMEOUT": float(os.environ.get("CHAT_LLM_CONNECT_TIMEOUT", "10")),
         "CHAT_LLM_TIMEOUT": float(os.environ.get("CHAT_LLM_TIMEOUT", "60")),

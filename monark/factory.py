@@ -32,6 +32,7 @@ from monark.core.views import bp as core_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
+from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
 from monark.wiki.routes import bp as wiki_internal_bp
@@ -43,6 +44,7 @@ BLUEPRINTS = (
     core_bp,
     records_bp,
     settings_bp,
+    settings_ai_bp,
     audit_bp,
     assistant_bp,
     automations_bp,

@@ -18,6 +18,7 @@ ALLOWED = (
     "monark.core.models",
     "monark.core.net",
     "monark.core.rbac",
+    "monark.core.schemas",
     "monark.core.text",
     "monark.core.uow",
     "monark.extensions",

@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
-from monark.core.routes import StrictModel as Strict
 from monark.core.schemas import RowOut
+from monark.core.schemas import StrictModel as Strict
 from monark.records.models import Visibility
 from monark.records.schemas import FieldOut
 

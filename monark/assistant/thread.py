@@ -72,6 +72,8 @@ class MessageView:
     error: str | None
     created_at: datetime | None
     calls: list[CallView] = field(default_factory=list)
+    provider: str | None = None  # which provider and model wrote a reply
+    model: str | None = None
 
 
 def _user_names(ids: set[int]) -> dict[int, str]:
@@ -138,6 +140,8 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
         error=message.error,
         created_at=as_utc(message.created_at),
         calls=[call_view(c, names) for c in calls],
+        provider=message.provider,
+        model=message.model,
     )
 
 

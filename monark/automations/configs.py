@@ -9,7 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from monark.automations.template import has_placeholder
 from monark.core.ids import Id
-from monark.core.routes import StrictModel
+from monark.core.schemas import StrictModel
 
 ModelKey = Field(
     description="Key of a model of this organization, e.g. 'tasks'.", min_length=1, max_length=40

@@ -7,8 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
-from monark.core.routes import StrictModel
-from monark.core.schemas import RowOut, UtcTime
+from monark.core.schemas import RowOut, StrictModel, UtcTime
 from monark.records.schemas import FieldOut
 
 # ---- inputs ----------------------------------------------------------------------------------

@@ -219,9 +219,21 @@ def add_message(conversation: Conversation, actor: Principal, **fields: Any) -> 
         "chat.message.created",
         "message",
         message.id,
-        {"conversation_id": conversation.id, "message_id": message.id, "role": message.role},
+        _message_payload(message),
     )
     return message
+
+
+def _message_payload(message: Message) -> dict[str, Any]:
+    """A message event's payload: ids, and for a reply which provider and model wrote it."""
+    payload = {
+        "conversation_id": message.conversation_id,
+        "message_id": message.id,
+        "role": message.role,
+    }
+    if message.provider:
+        payload |= {"provider": message.provider, "model": message.model}
+    return payload
 
 
 def tool_call_event(actor: Principal, call: ToolCall, what: str) -> None:

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar, get_type_hints
 from urllib.parse import quote
 
 from flask import Blueprint, Response, request
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from monark.core.auth import guard, require_principal
@@ -67,12 +67,6 @@ def found_or_none(lookup: Callable[..., T], *args: Any) -> T | None:
         return lookup(*args)
     except AppError:
         return None
-
-
-class StrictModel(BaseModel):
-    """A request model that refuses unknown fields."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 def without_titles(properties: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,12 @@
-"""Pieces of the routes' pydantic answers that every feature shares: answers read from table
-rows, and UTC timestamps written as ISO 8601 text."""
+"""Pieces of pydantic models every feature shares: request models that refuse unknown
+fields, answers read from table rows, and UTC timestamps written as ISO 8601 text."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from monark.core.models import as_utc
 
@@ -14,6 +14,12 @@ from monark.core.models import as_utc
 def _iso(value: Any) -> Any:
     """A stored datetime as aware UTC ISO 8601 text (SQLite hands them back naive)."""
     return as_utc(value).isoformat() if isinstance(value, datetime) else value  # type: ignore[union-attr]
+
+
+class StrictModel(BaseModel):
+    """A request model that refuses unknown fields."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 # A timestamp in an answer: ``2026-01-02T03:04:05+00:00``; give it the row's datetime.

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from monark.core.ids import Id
-from monark.core.routes import StrictModel
-from monark.core.schemas import RowOut, UtcTime
+from monark.core.schemas import RowOut, StrictModel, UtcTime
 
 # ---- inputs ----------------------------------------------------------------------------------
 

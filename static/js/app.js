@@ -73,3 +73,17 @@
     }
   });
 })();
+
+// A select[data-fills-base-url] (the AI provider) puts its option's default base URL into
+// the field it names, unless that field holds an address someone typed.
+(() => {
+  document.addEventListener("change", (event) => {
+    const select = event.target.closest?.("select[data-fills-base-url]");
+    if (!select) return;
+    const field = document.querySelector(select.dataset.fillsBaseUrl);
+    if (!field) return;
+    const defaults = [...select.options].map((o) => o.dataset.baseUrl).filter(Boolean);
+    if (field.value && !defaults.includes(field.value)) return;
+    field.value = select.selectedOptions[0]?.dataset.baseUrl || "";
+  });
+})();

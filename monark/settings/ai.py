@@ -1,0 +1,84 @@
+"""The org's AI model settings (admins): provider, model, key, base URL, limits; a Test
+connection button, the provider's model list, and the providers as JSON."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, flash, jsonify, render_template, request
+
+from monark.chat import ai_settings
+from monark.chat.llm.providers import PROVIDERS, endpoint_of, provider_summaries
+from monark.core.auth import guard, require_principal
+from monark.core.errors import ValidationFailed
+from monark.core.web import see_other
+
+bp = Blueprint("settings_ai", __name__, url_prefix="/settings/ai")
+
+
+def _page(errors: dict[str, str] | None = None, status: int = 200):
+    principal = require_principal()
+    config = current_app.config
+    resolved = ai_settings.resolve(principal.org_id, config)
+    deployment = ai_settings.resolve(None, config)
+    return render_template(
+        "settings/ai.html",
+        stored=ai_settings.org_settings(principal.org_id),
+        resolved=resolved,
+        endpoint=endpoint_of(resolved.config),
+        deployment=deployment,
+        providers=PROVIDERS,
+        caps=ai_settings.caps(config),
+        errors=errors or {},
+        form=request.form if errors else None,
+    ), status
+
+
+def _form() -> ai_settings.AiSettingsForm:
+    fields = ai_settings.AiSettingsForm.model_fields
+    data: dict[str, object] = {k: request.form.get(k, "") for k in fields if k != "clear_key"}
+    data["clear_key"] = request.form.get("clear_key") == "on"
+    return ai_settings.parse_form(data, current_app.config)
+
+
+@bp.route("", methods=["GET", "POST"])
+@guard("org.manage")
+def page():
+    """The org's AI settings; a save keeps the key unless a new one is typed or it is removed."""
+    if request.method == "POST":
+        try:
+            changed = ai_settings.save(require_principal(), _form(), current_app.config)
+        except ValidationFailed as err:
+            return _page(err.field_errors(), 422)
+        flash("AI settings saved." if changed else "Nothing changed.", "info")
+        return see_other("settings_ai.page")
+    return _page()
+
+
+@bp.post("/test")
+@guard("org.manage")
+def test():
+    """Send a tiny request with the form's values; the answer, or the error in plain words."""
+    try:
+        resolved = ai_settings.form_config(require_principal(), _form(), current_app.config)
+    except ValidationFailed as err:
+        return render_template("settings/_ai_test.html", ok=False, message=err.detail_text()), 422
+    ok, message = ai_settings.test_connection(resolved)
+    return render_template("settings/_ai_test.html", ok=ok, message=message)
+
+
+@bp.post("/models")
+@guard("org.manage")
+def models():
+    """The provider's models for the form's values, as the model field's suggestions."""
+    try:
+        resolved = ai_settings.form_config(require_principal(), _form(), current_app.config)
+        found = ai_settings.model_catalogue(resolved)
+    except ValidationFailed:
+        found = []
+    return render_template("settings/_ai_models.html", models=found)
+
+
+@bp.get("/providers")
+@guard("org.manage")
+def providers():
+    """The providers Monark can talk to, without code or secrets (JSON)."""
+    return jsonify({"providers": provider_summaries()})
