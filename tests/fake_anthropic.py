@@ -84,7 +84,7 @@ class FakeAnthropic:
                         failure.status,
                         {
                             "type": "error",
-                            "error": {"type": failure.type, "message": failure.message},
+                            "error": {"type": failure.type, "message": failure.said(self.headers)},
                         },
                     )
                     return

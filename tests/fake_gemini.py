@@ -250,7 +250,8 @@ class FakeGemini:
                 status = _google_status(failure.type) or _STATUS_NAMES.get(
                     failure.status, "UNKNOWN"
                 )
-                self._json(failure.status, _error_body(failure.status, failure.message, status))
+                message = failure.said(self.headers)
+                self._json(failure.status, _error_body(failure.status, message, status))
 
             def _json(self, status: int, payload: Any) -> None:
                 data = json.dumps(payload).encode()

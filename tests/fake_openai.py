@@ -180,7 +180,8 @@ class FakeOpenAI:
 
             def _fail(self, failure: HttpFail) -> None:
                 code = _CODES.get(failure.status)
-                self._json(failure.status, _error_body(failure.message, failure.type, code))
+                message = failure.said(self.headers)
+                self._json(failure.status, _error_body(message, failure.type, code))
 
             def _json(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload).encode()

@@ -54,11 +54,19 @@ class Fail:
 
 @dataclass
 class HttpFail:
-    """The request itself fails with this status (the SDK retries 5xx twice)."""
+    """The request itself fails with this status (the SDK retries 5xx twice). ``{auth}`` in
+    the message is replaced by the credential the request carried (a provider echoing it)."""
 
     status: int = 400
     message: str = "Bad request"
     type: str = "invalid_request_error"
+
+    def said(self, headers: Any) -> str:
+        """The message, with ``{auth}`` replaced by the request's credential header."""
+        auth = ""
+        for name in ("authorization", "x-api-key", "x-goog-api-key"):
+            auth = auth or headers.get(name) or headers.get(name.title()) or ""
+        return self.message.replace("{auth}", auth)
 
 
 Step = list[Say | Call | Fail | HttpFail]

@@ -1,0 +1,223 @@
+"""An org's own AI settings: saved by admins, encrypted, never shown again, audited by field
+name; Test connection and the model list; two orgs on one deployment, each with its own
+provider; and a key that never shows up anywhere but the request to its provider."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+
+import pytest
+from sqlalchemy import select, text
+
+from monark.chat import ai_settings, service
+from monark.chat.models import Message, OrgAiSettings
+from monark.chat.runtime import set_llm_provider
+from monark.chat.service import SendInput
+from monark.core.models import Event
+from monark.extensions import db
+from tests.fake_anthropic import FakeAnthropic
+from tests.fake_openai import FakeOpenAI
+from tests.llm_script import Call, HttpFail, Say
+from tests.test_providers import FAKES, KEY, use_provider
+
+PAGE = "/settings/ai"
+
+
+@pytest.fixture
+def loopback(app):
+    """The fakes listen on loopback: let orgs point there, as a deployment may allow."""
+    app.config["CHAT_LLM_ALLOW_PRIVATE"] = True
+    app.config["CHAT_LLM_MAX_RETRIES"] = 0
+    set_llm_provider(None)
+    yield
+    set_llm_provider(None)
+    app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
+    app.config["CHAT_LLM_MAX_RETRIES"] = 2
+
+
+def test_an_admin_saves_a_key_that_is_stored_encrypted_and_never_shown(world, login, app):
+    admin = login("admin@acme.test")
+    saved = admin.post(
+        PAGE, {"provider": "openai", "model": "gpt-5", "api_key": KEY, "max_steps": "12"}
+    )
+    assert saved.status_code == 303
+    page = admin.get(PAGE).get_data(as_text=True)
+    assert KEY not in page and "A key is set" in page
+    row = db.session.scalar(select(OrgAiSettings))
+    assert (row.provider, row.model, row.max_steps) == ("openai", "gpt-5", 12)
+    assert KEY not in (row.api_key_encrypted or "")
+    stored = db.session.execute(text("SELECT * FROM org_ai_settings")).one()
+    assert KEY not in json.dumps([str(v) for v in stored])
+    event = db.session.scalar(select(Event).where(Event.type == "org.ai_settings.updated"))
+    assert sorted(event.payload["fields"]) == ["api_key", "max_steps", "model", "provider"]
+    assert KEY not in json.dumps(event.payload)
+    # Saving again without a key keeps it; "remove" clears it.
+    admin.post(PAGE, {"provider": "openai", "model": "gpt-5", "max_steps": "12"})
+    db.session.rollback()
+    assert ai_settings.resolve(world.a.org.id, app.config).config.api_key == KEY
+    admin.post(PAGE, {"provider": "openai", "model": "gpt-5", "clear_key": "on"})
+    db.session.rollback()
+    assert db.session.scalar(select(OrgAiSettings)).api_key_encrypted is None
+
+
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        ({"provider": "skynet"}, "provider"),
+        ({"max_steps": "999"}, "max_steps"),
+        ({"max_tokens": "0"}, "max_tokens"),
+        ({"max_steps": "many"}, "max_steps"),
+        ({"base_url": "ftp://example.com"}, "base_url"),
+        ({"base_url": "https://user:pw@example.com/v1"}, "base_url"),
+        ({"model": "m" * 500}, "model"),
+    ],
+)
+def test_bad_settings_name_the_field_and_change_nothing(world, login, form, field):
+    admin = login("admin@acme.test")
+    refused = admin.post(PAGE, form)
+    assert refused.status_code == 422
+    assert f'id="{field}-error"' in refused.get_data(as_text=True)
+    assert db.session.scalar(select(OrgAiSettings)) is None
+
+
+def test_an_org_base_url_on_a_private_address_is_refused_unless_the_deployment_allows(world, app):
+    row = OrgAiSettings(org_id=world.a.org.id, provider="ollama", model="llama3")
+    db.session.add(row)
+    db.session.commit()
+    resolved = ai_settings.resolve(world.a.org.id, app.config)
+    assert resolved.problem and "non-public address" in resolved.problem
+    app.config["CHAT_LLM_ALLOW_PRIVATE"] = True
+    try:
+        assert ai_settings.resolve(world.a.org.id, app.config).problem is None
+    finally:
+        app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
+
+
+def test_test_connection_answers_from_the_fake_and_says_why_a_dead_port_fails(
+    world, login, loopback
+):
+    fake = FakeOpenAI().start()
+    try:
+        fake.script.add([Say("OK")])
+        admin = login("admin@acme.test")
+        form = {"provider": "openai", "model": "gpt-5", "api_key": KEY}
+        good = admin.post(f"{PAGE}/test", {**form, "base_url": fake.url + "/v1"})
+        assert good.status_code == 200 and "Connected" in good.get_data(as_text=True)
+        assert "“OK”" in good.get_data(as_text=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+        bad = admin.post(f"{PAGE}/test", {**form, "base_url": dead})
+        body = bad.get_data(as_text=True)
+        assert "answered with an error" in body and "Connection" in body
+        assert KEY not in body
+        # Nothing was saved by testing.
+        assert db.session.scalar(select(OrgAiSettings)) is None
+    finally:
+        fake.stop()
+
+
+def test_the_model_list_offers_openais_chat_models(world, login, loopback):
+    fake = FakeOpenAI().start()
+    try:
+        admin = login("admin@acme.test")
+        listed = admin.post(
+            f"{PAGE}/models",
+            {"provider": "openai", "api_key": KEY, "base_url": fake.url + "/v1"},
+        ).get_data(as_text=True)
+        assert 'value="gpt-5"' in listed and "whisper" not in listed and "embedding" not in listed
+    finally:
+        fake.stop()
+
+
+def test_the_providers_json_has_no_code_and_no_secrets(world, login, app):
+    app.config["OPENAI_API_KEY"] = KEY
+    try:
+        body = login("admin@acme.test").get(f"{PAGE}/providers").get_json()
+    finally:
+        app.config.pop("OPENAI_API_KEY")
+    ids = [p["id"] for p in body["providers"]]
+    assert ids[:3] == ["anthropic", "openai", "gemini"] and "ollama" in ids
+    assert KEY not in json.dumps(body)
+    groq = next(p for p in body["providers"] if p["id"] == "groq")
+    assert groq["default_base_url"] == "https://api.groq.com/openai/v1"
+
+
+def test_two_orgs_on_one_deployment_each_talk_to_their_own_provider(
+    app, world, monkeypatch, loopback
+):
+    deployment = FakeAnthropic().start()
+    own = FakeOpenAI().start()
+    try:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", deployment.url)
+        app.config["ANTHROPIC_API_KEY"] = "sk-deployment-key"
+        use_provider(app, world.a.org.id, "openai", own.url + "/v1")  # Acme: its own
+        deployment.script.add([Say("From the deployment.")])
+        own.script.add([Say("From Acme's own.")])
+        acme = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+        globex = service.send_message(world.b.principal("member"), SendInput(text="Hi"))
+        replies = {
+            m.conversation_id: (m.provider, m.text)
+            for m in db.session.scalars(select(Message).where(Message.role == "assistant"))
+        }
+        assert replies[acme.conversation_id] == ("openai", "From Acme's own.")
+        assert replies[globex.conversation_id] == ("anthropic", "From the deployment.")
+        assert own.headers[-1]["authorization"] == f"Bearer {KEY}"
+        assert deployment.headers[-1].get("x-api-key") == "sk-deployment-key" or (
+            deployment.headers[-1].get("authorization") == "Bearer sk-deployment-key"
+        )
+    finally:
+        app.config["ANTHROPIC_API_KEY"] = ""
+        deployment.stop()
+        own.stop()
+
+
+@pytest.mark.parametrize("name", list(FAKES))
+def test_a_key_never_reaches_pages_streams_logs_audit_errors_or_tool_results(
+    app, world, login, caplog, loopback, name
+):
+    cls, base = FAKES[name]
+    fake = cls().start()
+    caplog.set_level(logging.DEBUG)
+    try:
+        use_provider(app, world.a.org.id, name, base(fake))
+        fake.script.add(
+            [Call("me_get", {})],
+            [Say("Fine.")],
+            [HttpFail(400, "Your key {auth} is not allowed", "invalid_request_error")],
+        )
+        browser = login("member@acme.test")
+        first = browser.post("/chat/stream", {"text": "Who am I?"}, headers={"HX-Request": "true"})
+        streamed = first.get_data(as_text=True)
+        first.close()
+        conversation_id = db.session.scalar(select(Message.conversation_id))
+        second = browser.post(
+            "/chat/stream",
+            {"text": "Again", "conversation_id": str(conversation_id)},
+            headers={"HX-Request": "true"},
+        )
+        streamed += second.get_data(as_text=True)
+        second.close()
+        assert "is not allowed" in streamed  # the provider's error, shown...
+        assert KEY[-10:] in fake.requests.__repr__() or fake.headers  # (sent to the fake)
+        surfaces = {
+            "stream": streamed,
+            "thread": browser.get(f"/chat/conversations/{conversation_id}").get_data(as_text=True),
+            "settings": login("admin@acme.test").get(PAGE).get_data(as_text=True),
+            "audit": login("admin@acme.test").get("/audit").get_data(as_text=True),
+            "logs": caplog.text,
+            "rows": json.dumps(
+                [
+                    [str(v) for v in row]
+                    for table in ("chat_messages", "chat_tool_calls", "events")
+                    for row in db.session.execute(text(f"SELECT * FROM {table}"))
+                ]
+            ),
+        }
+        for surface, content in surfaces.items():
+            assert KEY not in content, f"the key shows in the {surface}"
+        assert "[redacted]" in surfaces["stream"]  # ...without the key it echoed
+    finally:
+        fake.stop()
