@@ -221,3 +221,22 @@ def test_a_key_never_reaches_pages_streams_logs_audit_errors_or_tool_results(
         assert "[redacted]" in surfaces["stream"]  # ...without the key it echoed
     finally:
         fake.stop()
+
+
+def test_keys_are_rotated_to_a_new_secret_and_an_unreadable_one_says_so(app, world):
+    use_provider(app, world.a.org.id, "openai", "https://api.openai.com/v1")
+    old_secret = app.config["SECRET_KEY"]
+    runner = app.test_cli_runner()
+    try:
+        app.config["ENCRYPTION_KEYS"] = f"a-new-secret-of-enough-length,{old_secret}"
+        result = runner.invoke(args=["rotate-secrets"])
+        assert "1 stored key(s)" in result.output
+        app.config["ENCRYPTION_KEYS"] = "a-new-secret-of-enough-length"  # the old one dropped
+        db.session.rollback()
+        assert ai_settings.resolve(world.a.org.id, app.config).config.api_key == KEY
+        app.config["ENCRYPTION_KEYS"] = "yet-another-secret"
+        resolved = ai_settings.resolve(world.a.org.id, app.config)
+        assert resolved.problem and "cannot be read" in resolved.problem
+        assert KEY not in resolved.problem
+    finally:
+        app.config["ENCRYPTION_KEYS"] = ""
