@@ -14,6 +14,7 @@ from monark.chat.models import Message, OrgAiSettings, ToolCall
 from monark.chat.runtime import set_llm_provider
 from monark.chat.service import SendInput
 from monark.core.crypto import encrypt
+from monark.core.models import Event
 from monark.extensions import db
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_gemini import FakeGemini
@@ -80,6 +81,13 @@ def test_a_text_reply_streams_and_is_stored_with_its_provider_and_usage(world, p
     assert reply.text == "Hello from the other side"
     assert (reply.provider, reply.model) == (name, f"{name}-test-model")
     assert reply.input_tokens > 0 and reply.cache_read_tokens > 0  # the cached share, apart
+    # The audit log says which provider and model wrote it.
+    event = db.session.scalars(
+        select(Event).where(
+            Event.type == "chat.message.created", Event.subject_id == reply.id
+        )
+    ).one()
+    assert (event.payload["provider"], event.payload["model"]) == (name, f"{name}-test-model")
 
 
 def test_a_read_runs_then_the_model_answers_with_its_result(world, provider):
