@@ -26,6 +26,7 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
+from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers
 from monark.core.jsonbody import JSONProvider
 from monark.core.views import bp as core_bp
@@ -85,6 +86,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
         app, db, directory=os.path.join(ROOT, "migrations"), render_as_batch=True, compare_type=True
     )
     login_manager.init_app(app)
+    app.session_interface = CookieSessions()
     login_manager.login_view = "auth.login"
     login_manager.login_message = "Sign in to continue."
     csrf.init_app(app)

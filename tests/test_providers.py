@@ -83,9 +83,7 @@ def test_a_text_reply_streams_and_is_stored_with_its_provider_and_usage(world, p
     assert reply.input_tokens > 0 and reply.cache_read_tokens > 0  # the cached share, apart
     # The audit log says which provider and model wrote it.
     event = db.session.scalars(
-        select(Event).where(
-            Event.type == "chat.message.created", Event.subject_id == reply.id
-        )
+        select(Event).where(Event.type == "chat.message.created", Event.subject_id == reply.id)
     ).one()
     assert (event.payload["provider"], event.payload["model"]) == (name, f"{name}-test-model")
 

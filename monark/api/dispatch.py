@@ -6,20 +6,24 @@ teardown), with the principal bound in the WSGI environ instead of a cookie or a
 It runs as a unit of work (``monark.core.uow``): a fresh app context whose transaction is
 kept only when the view answers below 400, and never touches the caller's session.
 
-The environ is built with Flask's ``EnvironBuilder`` (as the test client does) and handed
-straight to ``app.wsgi_app``: no test client, cookie jar or test response per call, which
-made up most of the dispatcher's own cost (see bench/chat_bench.py).
+The environ is encoded as Flask's ``EnvironBuilder`` (the test client's) encodes it, and the
+request runs as ``Flask.wsgi_app`` runs it, keeping the ``Response``: no test client,
+cookie jar, WSGI iterator or response rebuilt from it per call, which made up most of the
+dispatcher's own cost (see bench/chat_bench.py). In-process calls skip what only a
+browser needs (the session cookie, security headers: ``monark.core.auth.in_process``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any
+from urllib.parse import unquote, urlencode
 
-from flask import current_app
+from flask import Flask, Response, current_app
 from flask.testing import EnvironBuilder
-from werkzeug.test import run_wsgi_app
+from werkzeug.datastructures import iter_multi_items
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY
 from monark.core.rbac import Principal
@@ -58,29 +62,79 @@ def dispatch(
 ) -> DispatchResponse:
     """Run ``method path`` in-process as ``principal`` and read its JSON answer."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    builder = EnvironBuilder(
-        app,
-        path,
-        method=method,
-        query_string=query or None,
-        headers={"Accept": "application/json"},
-        json=json_body,
-        environ_base={"REMOTE_ADDR": "127.0.0.1"},  # as the test client had it
-        environ_overrides={PRINCIPAL_ENVIRON_KEY: principal},
-    )
-    try:
-        environ = builder.get_environ()
-    finally:
-        builder.close()
+    environ = _environ(app, principal, method, path, query, json_body)
     with unit_of_work(read_only=method in ("GET", "HEAD")) as unit:
-        body, status, headers = run_wsgi_app(app, environ, buffered=True)
-        response = app.response_class(body, status, headers)
-        if response.status_code >= 400:
-            unit.fail()  # an error answer keeps nothing, whatever the view wrote first
-        return DispatchResponse(response.status_code, _json_of(response))
+        response = _handle(app, environ)
+        try:
+            if response.status_code >= 400:
+                unit.fail()  # an error answer keeps nothing, whatever the view wrote first
+            return DispatchResponse(response.status_code, _json_of(response))
+        finally:
+            response.close()
 
 
-def _json_of(response: Any) -> Any:
+def _environ(
+    app: Flask, principal: Principal, method: str, path: str, query: Any, json_body: Any
+) -> dict[str, Any]:
+    """The request's WSGI environ: the app's base one (what ``EnvironBuilder`` gives for
+    ``/``, made once per app) with this call's method, path, query and JSON body, encoded as
+    ``EnvironBuilder`` encodes them; building it whole each time cost a fifth of the
+    dispatcher's own time."""
+    base = app.extensions.get("monark.dispatch.environ")
+    if base is None:
+        builder = EnvironBuilder(
+            app,
+            "/",
+            headers={"Accept": "application/json"},
+            environ_base={"REMOTE_ADDR": "127.0.0.1"},  # as the test client has it
+        )
+        base = app.extensions["monark.dispatch.environ"] = builder.get_environ()
+        builder.close()
+    pairs = [(k, v) for k, v in iter_multi_items(query or {}) if v is not None]
+    query_string = urlencode(pairs, safe="!$'()*,/:;?@")
+    raw_uri = path.encode().decode("latin1")
+    environ = base | {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": unquote(path).encode().decode("latin1"),
+        "QUERY_STRING": query_string,
+        "REQUEST_URI": raw_uri,
+        "RAW_URI": raw_uri,
+        "wsgi.input": BytesIO(),
+        PRINCIPAL_ENVIRON_KEY: principal,
+    }
+    if json_body is not None:
+        data = app.json.dumps(json_body).encode()
+        environ |= {
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(data)),
+            "wsgi.input": BytesIO(data),
+        }
+    return environ
+
+
+def _handle(app: Flask, environ: dict[str, Any]) -> Response:
+    """What ``Flask.wsgi_app`` does for one request, keeping its ``Response``: the request
+    context, the whole pipeline, an unhandled error turned into its 500 (or raised, when
+    the app propagates exceptions), the context popped with that error."""
+    ctx = app.request_context(environ)
+    error: BaseException | None = None
+    ctx.push()
+    try:
+        try:
+            return app.full_dispatch_request()
+        except Exception as err:
+            error = err
+            return app.handle_exception(err)
+        except BaseException as err:
+            error = err
+            raise
+    finally:
+        if error is not None and app.should_ignore_error(error):
+            error = None
+        ctx.pop(error)
+
+
+def _json_of(response: Response) -> Any:
     """The view's JSON answer. Plain ``json.loads``: the app's own output needs none of the
     checks the app's JSON provider makes on request bodies (depth, NUL), which would cost
     more than the parse itself."""
@@ -92,6 +146,7 @@ def _json_of(response: Any) -> Any:
     except ValueError:
         return None
     # A JSON column hands back lone surrogates as stored, escaped in the answer ("\ud800"):
-    # the tool result goes to the model as UTF-8, so make it text that encodes. The app's
-    # JSON escapes all non-ASCII, so answers without a "\ud" escape need no walk at all.
+    # the tool result goes to the model as UTF-8, so make it text that encodes. Only such
+    # answers are written with escapes (``answer_json``'s fallback), so the others need no
+    # walk at all.
     return scrub(body) if b"\\ud" in data else body

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from flask import redirect, request, session, url_for
+from flask import Flask, Request, Response, redirect, request, session, url_for
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface, SessionMixin
 from flask_login import current_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
@@ -88,6 +89,26 @@ def _session_principal() -> Principal | None:
             return None
         session["org_id"] = membership.org_id
     return Principal.for_user(current_user.id, membership.org_id, membership.role)
+
+
+def in_process() -> bool:
+    """Whether this request is an in-process call (``monark.api.dispatch``): its principal
+    is bound by the server, and its answer goes back to Python, never to a browser."""
+    return request.environ.get(PRINCIPAL_ENVIRON_KEY) is not None
+
+
+class CookieSessions(SecureCookieSessionInterface):
+    """Flask's signed-cookie session, skipped for in-process calls: they carry no cookie
+    and must set none, so they get an empty session and nothing is signed either way."""
+
+    def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        if request.environ.get(PRINCIPAL_ENVIRON_KEY) is not None:
+            return self.session_class()
+        return super().open_session(app, request)
+
+    def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
+        if not in_process():
+            super().save_session(app, session, response)
 
 
 def current_principal() -> Principal | None:

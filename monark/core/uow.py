@@ -100,10 +100,8 @@ def unit_of_work(read_only: bool = False) -> Iterator[UnitOfWork]:
                 db.session.registry.clear()
             return
         if read_only:
-            try:
-                yield UnitOfWork(db.session(), failed=True)
-            finally:
-                db.session.rollback()
+            # Leaving the app context closes the session, which rolls its transaction back.
+            yield UnitOfWork(db.session(), failed=True)
             return
         connection = db.engine.connect()
         restore = _begin_for_savepoints(connection)

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask, Response, current_app, redirect, request, url_for
 
-from monark.core.auth import PRINCIPAL_ENVIRON_KEY, current_principal, memberships_of
+from monark.core.auth import current_principal, in_process, memberships_of
 from monark.core.errors import NotFound, Unauthorized, ValidationFailed
 from monark.core.htmx import vary
 from monark.core.ids import IdConverter
@@ -16,6 +16,7 @@ from monark.core.rbac import Principal
 from monark.core.text import scrub
 from monark.extensions import csrf, db
 
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 CSP = "; ".join(
     [
         "default-src 'self'",
@@ -90,7 +91,7 @@ def register_web(app: Flask) -> None:
             return
         if not current_app.config.get("WTF_CSRF_ENABLED", True):
             return
-        if request.environ.get(PRINCIPAL_ENVIRON_KEY) is not None:
+        if in_process():
             return
         if (
             request.blueprint == "api"
@@ -105,7 +106,10 @@ def register_web(app: Flask) -> None:
         on every database alike (JSON bodies: ``monark.core.jsonbody``)."""
         if "\x00" in request.path:
             raise NotFound("No such page.")
-        for where, values in (("query", request.args), ("form", request.form)):
+        sources = [("query", request.args)]
+        if request.mimetype in FORM_TYPES:  # ``request.form`` reads no other body
+            sources.append(("form", request.form))
+        for where, values in sources:
             for name, value in values.items(multi=True):
                 if "\x00" in name or "\x00" in value:
                     raise ValidationFailed(
@@ -118,6 +122,8 @@ def register_web(app: Flask) -> None:
 
     @app.after_request
     def security_headers(response):
+        if in_process():  # a browser never sees it
+            return response
         response.headers.setdefault("Content-Security-Policy", CSP)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")

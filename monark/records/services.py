@@ -6,9 +6,10 @@ their search and filter, are in ``monark.records.queries``."""
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import joinedload, selectinload
 
 from monark.core.errors import NotFound, ValidationFailed
@@ -39,20 +40,23 @@ def list_models(principal: Principal) -> list[RecordModel]:
     return list(db.session.scalars(stmt))
 
 
+@cache
+def _model_by_key() -> Select[tuple[RecordModel]]:
+    """One query for a model and its fields, built once: every record view and tool call
+    starts here, and a second (selectin) round trip cost more than the join, as building
+    the statement each time did (bench/chat_bench.py)."""
+    return (
+        select(RecordModel)
+        .where(RecordModel.org_id == bindparam("org_id"), RecordModel.key == bindparam("key"))
+        .options(joinedload(RecordModel.fields))
+    )
+
+
 def get_model(principal: Principal, key: str) -> RecordModel:
     """One model of the org by key, with fields; ``NotFound`` otherwise."""
     principal.require("records.view")
-    # One query for the model and its fields: every record view and tool call starts here,
-    # and a second (selectin) round trip cost more than the join (bench/chat_bench.py).
-    model = (
-        db.session.execute(
-            select(RecordModel)
-            .where(RecordModel.org_id == principal.org_id, RecordModel.key == key)
-            .options(joinedload(RecordModel.fields))
-        )
-        .unique()
-        .scalar_one_or_none()
-    )
+    params = {"org_id": principal.org_id, "key": key}
+    model = db.session.execute(_model_by_key(), params).unique().scalar_one_or_none()
     if model is None:
         raise NotFound(f"No model '{key}' in this organization.")
     return model
