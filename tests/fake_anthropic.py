@@ -33,6 +33,7 @@ class FakeAnthropic:
         # When set, a request is accepted and then answered only once this is set (a hung
         # provider): nothing at all is sent back until then.
         self.hang: threading.Event | None = None
+        self.arrivals = 0  # requests received, counted before any hang
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -64,6 +65,7 @@ class FakeAnthropic:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                fake.arrivals += 1
                 if fake.hang is not None:
                     fake.hang.wait(120)
                 if self.path.rstrip("/") != "/v1/messages":

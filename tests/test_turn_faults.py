@@ -25,6 +25,8 @@ def silence(app, fake_anthropic):
     """Set the provider's silence limit (and SDK read timeout) to ``seconds``."""
     saved = app.config["CHAT_LLM_TIMEOUT"]
 
+    import anthropic  # noqa: F401  (its first import takes longer than the limits set here)
+
     def set_to(seconds: float) -> None:
         app.config["CHAT_LLM_TIMEOUT"] = seconds
         set_llm_provider(None)
@@ -65,6 +67,29 @@ def test_stop_interrupts_a_turn_waiting_on_a_provider_that_never_answers(
     fake_anthropic.hang.set()
     reply = _messages(conversation_id)[-1]
     assert (reply.role, reply.status, reply.text) == ("assistant", "incomplete", "")
+
+
+def test_a_stopped_turn_sends_the_provider_nothing_more(world, login, fake_anthropic, silence):
+    """The SDK retries a request that timed out; once the turn is stopped it must not:
+    every retry would be a provider call (and its cost) nobody is waiting for."""
+    silence(1.0)  # the SDK's read timeout: the hung request gives up after a second
+    fake_anthropic.hang = threading.Event()
+    browser = login("member@acme.test")
+    response = browser.client.post(
+        "/chat/stream", data={"text": "Anyone there?", "csrf_token": browser.csrf}, buffered=False
+    )
+    chunks = iter(response.response)
+    next(chunks)
+    deadline = time.monotonic() + 5
+    while not fake_anthropic.arrivals and time.monotonic() < deadline:
+        time.sleep(0.01)  # the request is with the provider, which holds it
+    conversation_id = db.session.scalar(select(Conversation.id))
+    stop = browser.post(f"/chat/conversations/{conversation_id}/stop")
+    assert stop.json["status"] == "stopped"
+    "".join(c.decode() if isinstance(c, bytes) else c for c in chunks)
+    time.sleep(4.0)  # the read timeout, then the SDK's two retries with their back-off
+    assert fake_anthropic.arrivals == 1
+    fake_anthropic.hang.set()
 
 
 def test_a_silent_provider_fails_the_step_after_the_configured_time(world, fake_anthropic, silence):

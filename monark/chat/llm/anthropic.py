@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import SdkAdapter, StepState
+from monark.chat.llm.common import HTTP_HOOKS, SdkAdapter, StepState
 
 if TYPE_CHECKING:
     from monark.chat.llm.providers import ProviderConfig
@@ -125,6 +125,7 @@ class AnthropicProvider(SdkAdapter):
         return anthropic.Anthropic(
             api_key=self.api_key,
             timeout=anthropic.Timeout(read, connect=connect),
+            http_client=anthropic.DefaultHttpxClient(event_hooks=HTTP_HOOKS),
             **self.client_options,
         )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import suppress
+from contextvars import ContextVar
 from typing import Any
 
 from monark.chat.llm.types import LlmEvent, LlmRequest, ProviderError, UsageReport
@@ -21,6 +23,27 @@ class StepState:
 
     def __init__(self) -> None:
         self.usage = UsageReport()
+
+
+_TURN_STOP: ContextVar[threading.Event | None] = ContextVar("monark_turn_stop", default=None)
+
+
+class TurnStopped(Exception):
+    """Raised by an SDK's HTTP client, instead of sending, for a turn that was stopped."""
+
+
+def refuse_when_stopped(request: Any) -> None:
+    """An httpx request hook for the SDKs' clients: a stopped turn sends nothing more.
+
+    The SDKs retry a request that timed out; a turn stopped while its provider hung would
+    otherwise send it again (a call, and its cost, nobody waits for). The retry still
+    happens, but fails here at once; the SDK then gives up."""
+    stop = _TURN_STOP.get()
+    if stop is not None and stop.is_set():
+        raise TurnStopped("The turn was stopped; nothing more is sent to the provider.")
+
+
+HTTP_HOOKS = {"request": [refuse_when_stopped]}
 
 
 class SdkAdapter:
@@ -74,6 +97,15 @@ class SdkAdapter:
         if problem:
             yield ProviderError(problem, kind="configuration")
             return
+        # This thread's requests see the turn's Stop (``refuse_when_stopped``).
+        token = _TURN_STOP.set(request.stop)
+        try:
+            yield from self._events(request)
+        finally:
+            with suppress(ValueError):  # closed from another context (garbage collection)
+                _TURN_STOP.reset(token)
+
+    def _events(self, request: LlmRequest) -> Iterator[LlmEvent]:
         try:
             stream = self.open_stream(request)
         except Exception as err:  # building the client, or the request (after retries)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import SdkAdapter, StepState
+from monark.chat.llm.common import HTTP_HOOKS, SdkAdapter, StepState
 
 if TYPE_CHECKING:
     from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
@@ -113,7 +113,10 @@ class GeminiProvider(SdkAdapter):
         from google import genai
         from google.genai import types
 
-        options: dict[str, Any] = {"timeout": int(self.config.read_timeout * 1000)}  # ms
+        options: dict[str, Any] = {
+            "timeout": int(self.config.read_timeout * 1000),  # ms
+            "client_args": {"event_hooks": HTTP_HOOKS},
+        }
         if self.config.base_url:
             options["base_url"] = self.config.base_url
         self._types = types
