@@ -113,6 +113,9 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "CHAT_BROKER_URL": os.environ.get("CHAT_BROKER_URL", "").strip(),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
+        # records_query: seconds one statement may run, and rows one answer shows.
+        "RECORDS_QUERY_TIMEOUT": float(os.environ.get("RECORDS_QUERY_TIMEOUT", "3")),
+        "RECORDS_QUERY_MAX_ROWS": int(os.environ.get("RECORDS_QUERY_MAX_ROWS", "200")),
         # Automations: how deep runs may trigger runs, and how many runs one change may set
         # off in all, however the chain branches.
         "AUTOMATION_MAX_DEPTH": int(os.environ.get("AUTOMATION_MAX_DEPTH", "5")),

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
@@ -572,6 +572,7 @@ class ApiCase:
     expect: dict[str, int]  # by caller, for sessions and keys alike...
     key_expect: dict[str, int] = field(default_factory=dict)  # ...unless overridden here
     body: Callable[[str], dict] | None = None  # per slot ("session:owner")
+    query: dict[str, str] | None = None
 
     @property
     def id(self) -> str:
@@ -638,6 +639,13 @@ API_CASES: tuple[ApiCase, ...] = (
             row(owner=200, admin=200, member=200, viewer=403, other=404)),
     ApiCase("records_delete", "admin's private", _api_rec("admin_private"),
             row(owner=200, admin=200, member=404, viewer=403, other=404)),
+    # Every caller queries its own org's tables (Globex has a tasks model too); another
+    # org's model is no table at all (tests/test_records_query.py).
+    ApiCase("records_query", "titles", _none,
+            row(owner=200, admin=200, member=200, viewer=200, other=200),
+            query={"sql": "SELECT id, title FROM tasks"}),
+    ApiCase("records_query_tables", "", _none,
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
 )
 # fmt: on
 
@@ -740,7 +748,8 @@ def test_web(case: WebCase, callers: tuple[str, ...], ctx: Ctx, app, browser, lo
 
 
 def _api_url(case: ApiCase, ctx: Ctx) -> str:
-    return "/api/v1" + ROUTES_BY_NAME[case.route].path.format(**case.params(ctx))
+    url = "/api/v1" + ROUTES_BY_NAME[case.route].path.format(**case.params(ctx))
+    return url + ("?" + urlencode(case.query) if case.query else "")
 
 
 def _api_problems(case: ApiCase, slot: str, response, ctx: Ctx) -> list[str]:

@@ -17,6 +17,8 @@ TOOL_NAMES = {
     "records_create",
     "records_update",
     "records_delete",
+    "records_query",
+    "records_query_tables",
 }
 
 
@@ -114,9 +116,9 @@ def test_query_parameters_come_from_the_query_model(spec):
         }
         expected = set(route.query_model.model_fields) if route.query_model else set()
         assert set(in_query) == expected, route.name
-        for param in in_query.values():
+        for name, param in in_query.items():
             assert param["description"], param
-            assert param["required"] is False, param
+            assert param["required"] is route.query_model.model_fields[name].is_required()
     records_list = next(r for r in V1_ROUTES if r.name == "records_list")
     limit = next(p for p in operation(spec, records_list)["parameters"] if p["name"] == "limit")
     assert limit["schema"]["minimum"] == 1

@@ -5,12 +5,14 @@ Public: each is under /api/v1, in the OpenAPI document, an MCP tool and an in-ap
 
 from __future__ import annotations
 
+from flask import current_app
+
 from monark.api import schemas as s
 from monark.core.models import ApiKey, Org, User
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.extensions import db
-from monark.records import previews, queries
+from monark.records import previews, queries, sql
 from monark.records import services as records
 from monark.records.models import Record, RecordModel
 
@@ -121,6 +123,65 @@ def records_delete(principal: Principal, path: s.RecordPath, query: None, body: 
     model = records.get_model(principal, path.model)
     records.delete_record(principal, model, path.record_id)
     return s.Deleted(id=path.record_id)
+
+
+def _query_limits() -> sql.QueryLimits:
+    config = current_app.config
+    return sql.QueryLimits(
+        seconds=config["RECORDS_QUERY_TIMEOUT"], max_rows=config["RECORDS_QUERY_MAX_ROWS"]
+    )
+
+
+def _tables_for(principal: Principal) -> str:
+    return "Tables:\n" + sql.describe_tables(sql.catalogue(principal))
+
+
+@routes.get(
+    "/query",
+    "records.view",
+    preview=headline("query the records"),
+    describe=_tables_for,
+)
+def records_query(principal: Principal, path: None, query: s.QueryParams, body: None) -> s.QueryOut:
+    """Answer a question over all the records you can see with one read-only SQL SELECT.
+
+    SQLite's dialect, whatever database runs Monark. One table per model, named by its key
+    (records_query_tables lists them), with columns id, title, one per field (number: REAL;
+    date: TEXT YYYY-MM-DD, use date('now'); boolean: 0/1; user: the member's id, with the
+    name in <field>_name), created_at and updated_at (UTC, YYYY-MM-DD HH:MM:SS),
+    creator_id and visibility. Only the records you may see are there. Prefer aggregates
+    (count, sum, GROUP BY) to long lists: at most a few hundred rows come back.
+    """
+    result = sql.run_query(principal, query.sql, _query_limits())
+    return s.QueryOut(
+        columns=result.columns,
+        rows=result.rows,
+        row_count=result.row_count,
+        truncated=result.truncated,
+        note=result.note,
+    )
+
+
+@routes.get("/query/tables", "records.view", preview=headline("list the query tables"))
+def records_query_tables(
+    principal: Principal, path: None, query: None, body: None
+) -> s.QueryTables:
+    """List the tables and columns records_query can read: one table per model."""
+    return s.QueryTables(
+        tables=[
+            s.QueryTable(
+                name=t.name,
+                model=t.model_name,
+                columns=[
+                    s.QueryColumn(
+                        name=c.name, type=c.sql_type, field=c.field_key, field_type=c.field_type
+                    )
+                    for c in t.columns
+                ],
+            )
+            for t in sql.catalogue(principal)
+        ]
+    )
 
 
 V1_ROUTES: tuple[RouteDescriptor, ...] = tuple(routes.routes)

@@ -41,6 +41,42 @@ class RecordsQuery(Strict):
     )
 
 
+class QueryParams(Strict):
+    sql: str = Field(
+        description=(
+            "One SQLite SELECT (WITH, joins, GROUP BY, window and date functions allowed) "
+            "over one table per model, named by the model's key."
+        ),
+        max_length=10_000,
+    )
+
+
+class QueryOut(BaseModel):
+    columns: list[str]
+    rows: list[list[Any]]
+    row_count: int = Field(description="Rows the query gave in all (counted up to a million).")
+    truncated: bool = Field(description="Whether rows were left out (see note).")
+    note: str | None = Field(description="What was left out, and how to ask for less.")
+
+
+class QueryColumn(BaseModel):
+    name: str
+    type: Literal["INTEGER", "REAL", "TEXT"]
+    field: str | None = Field(description="The model field behind the column, if any.")
+    field_type: str | None
+
+
+class QueryTable(BaseModel):
+    name: str = Field(description="The table's name in SQL: the model's key.")
+    model: str = Field(description="The model's display name.")
+    columns: list[QueryColumn]
+
+
+class QueryTables(BaseModel):
+    dialect: Literal["sqlite"] = "sqlite"
+    tables: list[QueryTable]
+
+
 class RecordCreate(Strict):
     values: dict[str, Any] = Field(description="Field key to value, checked against the model.")
     visibility: Visibility = Field(

@@ -11,7 +11,7 @@ rules, validation, events and audit apply as they do for a click.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from monark.api.dispatch import dispatch
@@ -30,7 +30,7 @@ from monark.core.routes import (
 class AssistantTool(Protocol):
     """What the tool set needs of a tool."""
 
-    spec: ToolSpec
+    spec: ToolSpec  # a tool may also say more for a caller: ``spec_for(principal)``
 
     def preview(self, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
         """What the call's card says: ``{"headline", "changes"?, ...}``."""
@@ -68,6 +68,12 @@ class RouteTool:
             permission=route.permission,
         )
         return cls(route, spec)
+
+    def spec_for(self, principal: Principal) -> ToolSpec:
+        if self.route.describe is None:
+            return self.spec
+        more = self.route.describe(principal)
+        return replace(self.spec, description=f"{self.spec.description}\n\n{more}")
 
     def preview(self, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
         if self.route.preview is None:
@@ -111,8 +117,10 @@ class ChatToolset:
             self._tools[tool.spec.name] = tool
         self._specs = sorted((t.spec for t in self._tools.values()), key=lambda s: s.name)
 
-    def specs(self) -> list[ToolSpec]:
-        return list(self._specs)
+    def specs(self, principal: Principal | None = None) -> list[ToolSpec]:
+        if principal is None:
+            return list(self._specs)
+        return [_spec_for(self._tools[s.name], principal) for s in self._specs]
 
     def execute(self, principal: Principal, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         tool = self._tools.get(name)
@@ -140,6 +148,12 @@ class ChatToolset:
     ) -> ToolOutcome | None:
         tool = self._tools.get(name)
         return tool.precheck(principal, arguments) if tool is not None else None
+
+
+def _spec_for(tool: AssistantTool, principal: Principal) -> ToolSpec:
+    """The tool's spec as the caller's turn shows it (``spec_for`` where a tool has one)."""
+    spec_for = getattr(tool, "spec_for", None)
+    return spec_for(principal) if spec_for is not None else tool.spec
 
 
 def build_chat_toolset(

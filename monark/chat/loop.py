@@ -98,7 +98,7 @@ class _Setup:
     def load(cls, principal: Principal, config: Mapping[str, Any]) -> _Setup:
         provider, resolved = provider_for(principal.org_id, config)
         executor = tool_executor()
-        specs = {s.name: s for s in executor.specs()}
+        specs = {s.name: s for s in executor.specs(principal)}
         org = db.session.get(Org, principal.org_id)
         return cls(
             provider=provider,

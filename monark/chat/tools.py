@@ -33,7 +33,10 @@ class ToolOutcome:
 class ChatToolExecutor(Protocol):
     """Lists tools and runs one as a principal (who acts via the assistant)."""
 
-    def specs(self) -> list[ToolSpec]: ...
+    def specs(self, principal: Principal | None = None) -> list[ToolSpec]:
+        """The tools; for ``principal``, as their turn shows them (descriptions may say
+        more for the caller, such as the tables their SQL can read)."""
+        ...
 
     def execute(
         self, principal: Principal, name: str, arguments: dict[str, Any]
@@ -59,7 +62,7 @@ class ChatToolExecutor(Protocol):
 class NoTools:
     """The executor before the host injects one: no tools, every call fails closed."""
 
-    def specs(self) -> list[ToolSpec]:
+    def specs(self, principal: Principal | None = None) -> list[ToolSpec]:
         return []
 
     def execute(self, principal: Principal, name: str, arguments: dict[str, Any]) -> ToolOutcome:

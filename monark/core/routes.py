@@ -47,6 +47,9 @@ Preview = Callable[[Principal, dict[str, Any]], dict[str, Any]]
 Precheck = Callable[[Principal, dict[str, Any]], list[dict[str, Any]]]
 # Finds the target named by the path (``NotFound`` for another org's) before the body is read.
 Lookup = Callable[[Principal, Any], object]
+# More of a tool's description, written for the caller when a turn starts (the in-app
+# assistant's tool only: the API and MCP describe the route once for everyone).
+Describe = Callable[[Principal], str]
 
 
 class _Arguments(dict):
@@ -96,6 +99,7 @@ class RouteDescriptor:
     preview: Preview | None = None
     precheck: Precheck | None = None
     lookup: Lookup | None = None
+    describe: Describe | None = None
 
     @property
     def mutates(self) -> bool:
@@ -147,7 +151,7 @@ class RouteTable:
         self, method: HttpMethod, path: str, permission: str, **options: Any
     ) -> Callable[[Handler], Handler]:
         """Declare the decorated handler as ``method path``; ``options`` are the
-        descriptor's (status, preview, precheck, lookup)."""
+        descriptor's (status, preview, precheck, lookup, describe)."""
 
         def declare(handler: Handler) -> Handler:
             hints = get_type_hints(handler)

@@ -1,0 +1,454 @@
+"""Read-only SQL over the records a caller can see (the ``records_query`` tool).
+
+The query never runs against the app's database. Each call builds a private in-memory
+SQLite database with one table per model of the caller's org, fills the tables the query
+reads with exactly the rows ``records_list`` would show this caller (and only the columns
+it reads), and runs the SQL there. Whatever the SQL says, nothing else exists to be read:
+no other org, no ``users`` or ``api_keys``, no catalogue of the real database, no files.
+An authorizer then allows reading those tables and calling an allow-list of functions and
+nothing more (no ``ATTACH``, ``PRAGMA``, writes or extensions), a progress handler stops a
+statement past its time, and SQLite's own limits cap string and SQL sizes.
+
+The SQL is SQLite's whatever database Monark runs on, so a question is asked one way.
+``check_sql`` (seed 003's keyword guard) runs first, as a fast and clear refusal.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import String, Text, cast, func, select
+from sqlalchemy.orm import selectinload
+
+from monark.core.errors import ValidationFailed
+from monark.core.rbac import Principal
+from monark.core.text import scrub
+from monark.extensions import db
+from monark.records.models import Record, RecordModel
+from monark.records.queries import _sees, _visible_rows, members
+
+SQL_TYPES = {
+    "text": "TEXT",
+    "long_text": "TEXT",
+    "number": "REAL",
+    "date": "TEXT",
+    "boolean": "INTEGER",
+    "select": "TEXT",
+    "user": "INTEGER",
+}
+# Record columns no field may take; a field keyed like one is named ``<key>_field``.
+RESERVED = ("id", "created_at", "updated_at", "creator_id", "visibility")
+
+# Every function the query may call (SQLite's core, date, aggregate, window and math
+# functions that only compute). Not here, so refused: load_extension, randomblob,
+# zeroblob, sqlite_*, and anything an extension would add.
+FUNCTIONS = frozenset(
+    """abs avg ceil ceiling char coalesce concat concat_ws count cume_dist date
+    datetime dense_rank exp first_value floor format glob group_concat hex ifnull
+    iif instr julianday lag last_value lead length like ln log log10 log2 lower
+    ltrim max min mod nth_value ntile nullif percent_rank pi pow power printf quote
+    rank replace round row_number rtrim sign sqrt string_agg strftime substr
+    substring sum time timediff total trim trunc typeof unhex unicode unixepoch
+    upper""".split()  # noqa: SIM905 (words read better as words)
+)
+FIRST_WORDS = ("select", "with", "values")
+# Statement words no read needs (a column named like one is written in double quotes).
+WRITE_WORDS = frozenset(
+    """insert update delete drop alter create attach detach pragma vacuum reindex
+    truncate""".split()  # noqa: SIM905
+)
+SIDE_EFFECTS = re.compile(
+    r"\b(load_extension|readfile|writefile|edit|fts3_tokenizer|pg_\w+|lo_import|lo_export"
+    r"|dblink\w*|set_config|randomblob|zeroblob)\s*\(",
+    re.IGNORECASE,
+)
+# Comments, quoted strings and quoted names: blanked before the keyword guard looks.
+_QUOTED = re.compile(
+    r"--[^\n]*|/\*.*?(\*/|$)|'(?:[^']|'')*'?|\"(?:[^\"]|\"\")*\"?|\[[^\]]*\]?|`(?:[^`]|``)*`?",
+    re.DOTALL,
+)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """How much one query may take and give back."""
+
+    seconds: float = 3.0
+    max_rows: int = 200
+    max_bytes: int = 60_000
+    max_sql: int = 10_000
+    count_cap: int = 1_000_000  # rows past ``max_rows`` counted at most
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    sql_type: str
+    source: str  # "id", "title", "created_at", ..., "field" or "user_name"
+    field_key: str | None = None
+    field_type: str | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    model_id: int
+    model_name: str
+    columns: tuple[Column, ...]
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+    def describe(self) -> str:
+        """``tasks(id, title, status, due date, ...)``: names, with types where useful."""
+        parts = []
+        for c in self.columns:
+            kind = c.field_type if c.source == "field" else None
+            if kind in ("long_text", "select", "text"):
+                kind = None
+            parts.append(f"{c.name} {kind}" if kind else c.name)
+        return f"{self.name}({', '.join(parts)})"
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[list[Any]]
+    row_count: int
+    truncated: bool
+    note: str | None = None
+
+
+def _invalid(message: str) -> ValidationFailed:
+    return ValidationFailed("Invalid query.", [{"field": "sql", "message": message}])
+
+
+# ---- the tables --------------------------------------------------------------------------
+
+
+def _columns(model: RecordModel) -> tuple[Column, ...]:
+    taken = set(RESERVED)
+
+    def claim(name: str) -> str:
+        while name in taken:
+            name += "_field"
+        taken.add(name)
+        return name
+
+    fields: list[Column] = []
+    for f in model.fields:
+        fields.append(Column(claim(f.key), SQL_TYPES.get(f.type, "TEXT"), "field", f.key, f.type))
+        if f.type == "user":
+            fields.append(Column(claim(f.key + "_name"), "TEXT", "user_name", f.key, f.type))
+    title = [] if "title" in taken else [Column("title", "TEXT", "title")]
+    return (
+        Column("id", "INTEGER", "id"),
+        *title,
+        *fields,
+        Column("created_at", "TEXT", "created_at"),
+        Column("updated_at", "TEXT", "updated_at"),
+        Column("creator_id", "INTEGER", "creator_id"),
+        Column("visibility", "TEXT", "visibility"),
+    )
+
+
+def catalogue(principal: Principal) -> list[Table]:
+    """The tables the caller's SQL may read: one per model of their org, by key."""
+    principal.require("records.view")
+    stmt = (
+        select(RecordModel)
+        .where(RecordModel.org_id == principal.org_id)
+        .options(selectinload(RecordModel.fields))
+        .order_by(RecordModel.key)
+    )
+    return [
+        Table(
+            # SQLite keeps names starting "sqlite_" for itself.
+            ("model_" + m.key) if m.key.startswith("sqlite_") else m.key,
+            m.id,
+            m.name,
+            _columns(m),
+        )
+        for m in db.session.scalars(stmt)
+    ]
+
+
+def describe_tables(tables: Iterable[Table]) -> str:
+    """The tables for a tool description: one line each, stable while the models are."""
+    lines = [t.describe() for t in tables]
+    return "\n".join(lines) if lines else "(no models yet)"
+
+
+# ---- the guard ---------------------------------------------------------------------------
+
+
+def check_sql(sql: str, limits: QueryLimits) -> str:
+    """Seed 003's read-only guard: one statement starting SELECT, WITH or VALUES, with no
+    write keyword and no side-effecting function. A fast, clear refusal; what makes the
+    query safe is where it runs (``run_query``). Returns the SQL without a final ``;``."""
+    sql = (sql or "").strip()
+    if not sql:
+        raise _invalid("Write one SELECT statement.")
+    if len(sql) > limits.max_sql:
+        raise _invalid(f"The query is {len(sql):,} characters; the limit is {limits.max_sql:,}.")
+    bare = _QUOTED.sub(lambda m: " " if m.group(0)[:2] in ("--", "/*") else "''", sql)
+    bare = bare.rstrip().removesuffix(";")
+    if ";" in bare:
+        raise _invalid("One statement only: remove the ';' between statements.")
+    words = [w.lower() for w in _WORD.findall(bare)]
+    if not words or words[0] not in FIRST_WORDS:
+        raise _invalid("Only reading is allowed: start with SELECT, WITH or VALUES.")
+    writes = sorted(WRITE_WORDS.intersection(words))
+    if writes:
+        raise _invalid(
+            f"Only reading is allowed: {writes[0].upper()} is not (a column of that name "
+            'goes in double quotes: "{writes[0]}").'
+        )
+    if match := SIDE_EFFECTS.search(bare):
+        raise _invalid(f"The function {match.group(1).lower()}() is not allowed.")
+    return sql.rstrip().removesuffix(";")
+
+
+# ---- the sandbox -------------------------------------------------------------------------
+
+
+@dataclass
+class _Authorizer:
+    """Reads of the model tables and the allowed functions; nothing else. It notes which
+    columns each table is read for, and why it refused what it refused."""
+
+    tables: dict[str, Table]
+    reads: dict[str, set[str]] = field(default_factory=dict)
+    refusal: str | None = None
+
+    def __call__(self, action: int, arg1: Any, arg2: Any, dbname: Any, source: Any) -> int:
+        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_READ:
+            # Columns are read from "main"; count(*) reads a table with no column, and
+            # reading a CTE or subquery comes with no database name.
+            if dbname in ("main", None) and arg1 in self.tables:
+                self.reads.setdefault(arg1, set()).add(arg2 or "id")
+                return sqlite3.SQLITE_OK
+            if dbname is None and not str(arg1).startswith("sqlite_"):
+                return sqlite3.SQLITE_OK
+            return self._refuse(f"There is no table {arg1!r}. {self._known()}")
+        if action == sqlite3.SQLITE_FUNCTION:
+            if (arg2 or "").lower() in FUNCTIONS:
+                return sqlite3.SQLITE_OK
+            return self._refuse(f"The function {arg2}() is not allowed.")
+        return self._refuse("Only reading the model tables is allowed.")
+
+    def _refuse(self, reason: str) -> int:
+        self.refusal = self.refusal or reason
+        return sqlite3.SQLITE_DENY
+
+    def _known(self) -> str:
+        names = ", ".join(self.tables) or "none yet"
+        return f"The tables are the org's models: {names}."
+
+
+class _Sandbox:
+    """A private in-memory database with the model tables, empty until ``fill``."""
+
+    def __init__(self, tables: list[Table], limits: QueryLimits):
+        self.limits = limits
+        self.tables = {t.name: t for t in tables}
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        # Stored text can hold anything; never fail a read on it.
+        self.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        for limit, value in (
+            (sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000),
+            (sqlite3.SQLITE_LIMIT_SQL_LENGTH, max(limits.max_sql * 4, 100_000)),
+            (sqlite3.SQLITE_LIMIT_ATTACHED, 0),
+            (sqlite3.SQLITE_LIMIT_EXPR_DEPTH, 200),
+            (sqlite3.SQLITE_LIMIT_COMPOUND_SELECT, 50),
+            (sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 1_000),
+            (sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH, 0),
+        ):
+            self.conn.setlimit(limit, value)
+        # Sorting spills to a temporary file, and the page cache stays small.
+        self.conn.execute("PRAGMA temp_store = FILE")
+        self.conn.execute("PRAGMA cache_size = -16000")
+        for table in tables:
+            cols = ", ".join(f'"{c.name}" {c.sql_type}' for c in table.columns)
+            self.conn.execute(f'CREATE TABLE "{table.name}" ({cols})')
+        self.conn.execute("PRAGMA query_only = ON")
+        self.has_people = False
+        self.deadline = time.monotonic() + limits.seconds
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def guarded(self) -> Iterator[_Authorizer]:
+        """The authorizer and the deadline, in force for the block."""
+        authorizer = _Authorizer(self.tables)
+        self.conn.set_authorizer(authorizer)
+        self.conn.set_progress_handler(lambda: int(time.monotonic() > self.deadline), 2_000)
+        try:
+            yield authorizer
+        except sqlite3.Error as err:
+            raise self._error(err, authorizer) from None
+        finally:
+            self.conn.set_authorizer(None)
+            self.conn.set_progress_handler(None, 0)
+
+    def _error(self, err: sqlite3.Error, authorizer: _Authorizer) -> ValidationFailed:
+        text = str(err)
+        if authorizer.refusal:  # "not authorized", "access to … is prohibited"
+            return _invalid(authorizer.refusal)
+        if text == "interrupted":
+            return _invalid(
+                f"The query ran longer than {self.limits.seconds:g} s and was stopped: "
+                "filter or aggregate more, or add LIMIT."
+            )
+        if text.startswith("no such table"):
+            return _invalid(f"{text}. {authorizer._known()}")
+        if "too big" in text:
+            return _invalid("A value grew past 1 MB: the query builds too much text.")
+        return _invalid(f"SQL error: {text}.")
+
+    def plan(self, sql: str) -> dict[str, set[str]]:
+        """Which columns of which tables the statement reads (it is compiled, not run)."""
+        self.conn.execute("PRAGMA query_only = ON")
+        with self.guarded() as authorizer:
+            self.conn.execute("EXPLAIN " + sql).fetchall()
+        return authorizer.reads
+
+    def add_people(self, people: dict[int, str]) -> None:
+        """The org's members, for ``<user>_name`` columns (a table no query can read)."""
+        self.conn.execute("PRAGMA query_only = OFF")
+        self.conn.execute("CREATE TEMP TABLE people (id INTEGER PRIMARY KEY, name TEXT)")
+        self.conn.executemany("INSERT INTO people VALUES (?, ?)", people.items())
+        self.conn.execute("PRAGMA query_only = ON")
+        self.has_people = True
+
+    def fill(self, table: Table, columns: list[Column], rows: list[Any]) -> None:
+        """Copy rows in: the plain columns as they are, each field out of the JSON text by
+        SQLite itself (numbers, booleans as 0/1 and members' ids typed by JSON and the
+        columns' affinity), a member's name by their id."""
+        plain = [c for c in columns if c.source in _PLAIN]
+        picks = []
+        for c in columns:  # ?1 is the JSON text, ?2… the plain columns in order
+            value = f"json_extract(?1, '$.\"{c.field_key}\"')"
+            if c.source == "field":
+                picks.append(value)
+            elif c.source == "user_name":
+                picks.append(f"(SELECT name FROM people WHERE id = {value})")
+            else:
+                picks.append(f"?{2 + plain.index(c)}")
+        names = ", ".join(f'"{c.name}"' for c in columns)
+        self.conn.execute("PRAGMA query_only = OFF")
+        self.conn.execute("BEGIN")
+        self.conn.executemany(
+            f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join(picks)})', rows
+        )
+        self.conn.execute("COMMIT")
+        self.conn.execute("PRAGMA query_only = ON")
+
+    def run(self, sql: str) -> QueryResult:
+        with self.guarded():
+            cursor = self.conn.execute(sql)
+            columns = [d[0] for d in cursor.description or ()]
+            return _collect(cursor, columns, self.limits)
+
+
+def _value(value: Any) -> Any:
+    """A result value as JSON can hold it."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _collect(cursor: sqlite3.Cursor, columns: list[str], limits: QueryLimits) -> QueryResult:
+    """The first rows within the row and byte limits, and how many more there were."""
+    rows: list[list[Any]] = []
+    size = 2 + sum(len(c) + 3 for c in columns)
+    cut_for = None
+    for row in cursor:
+        values = [_value(v) for v in row]
+        size += sum(len(str(v)) + 3 for v in values) + 3
+        if len(rows) >= limits.max_rows:
+            cut_for = cut_for or "rows"
+            break
+        if size > limits.max_bytes and rows:
+            cut_for = "bytes"
+            break
+        rows.append(values)
+    more = 0
+    if cut_for:
+        more = 1 + sum(1 for _ in _take(cursor, limits.count_cap))
+    note = None
+    if more:
+        why = (
+            f"only the first {len(rows)} rows are shown"
+            if cut_for == "rows"
+            else f"the rows shown fill the {limits.max_bytes // 1000} KB answer"
+        )
+        counted = f"{more:,}" + ("+" if more > limits.count_cap else "")
+        note = (
+            f"…and {counted} more rows: {why}. Aggregate (GROUP BY, count), "
+            "select fewer columns, or add LIMIT/OFFSET."
+        )
+    return QueryResult(columns, rows, len(rows) + more, bool(more), note)
+
+
+def _take(rows: Iterable[Any], n: int) -> Iterator[Any]:
+    for i, row in enumerate(rows):
+        if i >= n:
+            return
+        yield row
+
+
+# ---- the rows ----------------------------------------------------------------------------
+
+
+# The record columns copied as they are; fields come out of the JSON ``values`` text.
+_PLAIN = {"id", "title", "created_at", "updated_at", "creator_id", "visibility"}
+
+
+def _source(principal: Principal, table: Table, columns: list[Column]) -> list[Any]:
+    """The caller's visible rows of one model: ``values`` as JSON text (when a field is
+    read), then the plain columns read, timestamps as ``YYYY-MM-DD HH:MM:SS``."""
+    exprs: list[Any] = [cast(Record.values, Text)]
+    for c in columns:
+        if c.source in ("created_at", "updated_at"):
+            exprs.append(func.substr(cast(getattr(Record, c.source), String), 1, 19))
+        elif c.source in _PLAIN:
+            exprs.append(getattr(Record, c.source))
+    sees, params = _sees(principal)
+    stmt = _visible_rows(sees).with_only_columns(*exprs)
+    params |= {"org_id": principal.org_id, "model_id": table.model_id}
+    # Core, not the ORM: plain rows, without the ORM's per-row work.
+    return db.session.connection().execute(stmt, params).all()
+
+
+def run_query(principal: Principal, sql: str, limits: QueryLimits | None = None) -> QueryResult:
+    """Run one read-only statement over the caller's visible records (see the module)."""
+    principal.require("records.view")
+    limits = limits or QueryLimits()
+    sql = check_sql(sql, limits)
+    sandbox = _Sandbox(catalogue(principal), limits)
+    try:
+        for name, wanted in sandbox.plan(sql).items():
+            table = sandbox.tables[name]
+            columns = [c for c in table.columns if c.name in wanted or c.source == "id"]
+            if any(c.source == "user_name" for c in columns) and not sandbox.has_people:
+                sandbox.add_people({u.id: u.name for u in members(principal.org_id)})
+            sandbox.fill(table, columns, _source(principal, table, columns))
+        return sandbox.run(sql)
+    finally:
+        sandbox.close()
