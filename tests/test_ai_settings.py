@@ -72,6 +72,19 @@ def test_an_admin_saves_a_key_that_is_stored_encrypted_and_never_shown(world, lo
         ({"base_url": "ftp://example.com"}, "base_url"),
         ({"base_url": "https://user:pw@example.com/v1"}, "base_url"),
         ({"model": "m" * 500}, "model"),
+        ({"model": "gpt-5\r\nX-Injected: 1"}, "model"),
+        ({"model": "gpt\u202e5"}, "model"),
+        ({"api_key": "sk-ключ-1234567"}, "api_key"),
+        ({"api_key": "sk 12345678"}, "api_key"),
+        ({"api_key": "abc"}, "api_key"),
+        ({"base_url": "http://example.com:99999/"}, "base_url"),
+        ({"base_url": "http://example.com:abc/"}, "base_url"),
+        ({"base_url": "http://[::1"}, "base_url"),
+        ({"base_url": "http://169.254.169.254/"}, "base_url"),
+        ({"base_url": "http://[::1]:1/"}, "base_url"),
+        ({"base_url": "http://2130706433/"}, "base_url"),
+        ({"base_url": "http://0.0.0.0:5077/"}, "base_url"),
+        ({"provider": "ollama"}, "base_url"),  # its default endpoint is this host
     ],
 )
 def test_bad_settings_name_the_field_and_change_nothing(world, login, form, field):
@@ -87,7 +100,9 @@ def test_an_org_base_url_on_a_private_address_is_refused_unless_the_deployment_a
     db.session.add(row)
     db.session.commit()
     resolved = ai_settings.resolve(world.a.org.id, app.config)
-    assert resolved.problem and "non-public address" in resolved.problem
+    # Members read that an admin must look; admins read why.
+    assert resolved.problem and "127.0.0.1" not in resolved.problem
+    assert "non-public address (127.0.0.1)" in resolved.admin_problem
     app.config["CHAT_LLM_ALLOW_PRIVATE"] = True
     try:
         assert ai_settings.resolve(world.a.org.id, app.config).problem is None
@@ -111,7 +126,7 @@ def test_test_connection_answers_from_the_fake_and_says_why_a_dead_port_fails(
             dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
         bad = admin.post(f"{PAGE}/test", {**form, "base_url": dead})
         body = bad.get_data(as_text=True)
-        assert "answered with an error" in body and "Connection" in body
+        assert "Could not connect to the provider" in body and "Connection refused" in body
         assert KEY not in body
         # Nothing was saved by testing.
         assert db.session.scalar(select(OrgAiSettings)) is None
@@ -240,3 +255,123 @@ def test_keys_are_rotated_to_a_new_secret_and_an_unreadable_one_says_so(app, wor
         assert KEY not in resolved.problem
     finally:
         app.config["ENCRYPTION_KEYS"] = ""
+
+
+def test_the_deployments_key_never_goes_to_an_endpoint_an_org_chose(app, world, login, loopback):
+    """An org that names its own endpoint brings its own key: the deployment's key goes
+    only to the vendor's endpoint (or the deployment's own)."""
+    fake = FakeOpenAI().start()
+    app.config["OPENAI_API_KEY"] = "sk-DEPLOYMENT-SECRET-2222"
+    try:
+        fake.script.add(*[[Say("OK")]] * 3)
+        admin = login("admin@acme.test")
+        form = {"provider": "openai", "model": "gpt-5", "base_url": fake.url + "/v1"}
+        tested = admin.post(f"{PAGE}/test", form)
+        admin.post(f"{PAGE}/models", form)
+        admin.post(PAGE, form)
+        db.session.rollback()
+        resolved = ai_settings.resolve(world.a.org.id, app.config)
+        assert resolved.config.api_key == ""
+        service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+        sent = json.dumps(fake.headers)
+        assert "DEPLOYMENT-SECRET" not in sent
+        assert tested.status_code == 200
+        # Without an endpoint of its own, the org uses the vendor's, and the deployment's key.
+        admin.post(PAGE, {"provider": "openai", "base_url": "https://api.openai.com/v1"})
+        db.session.rollback()
+        vendor = ai_settings.resolve(world.a.org.id, app.config)
+        assert vendor.config.base_url is None
+        assert vendor.config.api_key == "sk-DEPLOYMENT-SECRET-2222"
+    finally:
+        app.config.pop("OPENAI_API_KEY", None)
+        fake.stop()
+
+
+def test_a_redirect_is_never_followed_past_the_address_check(app, world, login, loopback):
+    """A public endpoint that answers 307 to an internal address must not take the
+    request there: the SDKs' clients follow no redirect."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    fake = FakeOpenAI().start()
+    fake.script.add([Say("inside")])
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(307)
+            self.send_header("Location", fake.url + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        admin = login("admin@acme.test")
+        form = {
+            "provider": "openai_compatible",
+            "model": "m",
+            "api_key": KEY,
+            "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+        }
+        answer = admin.post(f"{PAGE}/test", form).get_data(as_text=True)
+        assert "inside" not in answer and "Connected" not in answer
+        assert fake.requests == []
+    finally:
+        server.shutdown()
+        fake.stop()
+
+
+def test_requests_to_an_org_endpoint_connect_only_to_public_addresses(app):
+    """Checked again at each request, against the addresses it then connects to, so a
+    host that resolved to a public address at save time and to a private one now (DNS
+    rebinding) is refused."""
+    import httpx2
+
+    from monark.chat.llm.common import http_client_options
+
+    with (
+        httpx2.Client(**http_client_options(public_only=True)) as client,
+        pytest.raises(httpx2.ConnectError, match="non-public address"),
+    ):
+        client.get("http://127.0.0.1:9/v1/models")
+    assert http_client_options(public_only=False).get("transport") is None
+
+
+def test_the_deployments_own_local_model_can_be_tested(app, world, login):
+    """The deployment's endpoint is the deployment's choice: no address check for it, even
+    on a loopback address (only endpoints an org names are kept to public hosts)."""
+    fake = FakeOpenAI().start()
+    saved = {k: app.config.get(k) for k in ("CHAT_LLM_PROVIDER", "CHAT_LLM_BASE_URL")}
+    app.config.update(CHAT_LLM_PROVIDER="ollama", CHAT_LLM_BASE_URL=fake.url + "/v1")
+    set_llm_provider(None)
+    try:
+        fake.script.add([Say("OK")])
+        admin = login("admin@acme.test")
+        answer = admin.post(f"{PAGE}/test", {}).get_data(as_text=True)
+        assert "Connected" in answer
+        # The org naming that same loopback endpoint is refused: it is not the deployment's.
+        refused = admin.post(PAGE, {"provider": "ollama", "base_url": fake.url + "/v2"})
+        assert refused.status_code == 422 and 'id="base_url-error"' in refused.get_data(
+            as_text=True
+        )
+    finally:
+        app.config.update(saved)
+        set_llm_provider(None)
+        fake.stop()
+
+
+def test_the_model_list_says_why_it_is_empty(world, login, loopback):
+    admin = login("admin@acme.test")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    form = {"provider": "openai_compatible", "base_url": f"http://127.0.0.1:{dead}/v1"}
+    answer = admin.post(f"{PAGE}/models", form).get_data(as_text=True)
+    assert "did not list its models: Could not connect to the provider" in answer
+    named = admin.post(f"{PAGE}/test", {"model": "m" * 500}).get_data(as_text=True)
+    assert "Model: " in named

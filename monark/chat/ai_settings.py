@@ -11,6 +11,7 @@ public host unless the deployment allows private ones (``CHAT_LLM_ALLOW_PRIVATE`
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,12 +25,13 @@ from monark.chat.models import OrgAiSettings
 from monark.core.crypto import SecretUnreadable, decrypt, encrypt
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
-from monark.core.net import UnsafeAddress, check_url, public_addresses
+from monark.core.net import Unresolvable, UnsafeAddress, check_url, public_addresses
 from monark.core.rbac import Principal
 from monark.core.schemas import StrictModel
 from monark.extensions import db
 
 DEFAULT_STEPS, DEFAULT_TOKENS = 8, 4096
+MIN_KEY = 8  # shorter is no real key, and could not be told apart from text to redact
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,12 @@ class ResolvedAi:
     config: ProviderConfig
     descriptor: ProviderDescriptor | None
     limits: Limits
-    problem: str | None = None
+    problem: str | None = None  # for everyone (the chat says it)
+    detail: str | None = None  # the whole reason, for admins (addresses and settings)
+
+    @property
+    def admin_problem(self) -> str | None:
+        return self.detail or self.problem
 
 
 def caps(app_config: Mapping[str, Any]) -> Limits:
@@ -71,7 +78,25 @@ def resolve(org_id: int | None, app_config: Mapping[str, Any]) -> ResolvedAi:
     """The provider configuration and limits of an org's turns (the deployment's alone
     for ``org_id`` None)."""
     stored = org_settings(org_id) if org_id is not None else None
-    own = stored if stored is not None else OrgAiSettings()
+    return _resolve(stored if stored is not None else OrgAiSettings(), app_config)
+
+
+def _own_endpoint(url: str | None, descriptor: ProviderDescriptor | None) -> str | None:
+    """The org's base URL, or None when it names none of its own (empty, or the vendor's
+    default endpoint as the form prefills it)."""
+    if not url:
+        return None
+    default = (descriptor.default_base_url or "") if descriptor else ""
+    return None if url.rstrip("/") == default.rstrip("/") else url
+
+
+def _resolve(own: OrgAiSettings, app_config: Mapping[str, Any], typed_key: str = "") -> ResolvedAi:
+    """Settings (stored, or a form's draft) over the deployment's.
+
+    The deployment's key only ever goes to the deployment's endpoints: the vendor's own,
+    or ``CHAT_LLM_BASE_URL``. An org that names an endpoint of its own brings its own key,
+    so no admin can have the server send the deployment's key to an address they chose.
+    """
     deployment = str(app_config.get("CHAT_LLM_PROVIDER") or "anthropic").lower()
     provider = own.provider or deployment
     descriptor = get_provider(provider)
@@ -85,41 +110,52 @@ def resolve(org_id: int | None, app_config: Mapping[str, Any]) -> ResolvedAi:
             top.max_tokens,
         ),
     )
+    own_endpoint = _own_endpoint(own.base_url, descriptor)
+    org_chose = bool(own_endpoint or (own.provider and not same))
     problem = None
-    key = ""
+    key = typed_key
     if descriptor is None:
         problem = f"Unknown model provider '{provider}'. An admin picks one in Settings."
     else:
         model = model or descriptor.default_model
         try:
-            key = decrypt(app_config, own.api_key_encrypted) if own.api_key_encrypted else ""
+            if not key and own.api_key_encrypted:
+                key = decrypt(app_config, own.api_key_encrypted)
         except SecretUnreadable as err:
             problem = f"{err} An admin enters the key again in Settings."
-        key = key or _env_key(descriptor, app_config)
-    base_url = own.base_url or (app_config.get("CHAT_LLM_BASE_URL") if same else None) or None
+        if not key and not own_endpoint:
+            key = _env_key(descriptor, app_config)
+    deployment_url = app_config.get("CHAT_LLM_BASE_URL") if same else None
+    allow_private = bool(app_config.get("CHAT_LLM_ALLOW_PRIVATE"))
     config = ProviderConfig(
         provider=provider,  # type: ignore[arg-type]
         model=model,
         api_key=key,
-        base_url=base_url,
+        base_url=own_endpoint or deployment_url or None,
         connect_timeout=float(app_config.get("CHAT_LLM_CONNECT_TIMEOUT", 10)),
         read_timeout=float(app_config.get("CHAT_LLM_TIMEOUT", 60)),
         max_retries=int(app_config.get("CHAT_LLM_MAX_RETRIES", 2)),
+        public_only=org_chose and not allow_private,
     )
-    if problem is None and descriptor is not None:
-        org_chose = bool(own.base_url or (own.provider and not same))
-        problem = endpoint_problem(config, descriptor, app_config, org_chose)
-    return ResolvedAi(config, descriptor, limits, problem)
+    detail = None
+    if problem is None and descriptor is not None and config.public_only:
+        detail = unsafe_url(endpoint_of(config) or "", app_config)
+        if detail:
+            problem = "The org's model endpoint is not allowed here: an admin checks Settings."
+    return ResolvedAi(config, descriptor, limits, problem, detail)
 
 
 def unsafe_url(url: str, app_config: Mapping[str, Any]) -> str | None:
-    """Why the server must not call ``url`` (an org's base URL), or None."""
-    if app_config.get("CHAT_LLM_ALLOW_PRIVATE"):
+    """Why the server must not call ``url`` (an org's endpoint), or None. A host that does
+    not resolve now is no reason: the request fails on its own, and is checked again then."""
+    if not url or app_config.get("CHAT_LLM_ALLOW_PRIVATE"):
         return None
     try:
         public_addresses(url, "CHAT_LLM_ALLOW_PRIVATE")
+    except Unresolvable:
+        return None
     except UnsafeAddress as err:
-        return f"The base URL cannot be used: {err}"
+        return f"The endpoint {url} cannot be used: {err}"
     return None
 
 
@@ -159,11 +195,27 @@ def parse_form(data: Mapping[str, Any], app_config: Mapping[str, Any]) -> AiSett
         problems.append({"field": "max_steps", "message": f"At most {top.max_steps}."})
     if form.max_tokens and form.max_tokens > top.max_tokens:
         problems.append({"field": "max_tokens", "message": f"At most {top.max_tokens}."})
+    if any(unicodedata.category(ch)[0] in "CZ" and ch != " " for ch in form.model):
+        problems.append({"field": "model", "message": "Leave control characters out."})
+    if form.api_key and not (
+        form.api_key.isascii() and form.api_key.isprintable() and " " not in form.api_key
+    ):
+        problems.append(
+            {"field": "api_key", "message": "Paste the key as the provider gave it: no spaces."}
+        )
+    elif form.api_key and len(form.api_key) < MIN_KEY:
+        problems.append({"field": "api_key", "message": "That is too short to be an API key."})
     if form.base_url:
         try:
             check_url(form.base_url)
         except UnsafeAddress as err:
             problems.append({"field": "base_url", "message": str(err)})
+    if not problems:
+        # The endpoint the org's turns would call, checked now as it will be at each call.
+        draft = OrgAiSettings(provider=form.provider or None, base_url=form.base_url or None)
+        resolved = _resolve(draft, app_config)
+        if resolved.detail:
+            problems.append({"field": "base_url", "message": resolved.detail})
     if problems:
         raise ValidationFailed("The AI settings are invalid.", problems)
     return form
@@ -183,11 +235,11 @@ def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, An
         if getattr(stored, name) != value:
             setattr(stored, name, value)
             changed.append(name)
-    if form.clear_key and stored.api_key_encrypted:
-        stored.api_key_encrypted = None
-        changed.append("api_key")
-    elif form.api_key:
+    if form.api_key:  # a new key replaces the old one, removed or not
         stored.api_key_encrypted = encrypt(app_config, form.api_key)
+        changed.append("api_key")
+    elif form.clear_key and stored.api_key_encrypted:
+        stored.api_key_encrypted = None
         changed.append("api_key")
     if changed:
         stored.updated_by_id = principal.user_id
@@ -201,47 +253,30 @@ def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, An
 def form_config(
     principal: Principal, form: AiSettingsForm, app_config: Mapping[str, Any]
 ) -> ResolvedAi:
-    """What the form would resolve to, were it saved (a Test, a model list): its own key if
-    typed, else the saved one, else the deployment's."""
+    """What the form would resolve to, were it saved (a Test, a model list): its fields as
+    typed, its key if typed, else the saved one unless it is being removed."""
     principal.require("org.manage")
-    resolved = resolve(principal.org_id, app_config)
-    descriptor = get_provider(form.provider) if form.provider else resolved.descriptor
-    if descriptor is None:
-        return replace(resolved, problem="Choose a provider.")
-    same = descriptor.id == resolved.config.provider
-    key = form.api_key or ("" if form.clear_key else resolved.config.api_key if same else "")
-    key = key or _env_key(descriptor, app_config)
-    base_url = form.base_url or (resolved.config.base_url if same else None)
-    config = replace(
-        resolved.config,
-        provider=descriptor.id,
-        model=form.model or (resolved.config.model if same else descriptor.default_model),
-        api_key=key,
-        base_url=base_url or None,
-        read_timeout=min(resolved.config.read_timeout, 20.0),
-        max_retries=0,
+    stored = org_settings(principal.org_id)
+    draft = OrgAiSettings(
+        provider=form.provider or None,
+        model=form.model or None,
+        base_url=form.base_url or None,
+        api_key_encrypted=None if (form.clear_key or stored is None) else stored.api_key_encrypted,
     )
-    problem = endpoint_problem(config, descriptor, app_config, org_chose=True)
-    return ResolvedAi(config, descriptor, resolved.limits, problem)
-
-
-def endpoint_problem(
-    config: ProviderConfig,
-    descriptor: ProviderDescriptor,
-    app_config: Mapping[str, Any],
-    org_chose: bool,
-) -> str | None:
-    """Why the server must not call the endpoint an org chose (a private address), or None."""
-    endpoint = endpoint_of(config)
-    if not org_chose or not endpoint or app_config.get("CHAT_LLM_ALLOW_PRIVATE"):
-        return None
-    return unsafe_url(endpoint, app_config)
+    if form.provider and get_provider(form.provider) is None:
+        resolved = _resolve(OrgAiSettings(), app_config)
+        return replace(resolved, problem="Choose a provider from the list.")
+    resolved = _resolve(draft, app_config, typed_key=form.api_key)
+    config = replace(
+        resolved.config, read_timeout=min(resolved.config.read_timeout, 20.0), max_retries=0
+    )
+    return replace(resolved, config=config)
 
 
 def test_connection(resolved: ResolvedAi) -> tuple[bool, str]:
     """Send a tiny request with these settings; whether it answered, in plain words."""
     if resolved.problem or resolved.descriptor is None:
-        return False, resolved.problem or "Choose a provider."
+        return False, resolved.admin_problem or "Choose a provider."
     adapter = resolved.descriptor.create(resolved.config)
     problem = getattr(adapter, "problem", lambda: None)()
     if problem:
@@ -256,7 +291,7 @@ def test_connection(resolved: ResolvedAi) -> tuple[bool, str]:
     text: list[str] = []
     for event in adapter.stream(request):
         if isinstance(event, ProviderError):
-            return False, f"{resolved.descriptor.label} answered with an error: {event.message}"
+            return False, f"{resolved.descriptor.label}: {event.message}"
         if isinstance(event, TextDelta):
             text.append(event.text)
     said = " ".join("".join(text).split())[:80] or "(an empty reply)"
@@ -264,15 +299,18 @@ def test_connection(resolved: ResolvedAi) -> tuple[bool, str]:
     return True, f"Connected: {resolved.descriptor.label} ({model}) answered “{said}”."
 
 
-def model_catalogue(resolved: ResolvedAi) -> list[str]:
-    """The provider's models for these settings (empty when it cannot list them)."""
+def model_catalogue(resolved: ResolvedAi) -> tuple[list[str], str | None]:
+    """The provider's models for these settings, or why there are none to offer (a
+    free-text model name always works)."""
     if resolved.problem or resolved.descriptor is None:
-        return []
+        return [], resolved.admin_problem or "Choose a provider."
     adapter = resolved.descriptor.create(resolved.config)
     listing = getattr(adapter, "models", None)
-    if listing is None or getattr(adapter, "problem", lambda: None)():
-        return []
+    if listing is None:
+        return [], f"{resolved.descriptor.label} has no model list: type the model's name."
+    if problem := getattr(adapter, "problem", lambda: None)():
+        return [], problem
     try:
-        return list(listing())[:500]
-    except Exception:  # a catalogue is a convenience: a free-text model always works
-        return []
+        return list(listing())[:500], None
+    except Exception as err:  # a list is a convenience: say why, and go on
+        return [], f"{resolved.descriptor.label} did not list its models: {adapter._said(err)}"

@@ -47,8 +47,11 @@ def decrypt(config: Mapping[str, Any], token: str) -> str:
     try:
         return secret_box(config).decrypt(token.encode()).decode()
     except InvalidToken:
+        which = (
+            "ENCRYPTION_KEYS" if str(config.get("ENCRYPTION_KEYS") or "").strip() else "SECRET_KEY"
+        )
         raise SecretUnreadable(
-            "A stored key cannot be read with this deployment's ENCRYPTION_KEYS."
+            f"A stored key cannot be read with this deployment's {which} (was it changed?)."
         ) from None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import unicodedata
 from urllib.parse import urlsplit
 
 
@@ -12,14 +13,24 @@ class UnsafeAddress(ValueError):
     """A URL Monark will not send a request to; the message says why, in plain words."""
 
 
+class Unresolvable(UnsafeAddress):
+    """The host has no address now (a typo, or DNS down): nothing to connect to yet."""
+
+
 def check_url(url: str) -> str:
-    """``url`` if it is an absolute http(s) URL without credentials; ``UnsafeAddress``
-    otherwise."""
-    parts = urlsplit(url)
+    """``url`` if it is an absolute http(s) URL with a valid port and no credentials;
+    ``UnsafeAddress`` otherwise."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (reading it checks it: "99999" or "abc" raise)
+    except ValueError:
+        raise UnsafeAddress("Give a valid address (check its brackets and port).") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UnsafeAddress("Give a full http:// or https:// address.")
     if parts.username or parts.password:
         raise UnsafeAddress("Leave user names and passwords out of the address.")
+    if any(unicodedata.category(ch)[0] in "CZ" for ch in url):  # controls, format, spaces
+        raise UnsafeAddress("Leave spaces and control characters out of the address.")
     return url
 
 
@@ -38,7 +49,7 @@ def public_addresses(url: str, setting: str) -> list[str]:
             parts.hostname, parts.port or default_port, type=socket.SOCK_STREAM
         )
     except (OSError, UnicodeError):
-        raise UnsafeAddress(f"Cannot resolve the host {parts.hostname}.") from None
+        raise Unresolvable(f"Cannot resolve the host {parts.hostname}.") from None
     addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
     for address in addresses:
         if not address.is_global:
@@ -47,5 +58,5 @@ def public_addresses(url: str, setting: str) -> list[str]:
                 f"hosts are allowed ({setting} allows others)."
             )
     if not addresses:
-        raise UnsafeAddress(f"Cannot resolve the host {parts.hostname}.")
+        raise Unresolvable(f"Cannot resolve the host {parts.hostname}.")
     return [str(a) for a in addresses]

@@ -32,6 +32,25 @@ def _page(errors: dict[str, str] | None = None, status: int = 200):
     ), status
 
 
+LABELS = {
+    "provider": "Provider",
+    "model": "Model",
+    "api_key": "API key",
+    "base_url": "Base URL",
+    "max_steps": "Model steps per turn",
+    "max_tokens": "Tokens per reply",
+}
+
+
+def _named(err: ValidationFailed) -> str:
+    """The form's problems on one line, each after its field's label."""
+    named = [
+        f"{LABELS.get(str(d.get('field')), d.get('field'))}: {d.get('message')}"
+        for d in err.details
+    ]
+    return "; ".join(named) or err.message
+
+
 def _form() -> ai_settings.AiSettingsForm:
     fields = ai_settings.AiSettingsForm.model_fields
     data: dict[str, object] = {k: request.form.get(k, "") for k in fields if k != "clear_key"}
@@ -60,7 +79,7 @@ def test():
     try:
         resolved = ai_settings.form_config(require_principal(), _form(), current_app.config)
     except ValidationFailed as err:
-        return render_template("settings/_ai_test.html", ok=False, message=err.detail_text()), 422
+        return render_template("settings/_ai_test.html", ok=False, message=_named(err)), 422
     ok, message = ai_settings.test_connection(resolved)
     return render_template("settings/_ai_test.html", ok=ok, message=message)
 
@@ -71,10 +90,10 @@ def models():
     """The provider's models for the form's values, as the model field's suggestions."""
     try:
         resolved = ai_settings.form_config(require_principal(), _form(), current_app.config)
-        found = ai_settings.model_catalogue(resolved)
-    except ValidationFailed:
-        found = []
-    return render_template("settings/_ai_models.html", models=found)
+    except ValidationFailed as err:
+        return render_template("settings/_ai_models.html", models=[], problem=_named(err))
+    found, problem = ai_settings.model_catalogue(resolved)
+    return render_template("settings/_ai_models.html", models=found, problem=problem)
 
 
 @bp.get("/providers")

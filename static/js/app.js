@@ -87,3 +87,17 @@
     field.value = select.selectedOptions[0]?.dataset.baseUrl || "";
   });
 })();
+
+// A form sent back with errors: focus its first invalid field, so keyboard and screen
+// reader users land on what to fix.
+(() => {
+  const focusFirstError = () => {
+    const field = document.querySelector("main form [aria-invalid='true']");
+    if (field && !field.closest("[hidden]")) field.focus();
+  };
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", focusFirstError);
+  } else {
+    focusFirstError();
+  }
+})();

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import HTTP_HOOKS, SdkAdapter, StepState
+from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
     from monark.chat.llm.providers import ProviderConfig
 
 EPHEMERAL = {"type": "ephemeral"}
 NOT_CONNECTED = (
-    "The assistant is not connected to a model yet. An administrator needs to set "
-    "ANTHROPIC_API_KEY on the server"
+    "The assistant is not connected to a model yet. An admin sets a provider and key in "
+    "Settings → AI model (or ANTHROPIC_API_KEY on the server)"
 )
 NO_KEY = NOT_CONNECTED + "; then press Retry."  # after a message was sent
 
@@ -88,10 +88,12 @@ class AnthropicProvider(SdkAdapter):
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
         max_retries: int = 2,
+        public_only: bool = False,
         **client_options: Any,
     ):
         super().__init__("anthropic", api_key)
         self.timeouts = (connect_timeout, read_timeout)
+        self.public_only = public_only
         self.client_options = {"max_retries": max_retries, **client_options}
 
     @classmethod
@@ -103,6 +105,7 @@ class AnthropicProvider(SdkAdapter):
             connect_timeout=config.connect_timeout,
             read_timeout=config.read_timeout,
             max_retries=config.max_retries,
+            public_only=config.public_only,
             **options,
         )
 
@@ -125,7 +128,7 @@ class AnthropicProvider(SdkAdapter):
         return anthropic.Anthropic(
             api_key=self.api_key,
             timeout=anthropic.Timeout(read, connect=connect),
-            http_client=anthropic.DefaultHttpxClient(event_hooks=HTTP_HOOKS),
+            http_client=anthropic.DefaultHttpxClient(**http_client_options(self.public_only)),
             **self.client_options,
         )
 

@@ -13,7 +13,7 @@ from monark.chat.llm.types import LlmEvent, LlmRequest, ProviderError, UsageRepo
 
 def redact(text: str, secret: str) -> str:
     """``text`` without ``secret``: a provider's error may echo what it was sent (a key)."""
-    if secret and len(secret) >= 4 and secret in text:
+    if secret and secret in text:
         text = text.replace(secret, "[redacted]")
     return text
 
@@ -44,6 +44,45 @@ def refuse_when_stopped(request: Any) -> None:
 
 
 HTTP_HOOKS = {"request": [refuse_when_stopped]}
+
+
+def http_client_options(public_only: bool) -> dict[str, Any]:
+    """Options for an SDK's HTTP client (``httpx2.Client``): Stop is honoured, redirects
+    are never followed (one would take the request past the address check), and, for an
+    endpoint an org chose, each request connects only to public addresses it checked."""
+    options: dict[str, Any] = {"event_hooks": HTTP_HOOKS, "follow_redirects": False}
+    if public_only:
+        options["transport"] = _public_transport()
+    return options
+
+
+def _public_transport() -> Any:
+    """A transport that resolves each request's host once, refuses it unless every
+    address is public, and connects to those addresses themselves: no second lookup at
+    connect time that a rebinding DNS could answer otherwise."""
+    import httpx2  # the SDKs' HTTP library, imported with them
+
+    from monark.core.net import UnsafeAddress, public_addresses
+
+    class PublicOnly(httpx2.HTTPTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            url = request.url
+            try:
+                addresses = public_addresses(str(url), "CHAT_LLM_ALLOW_PRIVATE")
+            except UnsafeAddress as err:
+                raise httpx2.ConnectError(str(err), request=request) from None
+            for n, address in enumerate(addresses, start=1):
+                # The Host header and the TLS server name stay the URL's host.
+                request.url = url.copy_with(host=address)
+                request.extensions = {**request.extensions, "sni_hostname": url.host}
+                try:
+                    return super().handle_request(request)
+                except httpx2.ConnectError:
+                    if n == len(addresses):
+                        raise
+            raise httpx2.ConnectError("No address to connect to.", request=request)
+
+    return PublicOnly()
 
 
 class SdkAdapter:
@@ -81,6 +120,15 @@ class SdkAdapter:
 
     # ---- shared ----
 
+    def _said(self, err: Exception) -> str:
+        """The error in plain words; for a failed connection, what failed underneath (the
+        SDKs say only "Connection error.")."""
+        text = self.error_text(err)
+        cause = err.__cause__
+        if "Connection" in type(err).__name__ and cause is not None and str(cause):
+            return f"Could not connect to the provider: {cause}"
+        return text
+
     def client(self) -> Any:
         if self._client is None:
             with self._lock:
@@ -109,14 +157,14 @@ class SdkAdapter:
         try:
             stream = self.open_stream(request)
         except Exception as err:  # building the client, or the request (after retries)
-            yield ProviderError(redact(self.error_text(err), self.api_key))
+            yield ProviderError(redact(self._said(err), self.api_key))
             return
         state = StepState()
         try:
             yield from self.read(stream, request, state)
         except Exception as err:  # an error mid-stream, a timeout, a dropped connection
             yield state.usage
-            yield ProviderError(redact(self.error_text(err), self.api_key))
+            yield ProviderError(redact(self._said(err), self.api_key))
         finally:
             close = getattr(stream, "close", None)
             if close is not None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import HTTP_HOOKS, SdkAdapter, StepState
+from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
     from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
@@ -115,7 +115,7 @@ class GeminiProvider(SdkAdapter):
 
         options: dict[str, Any] = {
             "timeout": int(self.config.read_timeout * 1000),  # ms
-            "client_args": {"event_hooks": HTTP_HOOKS},
+            "client_args": http_client_options(self.config.public_only),
         }
         if self.config.base_url:
             options["base_url"] = self.config.base_url

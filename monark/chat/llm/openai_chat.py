@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import HTTP_HOOKS, SdkAdapter, StepState
+from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
     from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
@@ -173,7 +173,7 @@ class OpenAIProvider(SdkAdapter):
             base_url=endpoint_of(config),
             timeout=openai.Timeout(config.read_timeout, connect=config.connect_timeout),
             max_retries=config.max_retries,
-            http_client=openai.DefaultHttpxClient(event_hooks=HTTP_HOOKS),
+            http_client=openai.DefaultHttpxClient(**http_client_options(config.public_only)),
         )
 
     def open_stream(self, request: t.LlmRequest) -> Any:

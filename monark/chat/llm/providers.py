@@ -47,6 +47,9 @@ class ProviderConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
     max_retries: int = 2
+    # An endpoint the org chose, on a deployment that keeps to public hosts: every request
+    # connects only to the public addresses checked for it (``chat.llm.common``).
+    public_only: bool = False
 
 
 @dataclass(frozen=True)
