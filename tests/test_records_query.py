@@ -262,9 +262,9 @@ def test_long_answers_are_cut_with_a_marker(app, acme):
         app,
         acme.keys["owner"],
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100) "
-        "SELECT printf('%.*c', 5000, 'y') FROM c",
+        "SELECT printf('%.*c', 2000, 'y') FROM c",
     ).json
-    assert 0 < len(wide["rows"]) < 100 and wide["truncated"] and "60 KB" in wide["note"]
+    assert 0 < len(wide["rows"]) < 100 and wide["truncated"] and "20 KB" in wide["note"]
 
 
 def test_odd_values_come_back_as_json(app, acme):
@@ -298,3 +298,75 @@ def test_a_field_named_like_a_record_column_gets_its_own_name(app, world):
         app, world.a.keys["owner"], "SELECT typeof(id), id_field, created_at_field FROM things"
     )
     assert result == [["integer", "A-1", "2020-01-01"]]
+
+
+# ---- what the model reads of results ------------------------------------------------------
+
+
+def _tool_result(request, name: str) -> str:
+    """The text of the last tool result in a request the model got."""
+    from monark.chat.llm.types import ToolResultBlock
+
+    results = [b for m in request.messages for b in m.content if isinstance(b, ToolResultBlock)]
+    return [r for r in results if r.name == name][-1].content
+
+
+def test_a_refused_query_fails_before_anything_runs(app, acme, scripted):
+    from monark.chat import service
+    from monark.chat.models import ToolCall
+    from monark.chat.service import SendInput
+    from tests.llm_script import Call, Say
+
+    scripted.script.add(
+        [Call("records_query", {"sql": "DELETE FROM tasks"})], [Say("I may only read.")]
+    )
+    before = db.session.scalar(select(func.count()).select_from(Record))
+    result = service.send_message(acme.principal("member"), SendInput(text="Delete all"))
+    (call,) = db.session.scalars(select(ToolCall)).all()
+    assert (call.status, call.preview) == ("FAILED", None)  # refused before a preview ran
+    assert "start with SELECT" in call.error
+    assert "start with SELECT" in _tool_result(scripted.requests[1], "records_query")
+    assert result.status == "done"
+    assert db.session.scalar(select(func.count()).select_from(Record)) == before
+
+
+def test_lists_and_answers_reach_the_model_as_compact_rows(app, acme, scripted):
+    from monark.chat import service
+    from monark.chat.models import ToolCall
+    from monark.chat.service import SendInput
+    from tests.llm_script import Call, Say
+
+    scripted.script.add(
+        [Call("records_list", {"model": "tasks", "limit": 3})],
+        [Call("records_query", {"sql": "SELECT status, count(*) FROM tasks GROUP BY 1"})],
+        [Say("Done.")],
+    )
+    service.send_message(acme.principal("member"), SendInput(text="Tasks?"))
+    listed = _tool_result(scripted.requests[1], "records_list")
+    assert '"columns": ["id", "title"' in listed and '"rows": [[' in listed
+    assert '"values"' not in listed and '"creator_id"' not in listed
+    answered = _tool_result(scripted.requests[2], "records_query")
+    assert '"row_count"' not in answered  # nothing was left out
+    # The stored result (and the user's card) keep everything.
+    stored = db.session.scalars(select(ToolCall).order_by(ToolCall.id)).first()
+    assert "values" in stored.result["items"][0]
+
+
+def test_a_long_result_is_cut_for_the_model_with_a_marker(app, acme, scripted):
+    from monark.chat import service
+    from monark.chat.models import ToolCall
+    from monark.chat.service import SendInput
+    from tests.llm_script import Call, Say
+
+    owner = acme.principal("owner")
+    for n in range(40):
+        factories.make_record(owner, acme.model, f"Long {n}", notes="word " * 300)
+    scripted.script.add(
+        [Call("records_list", {"model": "tasks", "limit": 100})], [Say("That is a lot.")]
+    )
+    service.send_message(owner, SendInput(text="Everything"))
+    seen = _tool_result(scripted.requests[1], "records_list")
+    assert len(seen) < 20_500
+    assert "more characters of this result are not shown. Ask for less" in seen
+    stored = db.session.scalars(select(ToolCall)).one()
+    assert len(stored.result["items"]) == 47  # all of them, for the card

@@ -5,9 +5,12 @@ Public: each is under /api/v1, in the OpenAPI document, an MCP tool and an in-ap
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import current_app
 
 from monark.api import schemas as s
+from monark.core.errors import ValidationFailed
 from monark.core.models import ApiKey, Org, User
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
@@ -41,6 +44,45 @@ def model_out(model: RecordModel) -> s.ModelOut:
 routes = RouteTable("public")
 
 
+def compact_records(result: dict[str, Any]) -> dict[str, Any]:
+    """A page of records as the model reads it: one row per record under shared column
+    names (``id``, ``title``, the fields, ``updated_at``), instead of an object each."""
+    items = result.get("items") or []
+    fields = list(dict.fromkeys(k for item in items for k in (item.get("values") or {})))
+    columns = ["id", "title", *fields, "updated_at"]
+    private = any(item.get("visibility") == "private" for item in items)
+    if private:
+        columns.append("visibility")
+    rows = [
+        [
+            item.get("id"),
+            item.get("title"),
+            *((item.get("values") or {}).get(k) for k in fields),
+            item.get("updated_at"),
+            *([item.get("visibility")] if private else []),
+        ]
+        for item in items
+    ]
+    return {"columns": columns, "rows": rows, "next_cursor": result.get("next_cursor")}
+
+
+def compact_query(result: dict[str, Any]) -> dict[str, Any]:
+    """A query's answer as the model reads it: columns and rows, and what was left out."""
+    shown = {"columns": result.get("columns"), "rows": result.get("rows")}
+    if result.get("truncated"):
+        shown |= {"row_count": result.get("row_count"), "note": result.get("note")}
+    return shown
+
+
+def check_query(arguments: dict[str, Any]) -> str | None:
+    """The keyword guard, before the tool is even called (a clear refusal to the model)."""
+    try:
+        sql.check_sql(str(arguments.get("sql") or ""), sql.QueryLimits())
+    except ValidationFailed as err:
+        return err.detail_text()
+    return None
+
+
 @routes.get("/me", "records.view", preview=headline("check who you are"))
 def me_get(principal: Principal, path: None, query: None, body: None) -> s.MeOut:
     """Who the caller is: user or API key, org, role and permissions."""
@@ -69,7 +111,12 @@ def models_get(principal: Principal, path: s.ModelPath, query: None, body: None)
     return model_out(records.get_model(principal, path.model))
 
 
-@routes.get("/models/{model}/records", "records.view", preview=previews.list_records)
+@routes.get(
+    "/models/{model}/records",
+    "records.view",
+    preview=previews.list_records,
+    summarize=compact_records,
+)
 def records_list(
     principal: Principal, path: s.ModelPath, query: s.RecordsQuery, body: None
 ) -> s.RecordList:
@@ -141,6 +188,8 @@ def _tables_for(principal: Principal) -> str:
     "records.view",
     preview=headline("query the records"),
     describe=_tables_for,
+    validate=check_query,
+    summarize=compact_query,
 )
 def records_query(principal: Principal, path: None, query: s.QueryParams, body: None) -> s.QueryOut:
     """Answer a question over all the records you can see with one read-only SQL SELECT.

@@ -66,6 +66,9 @@ class RouteTool:
             input_schema=tool_input_schema(route),
             mutates=route.mutates,
             permission=route.permission,
+            validate=route.validate,
+            summarize=route.summarize,
+            **({"result_limit": route.result_limit} if route.result_limit else {}),
         )
         return cls(route, spec)
 

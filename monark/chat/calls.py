@@ -15,7 +15,7 @@ from sqlalchemy import update
 from monark.chat import lease, store
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import ToolCall, ToolCallStatus
-from monark.chat.tools import ChatToolExecutor, ToolOutcome
+from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.core.rbac import Principal
 from monark.core.text import storable
 from monark.core.uow import unit_of_work
@@ -105,6 +105,19 @@ def preview_of(
     except Exception:  # a preview is a courtesy; the call itself must still be stored
         current_app.logger.exception("previewing %s failed", call.name)
         return None
+
+
+def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
+    """The tool's own check of its arguments (``ToolSpec.validate``): why they are refused
+    before anything runs, or None."""
+    if spec is None or spec.validate is None:
+        return None
+    try:
+        refused = spec.validate(dict(call.input))
+    except Exception:  # a check that breaks does not decide: the tool checks again
+        current_app.logger.exception("validating %s failed", call.name)
+        return None
+    return storable(refused) if refused else None
 
 
 def precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> None:

@@ -18,7 +18,7 @@ from flask import current_app
 
 from monark.chat import store
 from monark.chat.ai_settings import DEFAULT_STEPS
-from monark.chat.calls import precheck, preview_of, run_tool_call
+from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.types import LlmProvider, LlmRequest, ToolDefinition
@@ -182,6 +182,10 @@ def _proposed_calls(
             mutates=spec.mutates if spec is not None else True,
             status=ToolCallStatus.PROPOSED,
         )
+        if refused := validate(spec, call):
+            call.status, call.error = ToolCallStatus.FAILED, refused
+            stored.append(call)
+            continue
         # Previews and checks may read through the dispatcher, so they run before this
         # step writes anything (SQLite allows one writer at a time).
         call.preview = preview_of(setup.executor, actor, call)
@@ -224,8 +228,8 @@ def _store_step(
         db.session.add(call)
     db.session.flush()
     for call in calls:
-        if call.mutates:
-            # A write whose arguments cannot work failed at once: no card to confirm.
+        if call.mutates or call.status == ToolCallStatus.FAILED:
+            # A call whose arguments cannot work failed at once: no card, nothing run.
             store.tool_call_event(
                 actor, call, "proposed" if call.status == ToolCallStatus.PROPOSED else "failed"
             )
@@ -239,7 +243,7 @@ def _run_reads(
 ) -> None:
     """Run the step's reads now; writes wait for the user."""
     for call in calls:
-        if call.mutates:
+        if call.mutates or call.status != ToolCallStatus.PROPOSED:  # waits, or settled
             hooks.on_tool_call(call)
         elif hooks.should_stop():  # stopped: the reads left are not run, and say so
             call.status, call.error = ToolCallStatus.FAILED, "Stopped before it ran."
@@ -274,7 +278,7 @@ def advance_conversation(
         request = LlmRequest(
             model=setup.model,
             system=setup.system,
-            messages=build_llm_messages(rows),
+            messages=build_llm_messages(rows, setup.specs),
             tools=setup.tools,
             max_tokens=setup.max_tokens,
         )

@@ -3,21 +3,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from monark.core.rbac import Principal
 
+RESULT_LIMIT = 20_000  # characters of a result the model reads, unless a tool says
+
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool the model may call; ``mutates`` drives the confirm gate."""
+    """A tool the model may call; ``mutates`` drives the confirm gate.
+
+    Seed 003's two hooks: ``validate`` refuses arguments before anything runs (its message
+    is what the model reads); ``summarize`` shrinks a successful result to what the model
+    needs (the stored result, and the user's card, keep it whole). Whatever the model reads
+    of a result is cut at ``result_limit`` characters, with a marker saying so.
+    """
 
     name: str
     description: str
     input_schema: dict[str, Any]
     mutates: bool
     permission: str | None = None
+    validate: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
+    summarize: Callable[[Any], Any] | None = field(default=None, compare=False)
+    result_limit: int = RESULT_LIMIT
 
 
 @dataclass

@@ -4,7 +4,8 @@ tool definitions in a stable order (so the cached request prefix stays byte-iden
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from monark.chat import store
 from monark.chat.llm.types import (
@@ -16,26 +17,48 @@ from monark.chat.llm.types import (
     ToolUseBlock,
 )
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
-from monark.chat.tools import ToolSpec
+from monark.chat.tools import RESULT_LIMIT, ToolSpec
 from monark.core.text import scrub
 
-RESULT_LIMIT = 20_000
 REJECTED_TEXT = "The user rejected this action; it was not carried out."
 
 
-def _result_text(call: ToolCall | store.TranscriptCall) -> tuple[str, bool]:
+def _summary(result: Any, spec: ToolSpec | None) -> Any:
+    """What the model reads of a successful result: the tool's summary, or all of it."""
+    if spec is None or spec.summarize is None:
+        return result
+    try:
+        return spec.summarize(result)
+    except Exception:  # a summary is a courtesy: the whole result is still right
+        return result
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, with a marker the model reads when cut."""
+    if len(text) <= limit:
+        return text
+    left = len(text) - limit
+    return (
+        text[:limit] + f" …[cut here: {left:,} more characters of this result are not "
+        "shown. Ask for less: a smaller limit, a filter, fewer fields, or an aggregate.]"
+    )
+
+
+def _result_text(call: ToolCall | store.TranscriptCall, spec: ToolSpec | None) -> tuple[str, bool]:
+    limit = spec.result_limit if spec is not None else RESULT_LIMIT
     if call.status == ToolCallStatus.SUCCEEDED:
-        text = scrub(json.dumps(call.result, ensure_ascii=False, sort_keys=True, default=str))
-        if len(text) > RESULT_LIMIT:
-            text = text[:RESULT_LIMIT] + " …(truncated)"
-        return text, False
+        shown = _summary(call.result, spec)
+        text = scrub(json.dumps(shown, ensure_ascii=False, sort_keys=True, default=str))
+        return cut(text, limit), False
     if call.status == ToolCallStatus.REJECTED:
         reason = f" Their reason: {call.reject_reason}" if call.reject_reason else ""
-        return REJECTED_TEXT + reason, True
-    return f"Error: {call.error or 'the tool failed.'}", True
+        return cut(REJECTED_TEXT + reason, limit), True
+    return cut(f"Error: {call.error or 'the tool failed.'}", limit), True
 
 
-def build_llm_messages(rows: Sequence[Message | store.TranscriptMessage]) -> list[LlmMessage]:
+def build_llm_messages(
+    rows: Sequence[Message | store.TranscriptMessage], specs: Mapping[str, ToolSpec] | None = None
+) -> list[LlmMessage]:
     """Map stored rows to the model's message list.
 
     An assistant message with tool calls is followed by a user message carrying exactly
@@ -68,7 +91,7 @@ def build_llm_messages(rows: Sequence[Message | store.TranscriptMessage]) -> lis
             push("assistant", blocks)
             results = []
             for call in calls:
-                text, is_error = _result_text(call)
+                text, is_error = _result_text(call, (specs or {}).get(call.name))
                 results.append(
                     ToolResultBlock(call.provider_call_id, text, is_error, name=call.name)
                 )

@@ -100,6 +100,11 @@ class RouteDescriptor:
     precheck: Precheck | None = None
     lookup: Lookup | None = None
     describe: Describe | None = None
+    # The assistant's tool hooks (``monark.chat.tools.ToolSpec``): arguments refused before
+    # anything runs, the result shrunk for the model, how much of it the model reads.
+    validate: Callable[[dict[str, Any]], str | None] | None = None
+    summarize: Callable[[Any], Any] | None = None
+    result_limit: int | None = None
 
     @property
     def mutates(self) -> bool:
@@ -151,7 +156,8 @@ class RouteTable:
         self, method: HttpMethod, path: str, permission: str, **options: Any
     ) -> Callable[[Handler], Handler]:
         """Declare the decorated handler as ``method path``; ``options`` are the
-        descriptor's (status, preview, precheck, lookup, describe)."""
+        descriptor's (status, preview, precheck, lookup, describe, validate, summarize,
+        result_limit)."""
 
         def declare(handler: Handler) -> Handler:
             hints = get_type_hints(handler)

@@ -83,7 +83,7 @@ class QueryLimits:
 
     seconds: float = 3.0
     max_rows: int = 200
-    max_bytes: int = 60_000
+    max_bytes: int = 20_000  # what the model reads of a result is about this much too
     max_sql: int = 10_000
     count_cap: int = 1_000_000  # rows past ``max_rows`` counted at most
 
