@@ -84,6 +84,9 @@ def test_an_admin_saves_a_key_that_is_stored_encrypted_and_never_shown(world, lo
         ({"base_url": "http://[::1]:1/"}, "base_url"),
         ({"base_url": "http://2130706433/"}, "base_url"),
         ({"base_url": "http://0.0.0.0:5077/"}, "base_url"),
+        ({"base_url": "http://[::127.0.0.1]:5097/v1"}, "base_url"),  # IPv4-compatible
+        ({"base_url": "http://[64:ff9b::a9fe:a9fe]/"}, "base_url"),  # NAT64 of 169.254.169.254
+        ({"base_url": "http://[2002:a9fe:a9fe::1]/"}, "base_url"),  # 6to4 of the same
         ({"provider": "ollama"}, "base_url"),  # its default endpoint is this host
     ],
 )
@@ -375,3 +378,51 @@ def test_the_model_list_says_why_it_is_empty(world, login, loopback):
     assert "did not list its models: Could not connect to the provider" in answer
     named = admin.post(f"{PAGE}/test", {"model": "m" * 500}).get_data(as_text=True)
     assert "Model: " in named
+
+
+def test_a_saved_key_goes_nowhere_but_where_it_was_saved_for(app, world, login, loopback):
+    """Another admin cannot read the saved key by pointing Test, the model list or the
+    saved settings at a server of theirs: a new endpoint needs the key typed again."""
+    vendor, sink = FakeOpenAI().start(), FakeOpenAI().start()
+    try:
+        vendor.script.add([Say("OK")])
+        sink.script.add(*[[Say("OK")]] * 3)
+        admin = login("admin@acme.test")
+        saved = {"provider": "groq", "base_url": vendor.url + "/v1", "api_key": KEY}
+        assert admin.post(PAGE, saved).status_code == 303
+        moved = {"provider": "groq", "base_url": sink.url + "/v1"}
+        admin.post(f"{PAGE}/test", moved)
+        admin.post(f"{PAGE}/models", moved)
+        admin.post(f"{PAGE}/test", {**moved, "provider": "openai_compatible"})
+        assert KEY not in json.dumps(sink.headers)
+        refused = admin.post(PAGE, moved)
+        assert refused.status_code == 422 and 'id="api_key-error"' in refused.get_data(as_text=True)
+        # Where it was saved for, it is still used.
+        same = admin.post(f"{PAGE}/test", {"provider": "groq", "base_url": vendor.url + "/v1"})
+        assert "Connected" in same.get_data(as_text=True)
+        assert KEY in json.dumps(vendor.headers)
+    finally:
+        vendor.stop()
+        sink.stop()
+
+
+def test_headers_from_the_servers_environment_stay_off_an_orgs_endpoint(
+    app, world, login, loopback, monkeypatch
+):
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-DEPLOYMENT")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-DEPLOYMENT")
+    monkeypatch.setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Gateway-Auth: gateway-SECRET")
+    fakes = {"openai_compatible": FakeOpenAI().start(), "anthropic": FakeAnthropic().start()}
+    try:
+        admin = login("admin@acme.test")
+        for provider, fake in fakes.items():
+            fake.script.add([Say("OK")])
+            base = fake.url + ("/v1" if provider != "anthropic" else "")
+            form = {"provider": provider, "model": "m", "api_key": KEY, "base_url": base}
+            assert "Connected" in admin.post(f"{PAGE}/test", form).get_data(as_text=True)
+            sent = json.dumps(fake.headers).lower()
+            assert "deployment" not in sent and "gateway" not in sent, provider
+            assert KEY.lower() in sent  # the org's own key does go
+    finally:
+        for fake in fakes.values():
+            fake.stop()

@@ -81,13 +81,18 @@ def resolve(org_id: int | None, app_config: Mapping[str, Any]) -> ResolvedAi:
     return _resolve(stored if stored is not None else OrgAiSettings(), app_config)
 
 
-def _own_endpoint(url: str | None, descriptor: ProviderDescriptor | None) -> str | None:
-    """The org's base URL, or None when it names none of its own (empty, or the vendor's
-    default endpoint as the form prefills it)."""
+def _own_endpoint(
+    url: str | None, descriptor: ProviderDescriptor | None, deployment_url: str | None
+) -> str | None:
+    """The org's base URL, or None when it names none of its own: empty, the vendor's
+    default endpoint (as the form prefills it), or the deployment's own."""
     if not url:
         return None
+    same = url.rstrip("/").lower()
     default = (descriptor.default_base_url or "") if descriptor else ""
-    return None if url.rstrip("/") == default.rstrip("/") else url
+    if same in (default.rstrip("/").lower(), (deployment_url or "").rstrip("/").lower()):
+        return None
+    return url
 
 
 def _resolve(own: OrgAiSettings, app_config: Mapping[str, Any], typed_key: str = "") -> ResolvedAi:
@@ -110,7 +115,8 @@ def _resolve(own: OrgAiSettings, app_config: Mapping[str, Any], typed_key: str =
             top.max_tokens,
         ),
     )
-    own_endpoint = _own_endpoint(own.base_url, descriptor)
+    deployment_url = app_config.get("CHAT_LLM_BASE_URL") if same else None
+    own_endpoint = _own_endpoint(own.base_url, descriptor, deployment_url)
     org_chose = bool(own_endpoint or (own.provider and not same))
     problem = None
     key = typed_key
@@ -125,7 +131,6 @@ def _resolve(own: OrgAiSettings, app_config: Mapping[str, Any], typed_key: str =
             problem = f"{err} An admin enters the key again in Settings."
         if not key and not own_endpoint:
             key = _env_key(descriptor, app_config)
-    deployment_url = app_config.get("CHAT_LLM_BASE_URL") if same else None
     allow_private = bool(app_config.get("CHAT_LLM_ALLOW_PRIVATE"))
     config = ProviderConfig(
         provider=provider,  # type: ignore[arg-type]
@@ -136,6 +141,7 @@ def _resolve(own: OrgAiSettings, app_config: Mapping[str, Any], typed_key: str =
         read_timeout=float(app_config.get("CHAT_LLM_TIMEOUT", 60)),
         max_retries=int(app_config.get("CHAT_LLM_MAX_RETRIES", 2)),
         public_only=org_chose and not allow_private,
+        org_endpoint=bool(own_endpoint),
     )
     detail = None
     if problem is None and descriptor is not None and config.public_only:
@@ -201,7 +207,11 @@ def parse_form(data: Mapping[str, Any], app_config: Mapping[str, Any]) -> AiSett
         form.api_key.isascii() and form.api_key.isprintable() and " " not in form.api_key
     ):
         problems.append(
-            {"field": "api_key", "message": "Paste the key as the provider gave it: no spaces."}
+            {
+                "field": "api_key",
+                "message": "An API key is plain ASCII without spaces: paste it as the provider "
+                "gave it.",
+            }
         )
     elif form.api_key and len(form.api_key) < MIN_KEY:
         problems.append({"field": "api_key", "message": "That is too short to be an API key."})
@@ -229,6 +239,18 @@ def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, An
     if stored is None:
         stored = OrgAiSettings(org_id=principal.org_id)
         db.session.add(stored)
+    moving = stored.api_key_encrypted and not _same_endpoint(stored, form, app_config)
+    if moving and not form.api_key and not form.clear_key:
+        raise ValidationFailed(
+            "The AI settings are invalid.",
+            [
+                {
+                    "field": "api_key",
+                    "message": "The provider or base URL changed: type the key again (a saved "
+                    "key only goes where it was saved for), or tick Remove.",
+                }
+            ],
+        )
     changed = []
     for name in SETTING_FIELDS:
         value = getattr(form, name) or None
@@ -250,6 +272,21 @@ def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, An
     return changed
 
 
+def _endpoint_of(settings: OrgAiSettings | AiSettingsForm, app_config: Mapping[str, Any]) -> tuple:
+    """Where settings send their requests: the provider and the endpoint it resolves to."""
+    draft = OrgAiSettings(provider=settings.provider or None, base_url=settings.base_url or None)
+    config = _resolve(draft, app_config).config
+    return config.provider, endpoint_of(config)
+
+
+def _same_endpoint(
+    stored: OrgAiSettings, form: AiSettingsForm, app_config: Mapping[str, Any]
+) -> bool:
+    """Whether the form still sends to where the saved key was saved for: a saved key is
+    never sent anywhere else (an admin could otherwise read it with a server of theirs)."""
+    return _endpoint_of(stored, app_config) == _endpoint_of(form, app_config)
+
+
 def form_config(
     principal: Principal, form: AiSettingsForm, app_config: Mapping[str, Any]
 ) -> ResolvedAi:
@@ -257,11 +294,12 @@ def form_config(
     typed, its key if typed, else the saved one unless it is being removed."""
     principal.require("org.manage")
     stored = org_settings(principal.org_id)
+    keeps = stored is not None and not form.clear_key and _same_endpoint(stored, form, app_config)
     draft = OrgAiSettings(
         provider=form.provider or None,
         model=form.model or None,
         base_url=form.base_url or None,
-        api_key_encrypted=None if (form.clear_key or stored is None) else stored.api_key_encrypted,
+        api_key_encrypted=stored.api_key_encrypted if keeps else None,
     )
     if form.provider and get_provider(form.provider) is None:
         resolved = _resolve(OrgAiSettings(), app_config)

@@ -34,6 +34,24 @@ def check_url(url: str) -> str:
     return url
 
 
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix (RFC 6052)
+NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # local-use prefixes (RFC 8215)
+
+
+def _embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list:
+    """The IPv4 addresses an IPv6 address carries (mapped, compatible, 6to4, Teredo,
+    NAT64): a network may route to them, so each must be public too."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return []
+    found = [address.ipv4_mapped, address.sixtofour]
+    if address.teredo:
+        found += list(address.teredo)
+    low = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in NAT64 or address in NAT64_LOCAL or int(address) >> 32 == 0:
+        found.append(low)  # NAT64, or IPv4-compatible (::a.b.c.d)
+    return [a for a in found if a is not None]
+
+
 def public_addresses(url: str, setting: str) -> list[str]:
     """The host's addresses, resolved once, when every one of them is public; otherwise
     ``UnsafeAddress`` naming ``setting``, the deployment setting that allows others.
@@ -52,7 +70,7 @@ def public_addresses(url: str, setting: str) -> list[str]:
         raise Unresolvable(f"Cannot resolve the host {parts.hostname}.") from None
     addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
     for address in addresses:
-        if not address.is_global:
+        if not all(a.is_global for a in (address, *_embedded_ipv4(address))):
             raise UnsafeAddress(
                 f"{parts.hostname} resolves to a non-public address ({address}); only public "
                 f"hosts are allowed ({setting} allows others)."

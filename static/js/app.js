@@ -89,15 +89,19 @@
 })();
 
 // A form sent back with errors: focus its first invalid field, so keyboard and screen
-// reader users land on what to fix.
+// reader users land on what to fix (on a page load, and when htmx swaps the answer in).
 (() => {
-  const focusFirstError = () => {
-    const field = document.querySelector("main form [aria-invalid='true']");
-    if (field && !field.closest("[hidden]")) field.focus();
+  const focusFirstError = (root) => {
+    const field = (root || document).querySelector?.("form [aria-invalid='true']");
+    if (field && !field.closest("[hidden]") && !field.closest("#assistant")) field.focus();
   };
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", focusFirstError);
+    document.addEventListener("DOMContentLoaded", () => focusFirstError(document.querySelector("main")));
   } else {
-    focusFirstError();
+    focusFirstError(document.querySelector("main"));
   }
+  document.addEventListener("htmx:after:settle", (event) => {
+    const target = event.target instanceof Element ? event.target : null;
+    if (target && !target.closest("#assistant")) focusFirstError(target);
+  });
 })();

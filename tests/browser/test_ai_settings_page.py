@@ -72,3 +72,15 @@ def test_an_admin_points_the_org_at_another_provider(world, browse, openai_fake)
     expect(panel.locator(".msg-meta").last).to_contain_text("openai · gpt-5")
     wait_turn(panel)
     assert openai_fake.headers[-1]["authorization"] == f"Bearer {KEY}"
+
+
+def test_a_refused_save_puts_focus_on_the_first_field_to_fix(world, browse):
+    s = browse("admin@acme.test")
+    s.goto("/settings/ai")
+    page = s.page
+    page.get_by_label("Provider").select_option("openai")
+    page.get_by_label("Base URL").fill("http://example.com:99999/")
+    page.get_by_label("API key").fill("abc")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#api_key")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#api_key")).to_be_focused()

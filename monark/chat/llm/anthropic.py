@@ -89,11 +89,13 @@ class AnthropicProvider(SdkAdapter):
         read_timeout: float = 60.0,
         max_retries: int = 2,
         public_only: bool = False,
+        org_endpoint: bool = False,
         **client_options: Any,
     ):
         super().__init__("anthropic", api_key)
         self.timeouts = (connect_timeout, read_timeout)
         self.public_only = public_only
+        self.org_endpoint = org_endpoint
         self.client_options = {"max_retries": max_retries, **client_options}
 
     @classmethod
@@ -106,6 +108,7 @@ class AnthropicProvider(SdkAdapter):
             read_timeout=config.read_timeout,
             max_retries=config.max_retries,
             public_only=config.public_only,
+            org_endpoint=config.org_endpoint,
             **options,
         )
 
@@ -128,7 +131,9 @@ class AnthropicProvider(SdkAdapter):
         return anthropic.Anthropic(
             api_key=self.api_key,
             timeout=anthropic.Timeout(read, connect=connect),
-            http_client=anthropic.DefaultHttpxClient(**http_client_options(self.public_only)),
+            http_client=anthropic.DefaultHttpxClient(
+                **http_client_options(self.public_only, self.org_endpoint)
+            ),
             **self.client_options,
         )
 

@@ -43,14 +43,32 @@ def refuse_when_stopped(request: Any) -> None:
         raise TurnStopped("The turn was stopped; nothing more is sent to the provider.")
 
 
-HTTP_HOOKS = {"request": [refuse_when_stopped]}
+# What a request to an org's own endpoint may carry: the SDKs' own headers and the org's
+# credential. Anything else may come from the server's environment (an SDK reads
+# ANTHROPIC_CUSTOM_HEADERS, OPENAI_ORG_ID, OPENAI_PROJECT_ID, …) and is the deployment's.
+ORG_ENDPOINT_HEADERS = frozenset(
+    """host content-length content-type accept accept-encoding connection user-agent
+    authorization x-api-key x-goog-api-key x-goog-api-client anthropic-version
+    anthropic-beta""".split()  # noqa: SIM905
+)
 
 
-def http_client_options(public_only: bool) -> dict[str, Any]:
+def strip_deployment_headers(request: Any) -> None:
+    """An httpx request hook: only ``ORG_ENDPOINT_HEADERS`` and the SDKs' ``x-stainless-*``
+    telemetry go to an endpoint an org named."""
+    for name in list(request.headers):
+        lowered = name.lower()
+        if lowered not in ORG_ENDPOINT_HEADERS and not lowered.startswith("x-stainless-"):
+            del request.headers[name]
+
+
+def http_client_options(public_only: bool, org_endpoint: bool = False) -> dict[str, Any]:
     """Options for an SDK's HTTP client (``httpx2.Client``): Stop is honoured, redirects
-    are never followed (one would take the request past the address check), and, for an
-    endpoint an org chose, each request connects only to public addresses it checked."""
-    options: dict[str, Any] = {"event_hooks": HTTP_HOOKS, "follow_redirects": False}
+    are never followed (one would take the request past the address check); for an
+    endpoint an org chose, each request connects only to public addresses it checked, and
+    for one it named, carries nothing of the deployment's."""
+    hooks = [refuse_when_stopped, *([strip_deployment_headers] if org_endpoint else [])]
+    options: dict[str, Any] = {"event_hooks": {"request": hooks}, "follow_redirects": False}
     if public_only:
         options["transport"] = _public_transport()
     return options

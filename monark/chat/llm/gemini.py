@@ -115,7 +115,7 @@ class GeminiProvider(SdkAdapter):
 
         options: dict[str, Any] = {
             "timeout": int(self.config.read_timeout * 1000),  # ms
-            "client_args": http_client_options(self.config.public_only),
+            "client_args": http_client_options(self.config.public_only, self.config.org_endpoint),
         }
         if self.config.base_url:
             options["base_url"] = self.config.base_url

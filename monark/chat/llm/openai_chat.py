@@ -154,6 +154,11 @@ class OpenAIProvider(SdkAdapter):
         from monark.chat.llm.providers import endpoint_of
 
         if self.descriptor.needs_key and not self.config.api_key:
+            if self.config.org_endpoint:
+                return (
+                    f"{self.descriptor.label} needs an API key: a base URL of the org's own "
+                    "needs a key of its own, set in Settings."
+                )
             env = (
                 f" (or {self.descriptor.key_env} on the server)" if self.descriptor.key_env else ""
             )
@@ -173,7 +178,9 @@ class OpenAIProvider(SdkAdapter):
             base_url=endpoint_of(config),
             timeout=openai.Timeout(config.read_timeout, connect=config.connect_timeout),
             max_retries=config.max_retries,
-            http_client=openai.DefaultHttpxClient(**http_client_options(config.public_only)),
+            http_client=openai.DefaultHttpxClient(
+                **http_client_options(config.public_only, config.org_endpoint)
+            ),
         )
 
     def open_stream(self, request: t.LlmRequest) -> Any:

@@ -50,6 +50,9 @@ class ProviderConfig:
     # An endpoint the org chose, on a deployment that keeps to public hosts: every request
     # connects only to the public addresses checked for it (``chat.llm.common``).
     public_only: bool = False
+    # The org named this endpoint itself: nothing of the deployment's goes there (its key,
+    # or headers an SDK picks up from the server's environment).
+    org_endpoint: bool = False
 
 
 @dataclass(frozen=True)
