@@ -4,7 +4,7 @@ from monark.automations.models import Automation, AutomationRun
 from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
-from monark.records.models import ModelField, Record, RecordModel
+from monark.records.models import ModelField, Record, RecordModel, RecordValue
 from monark.wiki.models import WikiPage
 
 # On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and
@@ -27,6 +27,7 @@ __all__ = [
     "Participant",
     "Record",
     "RecordModel",
+    "RecordValue",
     "ToolCall",
     "User",
     "WikiPage",

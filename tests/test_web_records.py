@@ -128,7 +128,7 @@ def test_filter_by_field_value(login, world):
     browser = login("member@acme.test")
 
     def titles(field: str, value: str) -> set[str]:
-        response = browser.get(LIST, query_string={"field": field, "value": value})
+        response = browser.get(LIST, query_string={"filter": f"{field}:{value}"})
         assert response.status_code == 200
         return set(row_titles(soup_of(response)))
 
@@ -139,11 +139,13 @@ def test_filter_by_field_value(login, world):
     assert titles("urgent", "false") == {"Doing"}
     assert titles("assignee", str(member_id)) == {"Done one"}
     assert titles("title", "Doing") == {"Doing"}
-    soup = soup_of(browser.get(LIST, query_string={"field": "status", "value": "done"}))
-    assert soup.select_one("#filter-field option[selected]")["value"] == "status"
-    assert soup.select_one("#filter-value")["value"] == "done"
+    soup = soup_of(browser.get(LIST, query_string={"filter": "status:done"}))
+    row = soup.select_one(".filter-row")
+    assert row.select_one("[name=ff] option[selected]")["value"] == "status"
+    assert row.select_one("[name=fo] option[selected]")["value"] == "eq"
+    assert row.select_one("[name=fv]")["value"] == "done"
     # A value that cannot match the field's type is explained, not a crash.
-    bad = browser.get(LIST, query_string={"field": "points", "value": "many"})
+    bad = browser.get(LIST, query_string={"filter": "points:many"})
     assert bad.status_code == 200
     alert = soup_of(bad).select_one("#records-table [role=alert]")
     assert "not a valid number" in alert.get_text()
@@ -151,7 +153,7 @@ def test_filter_by_field_value(login, world):
 
 def test_a_value_for_any_field_asks_for_a_field(login, world):
     browser = login("member@acme.test")
-    response = browser.get(LIST, query_string={"field": "", "value": "done"})
+    response = browser.get(LIST, query_string={"ff": "", "fo": "eq", "fv": "done"})
     assert response.status_code == 200
     table = soup_of(response).select_one("#records-table")
     assert table.select_one("[role=alert]").get_text(strip=True) == "Choose a field to filter by."
@@ -160,7 +162,7 @@ def test_a_value_for_any_field_asks_for_a_field(login, world):
     # The htmx partial says the same.
     fragment = browser.get(
         LIST,
-        query_string={"value": "done"},
+        query_string={"ff": "", "fv": "done"},
         headers={"HX-Request": "true", "HX-Target": "#records-table"},
     )
     assert "Choose a field to filter by." in fragment.get_data(as_text=True)
@@ -173,7 +175,7 @@ def test_filters_match_select_options_any_case_and_members_by_name(login, world)
     browser = login("member@acme.test")
 
     def titles(field: str, value: str) -> set[str]:
-        response = browser.get(LIST, query_string={"field": field, "value": value})
+        response = browser.get(LIST, query_string={"filter": f"{field}:{value}"})
         soup = soup_of(response)
         assert soup.select_one("#records-table [role=alert]") is None, soup.get_text()
         return set(row_titles(soup))
@@ -189,7 +191,7 @@ def test_filters_match_select_options_any_case_and_members_by_name(login, world)
     assert titles("due", "2030-01-31") == {"Finished"}
 
     def alert(field: str, value: str) -> str:
-        response = browser.get(LIST, query_string={"field": field, "value": value})
+        response = browser.get(LIST, query_string={"filter": f"{field}:{value}"})
         return soup_of(response).select_one("#records-table [role=alert]").get_text(strip=True)
 
     assert "not a valid date" in alert("due", "31/01/2030")

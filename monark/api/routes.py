@@ -63,7 +63,12 @@ def compact_records(result: dict[str, Any]) -> dict[str, Any]:
         ]
         for item in items
     ]
-    return {"columns": columns, "rows": rows, "next_cursor": result.get("next_cursor")}
+    return {
+        "columns": columns,
+        "rows": rows,
+        "total": result.get("total"),
+        "next_cursor": result.get("next_cursor"),
+    }
 
 
 def compact_query(result: dict[str, Any]) -> dict[str, Any]:
@@ -120,18 +125,14 @@ def models_get(principal: Principal, path: s.ModelPath, query: None, body: None)
 def records_list(
     principal: Principal, path: s.ModelPath, query: s.RecordsQuery, body: None
 ) -> s.RecordList:
-    """List a model's records, newest first, with search, a field filter and paging."""
+    """List a model's records with search, typed filters, a sort, paging and the total."""
     model = records.get_model(principal, path.model)
-    page = queries.list_records(
-        principal,
-        model,
-        q=query.q,
-        filter=queries.parse_filter(query.filter),
-        limit=query.limit,
-        cursor=query.cursor,
-    )
+    params = queries.ListParams.parse(model, query.q, query.filter, query.sort)
+    page = queries.list_records(principal, model, params, limit=query.limit, cursor=query.cursor)
     return s.RecordList(
-        items=[record_out(model, r) for r in page.items], next_cursor=page.next_cursor
+        items=[record_out(model, r) for r in page.items],
+        next_cursor=page.next_cursor,
+        total=queries.count_records(principal, model, params),
     )
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from monark.core.ids import Id
 from monark.core.schemas import RowOut
@@ -26,19 +26,37 @@ class RecordPath(ModelPath):
 
 class RecordsQuery(Strict):
     q: str | None = Field(None, description="Text to search for in text fields.", max_length=200)
-    filter: str | None = Field(
+    filter: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list,
+        description=(
+            "Filters, all of which must hold, each field:op:value (or field:value for eq): "
+            "ops eq, ne, lt, lte, gt, gte, contains, in (values split by commas), and "
+            "field:empty / field:not_empty. Examples: status:done, due:lt:today, "
+            "points:gte:5, status:in:todo,doing, assignee:eq:Ana. Select options and text "
+            "match in any case; a user field takes a member's id or (part of) their name; "
+            "dates are YYYY-MM-DD or today; ne and empty include records without a value."
+        ),
+        max_length=10,
+    )
+    sort: str | None = Field(
         None,
         description=(
-            "Only records whose field equals a value, as field:value (e.g. status:done). "
-            "Select options match in any case; a user field takes a member's id or (part of) "
-            "their name; dates are YYYY-MM-DD."
+            "Order by a field or id, title, created_at, updated_at; '-' first for "
+            "descending (e.g. -due). Empty values come last. Default: newest first."
         ),
-        max_length=200,
+        max_length=41,
     )
     limit: int = Field(25, ge=1, le=100, description="Page size, at most 100.")
     cursor: str | None = Field(
-        None, description="The next_cursor of the previous page.", max_length=40
+        None,
+        description="The next_cursor of the previous page (same filters and sort).",
+        max_length=600,
     )
+
+    @field_validator("filter", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
 
 class QueryParams(Strict):
@@ -151,6 +169,7 @@ class RecordOut(BaseModel):
 class RecordList(BaseModel):
     items: list[RecordOut]
     next_cursor: str | None
+    total: int = Field(description="How many records match, over all pages.")
 
 
 class RecordUpdated(RecordOut):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import parse_qsl
 
 from flask import Blueprint, Response, current_app, jsonify, render_template, request
+from werkzeug.datastructures import MultiDict
 
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.stream import follow_slot, partial, turn_preface, watch_turn
@@ -22,6 +24,7 @@ from monark.core.models import Org, User
 from monark.core.rbac import Principal
 from monark.core.web import page_principal
 from monark.extensions import db
+from monark.records import queries
 from monark.records import services as records
 
 bp = Blueprint("assistant", __name__, url_prefix="/chat")
@@ -212,7 +215,28 @@ def _page_context(principal: Principal) -> PageContext | None:
         finally:
             db.session.rollback()  # a read: leave nothing open before the stream starts
         return context.model_copy(update={"record_title": title or None})
+    if context.model and context.route == f"/models/{context.model}/records":
+        return _with_list(principal, context, form.get("page_query", "")[:2000])
     return context
+
+
+def _with_list(principal: Principal, context: PageContext, query: str) -> PageContext:
+    """A list page's context with its filters and sort read as the list tool's arguments
+    (checked like the list's own, as this user: an unreadable query adds nothing)."""
+    args = MultiDict(parse_qsl(query.lstrip("?"), keep_blank_values=False))
+    q, filters, sort = args.get("q"), args.getlist("filter"), args.get("sort")
+    if not (q or filters or sort):
+        return context
+    try:
+        model = records.get_model(principal, context.model or "")
+        params = queries.ListParams.parse(model, q, filters, sort)
+        total = queries.count_records(principal, model, params)
+    except AppError:
+        return context
+    finally:
+        db.session.rollback()  # a read: leave nothing open before the stream starts
+    arguments = {"model": model.key, **params.arguments()}
+    return context.model_copy(update={"list_arguments": arguments, "list_total": total})
 
 
 def _conversation_id() -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import date
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -48,6 +49,10 @@ class PageContext(BaseModel):
     # Filled in by the host from the database (never taken from the browser), so "this
     # record" needs no lookup.
     record_title: str | None = Field(None, max_length=300)
+    # On a list page, the host's reading of its filters: the list tool's arguments that
+    # show the same records, and how many there are (never the browser's own text).
+    list_arguments: dict[str, Any] | None = None
+    list_total: int | None = None
 
     @field_validator("route")
     @classmethod
@@ -78,5 +83,11 @@ def context_sentence(context: PageContext | None, today: date) -> str:
                 where += f" (titled {json.dumps(context.record_title, ensure_ascii=False)})"
         elif context.model:
             where += f', looking at the "{context.model}" model'
+            if context.list_arguments:
+                shown = json.dumps(context.list_arguments, ensure_ascii=False, sort_keys=True)
+                where += (
+                    f" filtered and sorted as records_list {shown} would list them "
+                    f'({context.list_total} records match); "these" means those records'
+                )
         parts.append(where + ".")
     return "".join(parts)

@@ -58,3 +58,11 @@ def vary(response: Response) -> Response:
     if is_htmx():
         response.headers.add("Vary", REQUEST)
     return response
+
+
+def push_url(response: Response, url: str) -> Response:
+    """Make htmx put ``url`` in the address bar for this answer (``HX-Push-Url``: the
+    canonical address of what was asked, whatever the form sent)."""
+    if is_htmx():
+        response.headers["HX-Push-Url"] = url
+    return response

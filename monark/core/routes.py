@@ -20,7 +20,8 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, get_type_hints
+from functools import cache
+from typing import Any, Literal, TypeVar, get_origin, get_type_hints
 from urllib.parse import quote
 
 from flask import Blueprint, Response, request
@@ -331,6 +332,22 @@ def answer_json(result: BaseModel) -> str:
         return json.dumps(result.model_dump(mode="json"))
 
 
+@cache
+def _repeatable(model: type[BaseModel]) -> frozenset[str]:
+    """The query fields that take a list (``?filter=a&filter=b``)."""
+    return frozenset(
+        name for name, info in model.model_fields.items() if get_origin(info.annotation) is list
+    )
+
+
+def query_arguments(model: type[BaseModel] | None) -> dict[str, Any]:
+    """The request's query string as a dict, lists for the fields that repeat."""
+    if model is None or not _repeatable(model):
+        return request.args.to_dict()
+    lists = _repeatable(model)
+    return {k: request.args.getlist(k) if k in lists else request.args[k] for k in request.args}
+
+
 def make_view(route: RouteDescriptor) -> Callable[..., Any]:
     """The Flask view of a descriptor: auth, permission, parse, look up, handle, answer JSON."""
 
@@ -340,7 +357,7 @@ def make_view(route: RouteDescriptor) -> Callable[..., Any]:
         path = parse_part(route.path_model, path_args, "path")
         if route.lookup is not None:
             route.lookup(principal, path)  # another org's id is 404 before the body is read
-        query = parse_part(route.query_model, request.args.to_dict(), "query")
+        query = parse_part(route.query_model, query_arguments(route.query_model), "query")
         body = parse_part(route.body_model, request_json(), "body") if route.body_model else None
         try:
             result = route.handler(principal, path, query, body)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Float, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef
@@ -76,3 +76,32 @@ class Record(db.Model):
     updated_at: Mapped[UpdatedAt]
 
     creator: Mapped[User | None] = relationship()
+
+
+# How much of a text value the index keeps: enough to sort and compare, within what a
+# PostgreSQL B-tree entry may hold. Longer values are compared whole from ``values``.
+TEXT_KEY = 200
+
+
+class RecordValue(db.Model):
+    """One non-empty field value of a record, typed for filtering and sorting.
+
+    Kept in step with ``Record.values`` on every flush (``records/index.py``): text, dates
+    and select options lowercased in ``text_value`` (dates are ISO, so they sort as text),
+    numbers, booleans and members' ids in ``number_value``. ``model_id`` leads both indexes,
+    so a filter or sort on one field of one model reads only that field's entries.
+    """
+
+    __tablename__ = "record_values"
+    __table_args__ = (
+        Index("ix_record_values_text", "model_id", "field", "text_value", "record_id"),
+        Index("ix_record_values_number", "model_id", "field", "number_value", "record_id"),
+    )
+
+    record_id: Mapped[int] = mapped_column(
+        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
+    )
+    field: Mapped[str] = mapped_column(String(40), primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    text_value: Mapped[str | None] = mapped_column(String(TEXT_KEY))
+    number_value: Mapped[float | None] = mapped_column(Float)

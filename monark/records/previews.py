@@ -92,8 +92,15 @@ def delete(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_records(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    """A list: the model and the search."""
+    """A list: the model, the search, the filters and the sort."""
     extra = f" matching “{args['q']}”" if args.get("q") else ""
+    filters = args.get("filter") or []
+    if isinstance(filters, str):
+        filters = [filters]
+    if filters:
+        extra += " where " + ", ".join(str(f) for f in filters[:5])
+    if args.get("sort"):
+        extra += f" by {args['sort']}"
     return {"headline": f"list records in {_model(principal, args)[1]}{extra}"}
 
 

@@ -1,10 +1,11 @@
-"""Reading records: what a principal may see, the list with its search, field filter and
-keyset pages, and the counts. Plain functions over a Principal, no request access."""
+"""Reading records: what a principal may see, the list with its search, typed filters, sort
+and keyset pages (``filters.py`` builds those), and the counts. Plain functions over a
+Principal, no request access."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from functools import cache
 from typing import Any, Literal
 
@@ -12,9 +13,23 @@ from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select, true
 
 from monark.core.errors import ValidationFailed
 from monark.core.ids import parse_id
-from monark.core.models import MAX_ID, Membership, User
+from monark.core.models import MAX_ID, Membership, User, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
+from monark.records.filters import (
+    DEFAULT_SORT,
+    MAX_FILTERS,
+    Filter,
+    Sort,
+    after,
+    apply_filter,
+    decode_cursor,
+    encode_cursor,
+    ordered,
+    parse_filter,
+    parse_sort,
+    sort_column,
+)
 from monark.records.models import Record, RecordModel
 
 MAX_PAGE = 100
@@ -38,74 +53,6 @@ def members(org_id: int) -> list[User]:
     """The org's members by name (for user-field pickers and display)."""
     stmt = select(User).join(Membership).where(Membership.org_id == org_id).order_by(User.name)
     return list(db.session.scalars(stmt))
-
-
-def _filter_error(message: str) -> ValidationFailed:
-    return ValidationFailed("Invalid filter value.", [{"field": "filter", "message": message}])
-
-
-def _filter_clause(model: RecordModel, field_key: str, raw: str) -> ColumnElement[bool]:
-    field = next((f for f in model.fields if f.key == field_key), None)
-    if field is None:
-        known = ", ".join(f.key for f in model.fields)
-        raise ValidationFailed(
-            "Unknown filter field.",
-            [{"field": "filter", "message": f"Unknown field '{field_key}' (known: {known})."}],
-        )
-    element = Record.values[field_key]
-    invalid = _filter_error(f"'{raw}' is not a valid {field.type} value.")
-    if field.type == "number":
-        try:
-            return element.as_float() == float(raw)
-        except ValueError:
-            raise invalid from None
-    if field.type == "boolean":
-        if raw.lower() not in ("true", "false"):
-            raise invalid
-        return element.as_boolean() == (raw.lower() == "true")
-    if field.type == "user":
-        # A member's id, or their name (any case; namesakes all match).
-        if raw.isascii() and raw.isdecimal():  # other scripts' digits are decimal too
-            if len(raw) > 10 or int(raw) > MAX_ID:
-                raise _filter_error(f"No member has the id {raw}.")
-            return element.as_integer() == int(raw)
-        # A whole name matches exactly; otherwise any name containing the text ("ben").
-        people = members(model.org_id)
-        wanted = raw.lower()
-        ids = [u.id for u in people if u.name.lower() == wanted] or [
-            u.id for u in people if wanted in u.name.lower()
-        ]
-        if not ids:
-            raise _filter_error(f"No member is called '{raw}' ({field.label} takes a name or id).")
-        return element.as_integer().in_(ids)
-    if field.type == "select":
-        # Stored values are the options as written: match "done" to "Done".
-        option = next((o for o in field.options or [] if o.lower() == raw.lower()), None)
-        if option is None:
-            allowed = ", ".join(field.options or [])
-            raise _filter_error(f"'{raw}' is not an option of {field.label} (options: {allowed}).")
-        return element.as_string() == option
-    if field.type == "date":
-        try:
-            day = date.fromisoformat(raw) if len(raw) == 10 else None
-        except ValueError:
-            day = None
-        if day is None:
-            raise _filter_error(f"'{raw}' is not a valid date (use YYYY-MM-DD).")
-        return element.as_string() == day.isoformat()
-    return element.as_string() == raw
-
-
-def parse_filter(raw: str | None) -> tuple[str, str] | None:
-    """Split ``field:value`` into its parts; ``None`` when empty."""
-    if not raw:
-        return None
-    field, sep, value = raw.partition(":")
-    if not sep or not field:
-        raise ValidationFailed(
-            "Invalid filter.", [{"field": "filter", "message": "Use the form field:value."}]
-        )
-    return field.strip(), value.strip()
 
 
 Sees = Literal["all", "org", "own"]
@@ -145,13 +92,53 @@ def _page_of(sees: Sees) -> Select[tuple[Record]]:
     )
 
 
-def _narrowed(
-    stmt: Select[Any], model: RecordModel, q: str | None, filter: tuple[str, str] | None
-) -> Select[Any]:
-    if q and q.strip():
-        stmt = stmt.where(Record.search_text.contains(q.strip().lower(), autoescape=True))
-    if filter:
-        stmt = stmt.where(_filter_clause(model, *filter))
+@dataclass(frozen=True)
+class ListParams:
+    """What narrows and orders a list: search text, typed filters, a sort."""
+
+    q: str | None = None
+    filters: tuple[Filter, ...] = ()
+    sort: Sort = DEFAULT_SORT
+
+    @classmethod
+    def parse(
+        cls, model: RecordModel, q: str | None, filters: Sequence[str] = (), sort: str | None = None
+    ) -> ListParams:
+        """From their text (``ValidationFailed`` naming ``filter`` or ``sort``)."""
+        if len(filters) > MAX_FILTERS:
+            raise ValidationFailed(
+                "Too many filters.",
+                [{"field": "filter", "message": f"Give at most {MAX_FILTERS} filters."}],
+            )
+        parsed = tuple(parse_filter(raw) for raw in filters if raw.strip())
+        return cls(q=(q or "").strip() or None, filters=parsed, sort=parse_sort(model, sort))
+
+    def filter_texts(self) -> list[str]:
+        """The filters as written (``field:op:value``), in order."""
+        return [
+            f"{f.field}:{f.op}:{f.value}" if f.value else f"{f.field}:{f.op}" for f in self.filters
+        ]
+
+    def arguments(self) -> dict[str, Any]:
+        """The list tool's arguments for these (``q``, ``filter``, ``sort``; none empty)."""
+        arguments: dict[str, Any] = {}
+        if self.q:
+            arguments["q"] = self.q
+        if self.filters:
+            arguments["filter"] = self.filter_texts()
+        if self.sort != DEFAULT_SORT:
+            arguments["sort"] = self.sort.text
+        return arguments
+
+
+def _narrowed(stmt: Select[Any], model: RecordModel, params: ListParams) -> Select[Any]:
+    if params.q:
+        stmt = stmt.where(Record.search_text.contains(params.q.lower(), autoescape=True))
+    if params.filters:
+        people = members(model.org_id) if any(f.type == "user" for f in model.fields) else []
+        today = utcnow().date()
+        for flt in params.filters:
+            stmt = apply_filter(stmt, model, flt, people, today)
     return stmt
 
 
@@ -161,42 +148,73 @@ class RecordPage:
     next_cursor: str | None
 
 
+def _first_after(cursor: str | None) -> int:
+    """The highest id a newest-first page may show, from its cursor (an id)."""
+    if not cursor:
+        return MAX_ID
+    try:
+        before = parse_id(cursor, "cursor", "query")
+    except ValidationFailed:
+        before = None
+    if before is None:
+        raise ValidationFailed(
+            "Invalid cursor.", [{"field": "cursor", "message": "Use the next_cursor given."}]
+        )
+    return before - 1
+
+
 def list_records(
     principal: Principal,
     model: RecordModel,
+    params: ListParams | None = None,
     *,
-    q: str | None = None,
-    filter: tuple[str, str] | None = None,
     limit: int = 25,
     cursor: str | None = None,
 ) -> RecordPage:
-    """Records visible to the principal, newest first, one keyset page at a time."""
+    """Records visible to the principal, one keyset page at a time (newest first unless
+    ``params`` sorts otherwise)."""
     principal.require("records.view")
+    params = params or ListParams()
     limit = max(1, min(limit, MAX_PAGE))
-    sees, params = _sees(principal)
-    last = MAX_ID
+    sees, values = _sees(principal)
+    values |= {"org_id": principal.org_id, "model_id": model.id, "limit": limit + 1}
+    if params.sort == DEFAULT_SORT:  # the id index walks it: cursors are ids
+        values["last"] = _first_after(cursor)
+        stmt = _narrowed(_page_of(sees), model, params)
+        rows = list(db.session.scalars(stmt, values))
+        next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
+        return RecordPage(items=rows[:limit], next_cursor=next_cursor)
+    # The page's ids first (the sort then moves ids and keys, not whole rows), then its rows.
+    ids = _visible_rows(sees).with_only_columns(Record.id)
+    stmt, column = sort_column(ids, model, params.sort)
+    stmt = _narrowed(stmt, model, params)
     if cursor:
-        try:
-            before = parse_id(cursor, "cursor", "query")
-        except ValidationFailed:
-            before = None
-        if before is None:
-            raise ValidationFailed(
-                "Invalid cursor.", [{"field": "cursor", "message": "Use the next_cursor given."}]
+        on_field = any(f.key == params.sort.key for f in model.fields)
+        stmt = stmt.where(after(column, params.sort, *decode_cursor(cursor, params.sort, on_field)))
+    stmt = ordered(stmt.add_columns(column), column, params.sort).limit(bindparam("limit"))
+    keys = list(db.session.execute(stmt, values))[: limit + 1]
+    found = (
+        {
+            r.id: r
+            for r in db.session.scalars(
+                select(Record).where(Record.id.in_([k[0] for k in keys[:limit]]))
             )
-        last = before - 1
-    stmt = _narrowed(_page_of(sees), model, q, filter)
-    params |= {"org_id": principal.org_id, "model_id": model.id, "last": last, "limit": limit + 1}
-    rows = list(db.session.scalars(stmt, params))
-    next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
-    return RecordPage(items=rows[:limit], next_cursor=next_cursor)
+        }
+        if keys
+        else {}
+    )
+    next_cursor = None
+    if len(keys) > limit:
+        record_id, value = keys[limit - 1]
+        next_cursor = encode_cursor(params.sort, value, record_id)
+    return RecordPage(items=[found[k[0]] for k in keys[:limit]], next_cursor=next_cursor)
 
 
 def count_records(
-    principal: Principal, model: RecordModel, *, q: str | None, filter: tuple[str, str] | None
+    principal: Principal, model: RecordModel, params: ListParams | None = None
 ) -> int:
     """How many records the list would show in all."""
-    sees, params = _sees(principal)
-    stmt = _narrowed(_visible_rows(sees), model, q, filter).with_only_columns(func.count())
-    params |= {"org_id": principal.org_id, "model_id": model.id}
-    return db.session.scalar(stmt, params) or 0
+    sees, values = _sees(principal)
+    stmt = _narrowed(_visible_rows(sees), model, params or ListParams())
+    values |= {"org_id": principal.org_id, "model_id": model.id}
+    return db.session.scalar(stmt.with_only_columns(func.count()), values) or 0

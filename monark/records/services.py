@@ -18,7 +18,7 @@ from monark.core.models import MAX_ID
 from monark.core.rbac import Principal
 from monark.core.uow import for_update
 from monark.extensions import db
-from monark.records.models import FIELD_TYPES, ModelField, Record, RecordModel
+from monark.records.models import FIELD_TYPES, ModelField, Record, RecordModel, RecordValue
 from monark.records.queries import member_ids, visible_to
 from monark.records.values import display_title, search_text, validate_values
 
@@ -115,6 +115,9 @@ def delete_model(principal: Principal, model: RecordModel) -> None:
     """Delete a model and all its records."""
     principal.require("models.manage")
     model_id = model.id
+    # Bulk deletes skip the ORM's flush (and SQLite enforces no cascades): the value
+    # index goes first, explicitly.
+    db.session.execute(db.delete(RecordValue).where(RecordValue.model_id == model_id))
     db.session.execute(db.delete(Record).where(Record.model_id == model_id))
     db.session.delete(model)
     record_event(principal, "model.deleted", "model", model_id, {"model_id": model_id})

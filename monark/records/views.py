@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from typing import Any
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, make_response, redirect, render_template, request, url_for
 from sqlalchemy import select
 
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
-from monark.core.htmx import redirect_full, render_swap
+from monark.core.htmx import is_htmx, push_url, redirect_full, render_swap, vary
 from monark.core.rbac import Principal
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
@@ -86,37 +87,102 @@ def model_new():
     return render_template("records/model_new.html", errors=errors, form=form), status
 
 
-@bp.get("/models/<key>/records")
-@guard("records.view")
-def record_list(key: str):
-    """A model's records with search, a field filter and keyset pages."""
-    principal, model = _model(key)
-    q = request.args.get("q", "").strip()[:200]
-    filter_field = request.args.get("field", "").strip()
-    filter_value = request.args.get("value", "").strip()
-    cursor = request.args.get("cursor") or None
-    flt = (filter_field, filter_value) if filter_field and filter_value else None
-    error = None
-    try:
-        if filter_value and not filter_field:
-            # A value for "any field" would silently filter nothing: say so instead.
+OP_LABELS = {
+    "eq": "is",
+    "ne": "is not",
+    "lt": "less than / before",
+    "lte": "at most / on or before",
+    "gt": "more than / after",
+    "gte": "at least / on or after",
+    "contains": "contains",
+    "in": "is any of (a, b)",
+    "empty": "is empty",
+    "not_empty": "is not empty",
+}
+
+
+def _sent_rows() -> list[tuple[str, str, str]]:
+    """The toolbar's rows as sent: a field, an op and a value each."""
+    args = request.args
+    rows = zip_longest(args.getlist("ff"), args.getlist("fo"), args.getlist("fv"), fillvalue="")
+    return list(rows)
+
+
+def _toolbar_filters() -> list[str]:
+    """The filters as written in the URL (``filter=field:op:value``), and those of the
+    toolbar's rows (a field, an op, a value each; a row without a field or a needed value is
+    still being filled in, and left out)."""
+    filters = [f for f in request.args.getlist("filter") if f.strip()]
+    # The one field=...&value=... filter of earlier links still works.
+    legacy = request.args.get("field", "").strip(), request.args.get("value", "").strip()
+    rows = _sent_rows() + ([(legacy[0], "eq", legacy[1])] if any(legacy) else [])
+    for field, op, value in rows:
+        field, op, value = field.strip(), (op.strip() or "eq"), value.strip()
+        if value and not field:  # a value for "any field" would filter nothing: say so
             raise ValidationFailed(
                 "No filter field.", [{"field": "filter", "message": "Choose a field to filter by."}]
             )
-        page = queries.list_records(
-            principal, model, q=q, filter=flt, limit=PAGE_SIZE, cursor=cursor
-        )
-        total = queries.count_records(principal, model, q=q, filter=flt)
+        if field and (value or op in ("empty", "not_empty")):
+            filters.append(f"{field}:{op}:{value}" if value else f"{field}:{op}")
+    return filters
+
+
+def _rows_of(filters: list[str]) -> list[tuple[str, str, str]]:
+    """The toolbar's rows for these filters (one still unreadable keeps its text)."""
+    rows = []
+    for raw in filters:
+        try:
+            flt = queries.parse_filter(raw)
+        except ValidationFailed:
+            rows.append(("", "eq", raw))
+        else:
+            rows.append((flt.field, flt.op, flt.value))
+    return rows
+
+
+def _raw_rows() -> list[tuple[str, str, str]]:
+    """The toolbar's rows as sent (to show them again beside their error)."""
+    rows = _sent_rows()
+    return [(f, o or "eq", v) for f, o, v in rows if f.strip() or v.strip()]
+
+
+def list_url(model: RecordModel, params: queries.ListParams, **extra: Any) -> str:
+    """The list's address for these filters and sort (what the URL keeps)."""
+    return url_for("records.record_list", key=model.key, **params.arguments(), **extra)
+
+
+@bp.get("/models/<key>/records")
+@guard("records.view")
+def record_list(key: str):
+    """A model's records with search, typed filters, a sort and keyset pages."""
+    principal, model = _model(key)
+    q = request.args.get("q", "").strip()[:200]
+    cursor = request.args.get("cursor") or None
+    error = None
+    params = queries.ListParams(q=q or None)
+    filters: list[str] = []
+    try:
+        filters = _toolbar_filters()
+        params = queries.ListParams.parse(model, q, filters, request.args.get("sort"))
+        page = queries.list_records(principal, model, params, limit=PAGE_SIZE, cursor=cursor)
+        total = queries.count_records(principal, model, params)
     except ValidationFailed as err:
         error = err.detail_text()
         page, total = queries.RecordPage(items=[], next_cursor=None), 0
+    canonical = list_url(model, params, cursor=cursor)
+    if error is None and not is_htmx() and "ff" in request.args:
+        return redirect(canonical, 303)  # the toolbar's rows, as the URL keeps them
     context = {
         "model": model,
         "page": page,
         "total": total,
-        "q": q,
-        "filter_field": filter_field,
-        "filter_value": filter_value,
+        "params": params,
+        "filter_rows": _rows_of(filters) if filters or error is None else _raw_rows(),
+        "sort": request.args.get("sort", ""),
+        "op_labels": OP_LABELS,
+        "first_url": list_url(model, params) if cursor else None,
+        "next_url": list_url(model, params, cursor=page.next_cursor) if page.next_cursor else None,
+        "narrowed": bool(q or filters),
         "cursor": cursor,
         "error": error,
         "members": {u.id: u for u in queries.members(principal.org_id)}
@@ -124,7 +190,9 @@ def record_list(key: str):
         else {},
         **_focus(model),
     }
-    return render_swap("records-table", "records/_table.html", "records/list.html", **context)
+    body = render_swap("records-table", "records/_table.html", "records/list.html", **context)
+    response = make_response(body)
+    return vary(push_url(response, canonical) if error is None else response)
 
 
 def _record_form(model: RecordModel, record=None):

@@ -105,3 +105,32 @@
     if (target && !target.closest("#assistant")) focusFirstError(target);
   });
 })();
+
+// The records toolbar: add a filter row from its template, remove one (and apply at once).
+// Without script, an empty row is always there and clearing a row's field removes it.
+(() => {
+  const show = (root) => {
+    root.querySelectorAll?.(".records-toolbar .add-filter, .records-toolbar .remove-filter")
+      .forEach((button) => { button.hidden = false; });
+  };
+  show(document);
+  document.addEventListener("htmx:after:settle", (event) => show(event.target));
+  document.addEventListener("click", (event) => {
+    const button = event.target instanceof Element ? event.target.closest("button") : null;
+    const form = button?.closest(".records-toolbar");
+    if (!form) return;
+    if (button.classList.contains("add-filter")) {
+      const template = form.querySelector("#filter-row-template");
+      const row = template.content.firstElementChild.cloneNode(true);
+      row.querySelector(".remove-filter").hidden = false;
+      button.before(row);
+      row.querySelector("select").focus();
+    } else if (button.classList.contains("remove-filter")) {
+      const row = button.closest(".filter-row");
+      const next = row.nextElementSibling?.querySelector("select") || form.querySelector("#q");
+      row.remove();
+      next?.focus();
+      form.requestSubmit();
+    }
+  });
+})();

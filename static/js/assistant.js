@@ -165,6 +165,7 @@
       body.set("page_route", main?.dataset.route || location.pathname);
       body.set("page_model", main?.dataset.model || "");
       body.set("page_record_id", main?.dataset.recordId || "");
+      body.set("page_query", location.search);
       const text = document.getElementById("chat-text");
       if (text) { lastText = text.value; text.value = ""; }
     }

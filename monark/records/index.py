@@ -1,0 +1,93 @@
+"""The typed value index: ``record_values`` rows kept in step with ``Record.values``.
+
+One listener on every session's flush rewrites the rows of each record inserted, whose
+``values`` changed, or deleted, so no write path (services, seeding, automations) can
+forget it. Bulk statements that bypass the ORM call ``reindex`` after themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import delete, event, insert, inspect, select
+from sqlalchemy.orm import Session
+
+from monark.core.text import storable
+from monark.records.models import TEXT_KEY, Record, RecordValue
+
+
+def text_key(value: str) -> str:
+    """How a text value is indexed (and how a filter's text is compared to it): lowercased,
+    cut to the index's width, a lone surrogate or NUL (no database holds them) as U+FFFD."""
+    return storable(value.lower()[:TEXT_KEY])
+
+
+def index_rows(record_id: int, model_id: int, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``record_values`` rows of one record's values (empty values have none)."""
+    rows = []
+    for field, value in values.items():
+        text: str | None = None
+        number: float | None = None
+        if isinstance(value, bool | int | float):
+            number = float(value)
+        elif isinstance(value, str) and value:
+            text = text_key(value)
+        else:
+            continue
+        rows.append(
+            {
+                "record_id": record_id,
+                "field": field,
+                "model_id": model_id,
+                "text_value": text,
+                "number_value": number,
+            }
+        )
+    return rows
+
+
+def _values_changed(record: Record) -> bool:
+    return inspect(record).attrs["values"].history.has_changes()
+
+
+def _sync(session: Session, _flush_context: Any) -> None:
+    """Rewrite the index rows of the records this flush inserted, changed or deleted."""
+    new = [r for r in session.new if isinstance(r, Record)]
+    changed = [r for r in session.dirty if isinstance(r, Record) and _values_changed(r)]
+    gone = [r.id for r in session.deleted if isinstance(r, Record)]
+    if not (new or changed or gone):
+        return
+    conn = session.connection()
+    stale = gone + [r.id for r in changed]
+    if stale:
+        conn.execute(delete(RecordValue).where(RecordValue.record_id.in_(stale)))
+    rows = [row for r in new + changed for row in index_rows(r.id, r.model_id, r.values or {})]
+    if rows:
+        conn.execute(insert(RecordValue), rows)
+
+
+event.listen(Session, "after_flush", _sync)
+
+
+def reindex(session: Session, records: Iterable[tuple[int, int, Mapping[str, Any]]]) -> int:
+    """Index ``(id, model_id, values)`` rows written without the ORM; returns rows written."""
+    conn = session.connection()
+    total = 0
+    batch: list[dict[str, Any]] = []
+    for record_id, model_id, values in records:
+        batch += index_rows(record_id, model_id, values)
+        if len(batch) >= 5000:
+            conn.execute(insert(RecordValue), batch)
+            total, batch = total + len(batch), []
+    if batch:
+        conn.execute(insert(RecordValue), batch)
+        total += len(batch)
+    return total
+
+
+def reindex_all(session: Session) -> int:
+    """Rebuild the whole index from ``records`` (the migration's backfill uses the same)."""
+    session.connection().execute(delete(RecordValue))
+    rows = session.execute(select(Record.id, Record.model_id, Record.values)).yield_per(5000)
+    return reindex(session, ((r.id, r.model_id, r.values) for r in rows))
