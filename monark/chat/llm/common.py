@@ -204,7 +204,10 @@ class SdkAdapter:
             yield from self.read(stream, request, state)
         except Exception as err:  # an error mid-stream, a timeout, a dropped connection
             yield state.usage
-            yield ProviderError(redact(self._said(err), self.api_key))
+            # (Some SDKs send the request only when the stream is first read: a refusal
+            # comes here then.)
+            said = redact(self._said(err), self.api_key)
+            yield ProviderError(said, kind=refusal_kind(said))
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
