@@ -302,6 +302,23 @@ def test_the_thread_shows_the_summary_collapsed_below_the_messages(world, login,
     assert "Where were we?" in thread
 
 
+def test_a_summary_written_during_a_streamed_turn_joins_the_thread_not_the_reply(
+    world, login, small_model
+):
+    from tests.test_chat_stream import frames, post_stream
+
+    member = world.a.principal("member")
+    conversation = make_history(member, turns=40)
+    small_model.script.add([Say("Caught up.")])
+    browser = login(world.a.users["member"].email)
+    got = frames(post_stream(browser, "Where were we?", conversation_id=str(conversation.id)))
+    assert got[-1][0] == "done" and json.loads(got[-1][1])["status"] == "done"
+    added = [d for e, d in got if e is None and 'hx-target="#chat-thread"' in d]
+    assert any("Earlier conversation summarized" in d for d in added)
+    streamed = [d for e, d in got if e is None and '-text" hx-swap="beforeend"' in d]
+    assert "Caught up." in "".join(streamed) and "nothing is left open" not in "".join(streamed)
+
+
 @pytest.mark.parametrize(
     ("provider", "said"),
     [
