@@ -122,11 +122,6 @@ def _block_chars(block: Block) -> int:
     return BLOCK_CHARS + len(block.content)
 
 
-def messages_chars(messages: list[LlmMessage]) -> int:
-    """The characters of a message list the model reads."""
-    return sum(_block_chars(b) for m in messages for b in m.content)
-
-
 def fixed_chars(system: str, tools: list[ToolDefinition]) -> int:
     """The characters of what every request carries: the system prompt and the tools."""
     schemas = sum(len(json.dumps(t.input_schema)) for t in tools)
