@@ -99,7 +99,8 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "ENCRYPTION_KEYS": os.environ.get("ENCRYPTION_KEYS", "").strip(),
         # Long conversations (``monark.chat.compaction``). The model's context window in
         # tokens; 0: the provider's own (its descriptor says it: 200k for Anthropic, …). Set
-        # it for a model with a smaller window than its provider's usual one (a local model).
+        # it for a model with a smaller window than its provider's usual one (a local model);
+        # it applies to turns on CHAT_LLM_PROVIDER (an org's own provider keeps its window).
         "CHAT_CONTEXT_WINDOW": int(os.environ.get("CHAT_CONTEXT_WINDOW", "0")),
         # Shares of that window: past the first, older tool results reach the model as
         # one-line stubs; past the second, the oldest turns are replaced by a summary the

@@ -292,7 +292,7 @@ def test_the_thread_shows_the_summary_collapsed_below_the_messages(world, login,
     browser = login(world.a.users["member"].email)
     html = browser.get(f"/chat/conversations/{conversation.id}").get_data(as_text=True)
     soup = BeautifulSoup(html, "html.parser")
-    (item,) = soup.select("details.msg-summary")
+    (item,) = soup.select(".msg-summary details")
     assert item.summary.get_text(strip=True) == "Earlier conversation summarized"
     assert not item.has_attr("open")
     assert item.select_one(".md strong").get_text() == "3 tasks"
@@ -315,8 +315,12 @@ def test_a_summary_written_during_a_streamed_turn_joins_the_thread_not_the_reply
     assert got[-1][0] == "done" and json.loads(got[-1][1])["status"] == "done"
     added = [d for e, d in got if e is None and 'hx-target="#chat-thread"' in d]
     assert any("Earlier conversation summarized" in d for d in added)
-    streamed = [d for e, d in got if e is None and '-text" hx-swap="beforeend"' in d]
-    assert "Caught up." in "".join(streamed) and "nothing is left open" not in "".join(streamed)
+    streamed = "".join(
+        BeautifulSoup(d, "html.parser").get_text()
+        for e, d in got
+        if e is None and '-text" hx-swap="beforeend"' in d
+    )
+    assert streamed == "Caught up."  # the summary never streams as a reply
 
 
 @pytest.mark.parametrize(
@@ -430,3 +434,13 @@ def test_compaction_covers_whole_turns_never_the_current_one_or_a_waiting_call()
     waiting = TranscriptCall("w", "records_update", {}, "PROPOSED", None, None, None)
     rows[10] = row(11, "assistant", "", [waiting])  # a card still waits in turn 4
     assert compaction_point(context_of(rows), policy, force=True) == 9
+
+
+def test_the_window_setting_is_the_deployments_and_an_orgs_own_provider_keeps_its_own():
+    config = {"CHAT_LLM_PROVIDER": "ollama", "CHAT_CONTEXT_WINDOW": 8192}
+    assert ContextPolicy.of("ollama", 128_000, config).window == 8192
+    assert ContextPolicy.of("anthropic", 200_000, config).window == 200_000
+    assert ContextPolicy.of("anthropic", 200_000, {}).window == 200_000
+    assert ContextPolicy.of("vllm", None, {"CHAT_LLM_PROVIDER": "x"}).window == 128_000
+    policy = ContextPolicy.of("anthropic", 200_000, {"CHAT_CONTEXT_STUB_AT": "0.4"})
+    assert (policy.stub_at, policy.compact_at, policy.keep) == (0.4, 0.75, 40_000)

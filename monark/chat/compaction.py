@@ -77,9 +77,15 @@ class ContextPolicy:
     compact_at: float = 0.75
 
     @classmethod
-    def of(cls, provider_window: int | None, config: Mapping[str, Any]) -> ContextPolicy:
-        """The deployment's setting (``CHAT_CONTEXT_WINDOW``) over the provider's window."""
-        window = int(config.get("CHAT_CONTEXT_WINDOW") or 0) or provider_window or DEFAULT_WINDOW
+    def of(
+        cls, provider: str, provider_window: int | None, config: Mapping[str, Any]
+    ) -> ContextPolicy:
+        """The provider's window, or the deployment's setting (``CHAT_CONTEXT_WINDOW``) for
+        a turn on the deployment's own provider (an org's provider of its own keeps its own
+        window: the setting is about the deployment's model)."""
+        deployment = str(config.get("CHAT_LLM_PROVIDER") or "anthropic").lower()
+        setting = int(config.get("CHAT_CONTEXT_WINDOW") or 0) if provider == deployment else 0
+        window = setting or provider_window or DEFAULT_WINDOW
         return cls(
             window,
             float(config.get("CHAT_CONTEXT_STUB_AT", 0.5)),

@@ -114,7 +114,9 @@ class _Setup:
             max_steps=resolved.limits.max_steps,
             silence=resolved.config.read_timeout,
             context=ContextPolicy.of(
-                resolved.descriptor.context_window if resolved.descriptor else None, config
+                resolved.config.provider,
+                resolved.descriptor.context_window if resolved.descriptor else None,
+                config,
             ),
         )
 

@@ -27,7 +27,7 @@ def test_a_summary_appears_collapsed_below_the_messages_it_covers(
         expect(panel.locator(".msg-assistant .md").last).to_have_text("Caught up.")
     finally:
         app.config["CHAT_CONTEXT_WINDOW"] = 0
-    item = panel.locator("details.msg-summary")
+    item = panel.locator(".msg-summary details")
     expect(item).to_have_count(1)
     expect(item.locator("summary")).to_have_text("Earlier conversation summarized")
     expect(item.locator(".md")).to_be_hidden()  # collapsed
