@@ -97,6 +97,16 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # Secrets at rest (orgs' provider keys): comma-separated, the first encrypts, any
         # decrypts (rotation: see README); empty: SECRET_KEY.
         "ENCRYPTION_KEYS": os.environ.get("ENCRYPTION_KEYS", "").strip(),
+        # Long conversations (``monark.chat.compaction``). The model's context window in
+        # tokens; 0: the provider's own (its descriptor says it: 200k for Anthropic, …). Set
+        # it for a model with a smaller window than its provider's usual one (a local model);
+        # it applies to turns on CHAT_LLM_PROVIDER (an org's own provider keeps its window).
+        "CHAT_CONTEXT_WINDOW": int(os.environ.get("CHAT_CONTEXT_WINDOW", "0")),
+        # Shares of that window: past the first, older tool results reach the model as
+        # one-line stubs; past the second, the oldest turns are replaced by a summary the
+        # model writes. The stored messages keep everything either way.
+        "CHAT_CONTEXT_STUB_AT": float(os.environ.get("CHAT_CONTEXT_STUB_AT", "0.5")),
+        "CHAT_CONTEXT_COMPACT_AT": float(os.environ.get("CHAT_CONTEXT_COMPACT_AT", "0.75")),
         # Seconds: to connect to the model, and of silence from it before the step fails.
         "CHAT_LLM_CONNECT_TIMEOUT": float(os.environ.get("CHAT_LLM_CONNECT_TIMEOUT", "10")),
         "CHAT_LLM_TIMEOUT": float(os.environ.get("CHAT_LLM_TIMEOUT", "60")),

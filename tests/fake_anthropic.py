@@ -2,7 +2,10 @@
 
 Point the real SDK at it with ``base_url`` (or ``ANTHROPIC_BASE_URL``). It plays a
 ``Script`` (see ``llm_script``), records every request body and header, and can pause
-between chunks so tests can watch tokens arrive.
+between chunks so tests can watch tokens arrive. With ``context_limit`` set it counts each
+request's tokens (a quarter of its JSON body), refuses one past the limit as the API does
+("prompt is too long", recorded in ``refused``, no script step used) and reports that count
+as the request's input tokens.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -18,8 +22,18 @@ from tests.llm_script import Call, Fail, HttpFail, Say, Script
 
 
 class FakeAnthropic:
-    def __init__(self, script: Script | None = None, chunk_delay: float = 0.0):
+    def __init__(
+        self,
+        script: Script | None = None,
+        chunk_delay: float = 0.0,
+        context_limit: int | None = None,
+    ):
         self.script = script or Script()
+        self.context_limit = context_limit
+        # When set, asked first with each request body: a step to answer it with instead of
+        # the script's next (say, every summary request), or None for the script's.
+        self.answer: Callable[[dict[str, Any]], list | None] | None = None
+        self.refused: list[dict[str, Any]] = []  # bodies refused as too long
         self.chunk_delay = chunk_delay
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -77,9 +91,21 @@ class FakeAnthropic:
                         },
                     )
                     return
+                tokens = fake.tokens_of(body)
+                if fake.context_limit is not None and tokens > fake.context_limit:
+                    fake.refused.append(body)
+                    message = f"prompt is too long: {tokens} tokens > {fake.context_limit} maximum"
+                    self._json(
+                        400,
+                        {
+                            "type": "error",
+                            "error": {"type": "invalid_request_error", "message": message},
+                        },
+                    )
+                    return
                 fake.requests.append(body)
                 fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                step = fake.script.next()
+                step = (fake.answer(body) if fake.answer else None) or fake.script.next()
                 failure = next((i for i in step if isinstance(i, HttpFail)), None)
                 if failure is not None:
                     self._json(
@@ -109,6 +135,11 @@ class FakeAnthropic:
 
         return Handler
 
+    @staticmethod
+    def tokens_of(body: dict) -> int:
+        """A request's size in tokens, as this fake counts them."""
+        return len(json.dumps(body)) // 4
+
     def _send(self, handler: BaseHTTPRequestHandler, event: str, data: dict) -> None:
         frame = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
         handler.wfile.write(frame)
@@ -123,6 +154,12 @@ class FakeAnthropic:
     def _stream(self, handler: BaseHTTPRequestHandler, body: dict, step: list) -> None:
         send = lambda event, data: self._send(handler, event, {"type": event, **data})  # noqa: E731
         usage = dict(self.usage)
+        if self.context_limit is not None:  # the request's own size, none of it cached
+            usage |= {
+                "input_tokens": self.tokens_of(body),
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+            }
         send(
             "message_start",
             {

@@ -127,8 +127,11 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
     calls = list(message.tool_calls) if has_calls else []
     if names is None:
         names = _user_names({c.decided_by_id for c in calls if c.decided_by_id})
-    # A reply still streaming is plain text until it is whole (its Markdown may be cut).
-    markdown = message.role == MessageRole.ASSISTANT and message.status != MessageStatus.STREAMING
+    # A reply still streaming is plain text until it is whole (its Markdown may be cut);
+    # a summary is the model's text too, rendered the same way.
+    markdown = message.role == MessageRole.SUMMARY or (
+        message.role == MessageRole.ASSISTANT and message.status != MessageStatus.STREAMING
+    )
     html = render_markdown(message.text) if markdown else Markup("")
     return MessageView(
         id=message.id,
@@ -189,7 +192,9 @@ class ThreadView:
     @property
     def foot(self) -> ThreadFoot:
         waiting = any(c.status == ToolCallStatus.PROPOSED for m in self.messages for c in m.calls)
-        last = (self.messages[-1].role, self.messages[-1].status) if self.messages else None
+        # A summary is no step of the conversation: the message before it says where it is.
+        steps = [m for m in self.messages if m.role != MessageRole.SUMMARY]
+        last = (steps[-1].role, steps[-1].status) if steps else None
         return ThreadFoot.of(waiting, self.running, last)
 
 

@@ -2,9 +2,9 @@
 
 Each step reloads the conversation from the database, so a turn can resume after a
 confirmation, a restart or on another instance with nothing kept in memory. A step: stop
-first if a call waits or the steps are used up; send the transcript; stream the reply into
-a stored message; store the reply with its calls and previews; end, wait for the user, or
-run the reads and go round again.
+first if a call waits or the steps are used up; make the transcript fit the model's window
+(``chat.compaction``); send it; stream the reply into a stored message; store the reply
+with its calls and previews; end, wait for the user, or run the reads and go round again.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from flask import current_app
 from monark.chat import store
 from monark.chat.ai_settings import DEFAULT_STEPS
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
+from monark.chat.compaction import ContextPolicy, fit
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
-from monark.chat.llm.types import LlmProvider, LlmRequest, ToolDefinition
+from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
     Conversation,
     Message,
@@ -93,6 +94,7 @@ class _Setup:
     max_tokens: int
     max_steps: int
     silence: float
+    context: ContextPolicy
 
     @classmethod
     def load(cls, principal: Principal, config: Mapping[str, Any]) -> _Setup:
@@ -111,6 +113,11 @@ class _Setup:
             max_tokens=resolved.limits.max_tokens,
             max_steps=resolved.limits.max_steps,
             silence=resolved.config.read_timeout,
+            context=ContextPolicy.of(
+                resolved.config.provider,
+                resolved.descriptor.context_window if resolved.descriptor else None,
+                config,
+            ),
         )
 
 
@@ -161,6 +168,43 @@ def _open_reply(
     db.session.commit()
     hooks.on_message_saved(message)
     return message
+
+
+def _request(
+    setup: _Setup, conversation: Conversation, rows: list[store.TranscriptMessage]
+) -> LlmRequest:
+    """The step's request: the rows as the model sees them now."""
+    return LlmRequest(
+        model=setup.model,
+        system=setup.system,
+        messages=build_llm_messages(rows, setup.specs, conversation.context_stub_before),
+        tools=setup.tools,
+        max_tokens=setup.max_tokens,
+    )
+
+
+def _stream_reply(
+    setup: _Setup,
+    principal: Principal,
+    conversation: Conversation,
+    rows: list[store.TranscriptMessage],
+    hooks: TurnHooks,
+) -> Step:
+    """Stream the step's reply; a request the provider refused as too long for the model
+    is made to fit (once: old turns summarized, old results stubbed) and sent again."""
+    request = _request(setup, conversation, rows)
+    # Reading the message back began a transaction: end it, so no connection is held
+    # while the model streams (the objects stay attached and reload on next use).
+    db.session.rollback()
+    step = stream_step(setup.provider, request, hooks, setup.silence)
+    if step.error is None or step.error.kind != TOO_LONG or step.text:
+        return step
+    fitted = fit(setup, principal, conversation, rows, hooks, force=True)
+    if not fitted.changed:
+        return step
+    request = _request(setup, conversation, fitted.rows)
+    db.session.rollback()
+    return stream_step(setup.provider, request, hooks, setup.silence)
 
 
 def _proposed_calls(
@@ -275,19 +319,12 @@ def advance_conversation(
         rows = _stop_before_step(setup, principal, conversation, hooks, result)
         if rows is None:
             return result
-        request = LlmRequest(
-            model=setup.model,
-            system=setup.system,
-            messages=build_llm_messages(rows, setup.specs),
-            tools=setup.tools,
-            max_tokens=setup.max_tokens,
-        )
+        # A long conversation is made to fit the model's window first (old results
+        # stubbed, old turns summarized: ``chat.compaction``).
+        rows = fit(setup, principal, conversation, rows, hooks).rows
         message = _open_reply(setup, principal, conversation, hooks)
         result.message_ids.append(message.id)
-        # Reading the message back began a transaction: end it, so no connection is held
-        # while the model streams (the objects stay attached and reload on next use).
-        db.session.rollback()
-        step = stream_step(setup.provider, request, hooks, setup.silence)
+        step = _stream_reply(setup, principal, conversation, rows, hooks)
         calls = _store_step(setup, principal, conversation_id, message, step, hooks)
         if step.error:
             result.status, result.error = TurnStatus.ERROR, step.error.message

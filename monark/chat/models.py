@@ -22,6 +22,9 @@ class MessageRole(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
     NOTE = "note"  # a line from the system in the thread (the step limit, say)
+    # The model's summary of the turns before a message (``content`` names it): the model
+    # sees it instead of them from then on; the thread keeps them and shows it collapsed.
+    SUMMARY = "summary"
 
 
 class MessageStatus(StrEnum):
@@ -88,6 +91,13 @@ class Conversation(db.Model):
     turn_lease_until: Mapped[datetime | None] = mapped_column(default=None)
     # Stop, asked on any instance: the turn sees it at its next renewal.
     turn_stop_requested: Mapped[bool] = mapped_column(default=False)
+    # What the model sees of a long conversation (``chat.compaction``): tool results of
+    # messages before this id are one-line stubs (the stored rows keep them). It only moves
+    # forward, in large jumps, so the cached request prefix changes seldom.
+    context_stub_before: Mapped[int | None] = mapped_column(default=None)
+    # The last message when that boundary last moved: replies after it measured the
+    # request as it is now (their token counts are a size the next step can trust).
+    context_stub_moved_at: Mapped[int | None] = mapped_column(default=None)
 
     participants: Mapped[list[Participant]] = relationship(
         back_populates="conversation", cascade="all, delete-orphan"

@@ -14,6 +14,7 @@ from monark.chat.models import (
     Conversation,
     ConversationKind,
     Message,
+    MessageRole,
     Participant,
     ToolCall,
     ToolCallStatus,
@@ -157,6 +158,8 @@ class TranscriptMessage:
     content: list[dict[str, Any]]
     status: str
     tool_calls: list[TranscriptCall] = field(default_factory=list)
+    # For a reply: the size of the request that asked for it, in tokens (cached or not).
+    prompt_tokens: int = 0
 
 
 def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
@@ -184,14 +187,15 @@ def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
     )
     for message_id, *rest in call_rows:
         calls[message_id].append(TranscriptCall(*rest))
+    prompt = Message.input_tokens + Message.cache_read_tokens + Message.cache_creation_tokens
     message_rows = db.session.execute(
-        select(Message.id, Message.role, Message.text, Message.content, Message.status)
+        select(Message.id, Message.role, Message.text, Message.content, Message.status, prompt)
         .where(Message.conversation_id == conversation_id)
         .order_by(Message.seq)
     )
     return [
-        TranscriptMessage(id, role, text, content, status, calls.get(id, []))
-        for id, role, text, content, status in message_rows
+        TranscriptMessage(id, role, text, content, status, calls.get(id, []), tokens or 0)
+        for id, role, text, content, status, tokens in message_rows
     ]
 
 
@@ -264,10 +268,11 @@ def pending_calls(conversation_id: int) -> list[ToolCall]:
 
 
 def tail_state(conversation_id: int) -> tuple[tuple[str, str] | None, bool]:
-    """The last message's ``(role, status)``, and whether a proposed call waits."""
+    """The last message's ``(role, status)``, and whether a proposed call waits (a
+    summary is no step of the conversation: the message before it counts)."""
     last = db.session.execute(
         select(Message.role, Message.status)
-        .where(Message.conversation_id == conversation_id)
+        .where(Message.conversation_id == conversation_id, Message.role != MessageRole.SUMMARY)
         .order_by(Message.seq.desc())
         .limit(1)
     ).one_or_none()

@@ -21,6 +21,10 @@ from monark.chat.tools import RESULT_LIMIT, ToolSpec
 from monark.core.text import scrub
 
 REJECTED_TEXT = "The user rejected this action; it was not carried out."
+SUMMARY_OPENING = (
+    "Summary of the earlier conversation (its messages are no longer shown to you; "
+    "the user still sees them):\n\n"
+)
 
 
 def _summary(result: Any, spec: ToolSpec | None) -> Any:
@@ -56,14 +60,69 @@ def _result_text(call: ToolCall | store.TranscriptCall, spec: ToolSpec | None) -
     return cut(f"Error: {call.error or 'the tool failed.'}", limit), True
 
 
+def stub_text(call: ToolCall | store.TranscriptCall) -> str:
+    """The one line the model reads instead of an old tool result."""
+    return (
+        f"[result of {call.name} #{call.provider_call_id} omitted to save space; "
+        "call the tool again if you need it]"
+    )
+
+
+def summary_through(row: Message | store.TranscriptMessage) -> int:
+    """The last message id a summary row covers (it and every message before it)."""
+    return next((int(b["through"]) for b in row.content if "through" in b), 0)
+
+
+def shown_rows(
+    rows: Sequence[Message | store.TranscriptMessage],
+) -> tuple[Message | store.TranscriptMessage | None, list[Message | store.TranscriptMessage]]:
+    """The latest summary (if any) and the rows the model still sees after it: those it
+    does not cover, less the summaries themselves."""
+    summary = next((r for r in reversed(rows) if r.role == MessageRole.SUMMARY), None)
+    through = summary_through(summary) if summary is not None else 0
+    return summary, [r for r in rows if r.id > through and r.role != MessageRole.SUMMARY]
+
+
+def row_turns(
+    row: Message | store.TranscriptMessage,
+    specs: Mapping[str, ToolSpec] | None = None,
+    stub_before: int | None = None,
+) -> list[tuple[str, list[Block]]]:
+    """What one stored row adds to the model's messages, as ``(role, blocks)`` pieces:
+    a user message; an assistant message and the user message with its calls' results;
+    nothing for notes and summaries. Results of rows before ``stub_before`` are stubs."""
+    if row.role == MessageRole.USER:
+        blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
+        return [("user", [*blocks, TextBlock(row.text)])]
+    if row.role != MessageRole.ASSISTANT:
+        return []
+    calls = row.tool_calls if row.status == MessageStatus.COMPLETE else []
+    # Trailing whitespace is trimmed: the API refuses it at the end of a final assistant
+    # turn (a stopped reply that a retry continues).
+    blocks = [TextBlock(row.text.rstrip())] if row.text.strip() else []
+    blocks += [ToolUseBlock(c.provider_call_id, c.name, c.input, c.provider_meta) for c in calls]
+    stubbed = stub_before is not None and row.id < stub_before
+    results: list[Block] = []
+    for call in calls:
+        text, is_error = _result_text(call, (specs or {}).get(call.name))
+        if stubbed and len(text) > len(stub := stub_text(call)):
+            text = stub
+        results.append(ToolResultBlock(call.provider_call_id, text, is_error, name=call.name))
+    return [("assistant", blocks), ("user", results)]
+
+
 def build_llm_messages(
-    rows: Sequence[Message | store.TranscriptMessage], specs: Mapping[str, ToolSpec] | None = None
+    rows: Sequence[Message | store.TranscriptMessage],
+    specs: Mapping[str, ToolSpec] | None = None,
+    stub_before: int | None = None,
 ) -> list[LlmMessage]:
     """Map stored rows to the model's message list.
 
     An assistant message with tool calls is followed by a user message carrying exactly
     the matching tool_result blocks; consecutive same-role turns are merged; notes and
-    empty messages are left out.
+    empty messages are left out. The latest summary opens the list, instead of the rows it
+    covers (it always covers whole turns, so a user message follows it and joins it);
+    tool results of rows before ``stub_before`` are one-line stubs.
     """
     turns: list[tuple[str, list[Block]]] = []
 
@@ -75,27 +134,12 @@ def build_llm_messages(
         else:
             turns.append((role, list(blocks)))
 
-    for row in rows:
-        if row.role == MessageRole.USER:
-            blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
-            blocks.append(TextBlock(row.text))
-            push("user", blocks)
-        elif row.role == MessageRole.ASSISTANT:
-            calls = row.tool_calls if row.status == MessageStatus.COMPLETE else []
-            # Trailing whitespace is trimmed: the API refuses it at the end of a final
-            # assistant turn (a stopped reply that a retry continues).
-            blocks = [TextBlock(row.text.rstrip())] if row.text.strip() else []
-            blocks += [
-                ToolUseBlock(c.provider_call_id, c.name, c.input, c.provider_meta) for c in calls
-            ]
-            push("assistant", blocks)
-            results = []
-            for call in calls:
-                text, is_error = _result_text(call, (specs or {}).get(call.name))
-                results.append(
-                    ToolResultBlock(call.provider_call_id, text, is_error, name=call.name)
-                )
-            push("user", results)
+    summary, shown = shown_rows(rows)
+    if summary is not None:
+        push("user", [TextBlock(SUMMARY_OPENING + summary.text)])
+    for row in shown:
+        for role, blocks in row_turns(row, specs, stub_before):
+            push(role, blocks)
     return [LlmMessage(role, tuple(blocks)) for role, blocks in turns]  # type: ignore[arg-type]
 
 

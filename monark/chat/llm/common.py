@@ -8,7 +8,7 @@ from contextlib import suppress
 from contextvars import ContextVar
 from typing import Any
 
-from monark.chat.llm.types import LlmEvent, LlmRequest, ProviderError, UsageReport
+from monark.chat.llm.types import TOO_LONG, LlmEvent, LlmRequest, ProviderError, UsageReport
 
 
 def redact(text: str, secret: str) -> str:
@@ -16,6 +16,27 @@ def redact(text: str, secret: str) -> str:
     if secret and secret in text:
         text = text.replace(secret, "[redacted]")
     return text
+
+
+# How vendors refuse a request longer than the model's window: Anthropic ("prompt is too
+# long: 215000 tokens > 200000 maximum", or input plus max_tokens past the "context limit"),
+# OpenAI and the servers that copy it ("context_length_exceeded", "This model's maximum
+# context length is …"), Gemini ("The input token count (…) exceeds the maximum number of
+# tokens allowed (…)").
+_TOO_LONG_WORDS = (
+    "prompt is too long",
+    "exceed context limit",
+    "context_length_exceeded",
+    "maximum context length",
+    "exceeds the maximum number of tokens",
+)
+
+
+def refusal_kind(text: str) -> str:
+    """The kind of error a refused request is: ``TOO_LONG`` when the vendor said the
+    request does not fit the model's context window."""
+    lowered = text.lower()
+    return TOO_LONG if any(w in lowered for w in _TOO_LONG_WORDS) else "provider_error"
 
 
 class StepState:
@@ -175,14 +196,18 @@ class SdkAdapter:
         try:
             stream = self.open_stream(request)
         except Exception as err:  # building the client, or the request (after retries)
-            yield ProviderError(redact(self._said(err), self.api_key))
+            said = redact(self._said(err), self.api_key)
+            yield ProviderError(said, kind=refusal_kind(said))
             return
         state = StepState()
         try:
             yield from self.read(stream, request, state)
         except Exception as err:  # an error mid-stream, a timeout, a dropped connection
             yield state.usage
-            yield ProviderError(redact(self._said(err), self.api_key))
+            # (Some SDKs send the request only when the stream is first read: a refusal
+            # comes here then.)
+            said = redact(self._said(err), self.api_key)
+            yield ProviderError(said, kind=refusal_kind(said))
         finally:
             close = getattr(stream, "close", None)
             if close is not None:

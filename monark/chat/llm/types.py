@@ -87,10 +87,15 @@ class StopReason:
     reason: str
 
 
+# The request is longer than the model's context window (the adapters say so from the
+# vendor's own words): the loop compacts the conversation once and tries again.
+TOO_LONG = "too_long"
+
+
 @dataclass(frozen=True)
 class ProviderError:
     message: str
-    kind: str = "provider_error"  # "configuration" | "provider_error" | "overloaded"
+    kind: str = "provider_error"  # "configuration" | "provider_error" | "overloaded" | TOO_LONG
 
 
 LlmEvent = TextDelta | ToolCallRequested | UsageReport | StopReason | ProviderError

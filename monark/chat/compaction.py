@@ -1,0 +1,358 @@
+"""Conversations of any length: keeping what the model sees within its context window.
+
+Before each step the loop asks ``fit`` for the rows to send. It measures the request: the
+last reply's measured prompt (its input tokens, cached or not) plus a quarter of the
+characters added since, or a quarter of every character when no reply measured the
+request as it is now (a first step, or one after the view below changed). Then:
+
+- past ``stub_at`` of the window, older tool results reach the model as one-line stubs.
+  The boundary (``Conversation.context_stub_before``) only moves forward, and only in jumps
+  that save a tenth of the window or more, so the cached request prefix changes seldom;
+- past ``compact_at``, the oldest whole turns are replaced by a summary the model writes,
+  stored as a ``summary`` message that the model sees instead of them from then on; never
+  the current turn, never a turn with a call still waiting.
+
+A request the provider refuses as too long is made to fit once more (``force``: all turns
+before the current one summarized, all results but the newest stubbed) and sent again.
+The stored rows are never changed: the thread shows everything, and the summary collapsed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from monark.chat import store
+from monark.chat.hooks import TurnHooks
+from monark.chat.llm.types import (
+    Block,
+    LlmMessage,
+    LlmProvider,
+    LlmRequest,
+    TextBlock,
+    ToolDefinition,
+    ToolUseBlock,
+)
+from monark.chat.models import (
+    PENDING_STATUSES,
+    Conversation,
+    MessageRole,
+    MessageStatus,
+)
+from monark.chat.streaming import stream_step
+from monark.chat.tools import ToolSpec
+from monark.chat.transcript import build_llm_messages, row_turns, shown_rows
+from monark.core.rbac import Principal
+from monark.extensions import db
+
+CHARS_PER_TOKEN = 4  # a rough count, corrected by the provider's own after each step
+# What a block costs beyond its text (its type, ids and framing), in characters: a long
+# conversation of short messages is mostly that.
+BLOCK_CHARS = 48
+DEFAULT_WINDOW = 128_000  # a provider nobody described
+STUB_JUMP = 0.1  # the least share of the window one move of the stub boundary saves
+MAX_ROUNDS = 3  # summaries one step may write (a history far past the window takes more)
+SUMMARY_TOKENS = 2048  # the longest summary asked for
+SUMMARIZE = (
+    "The conversation above is about to leave your context window. Summarize it (with the "
+    "earlier summary, if there is one) so that you can carry on without it: what the user "
+    "asked for and decided, the facts and figures found (with record ids and names), the "
+    "changes made, confirmed or rejected, and what is still open. Be brief: short "
+    "paragraphs or lists, in the conversation's language. Answer with the summary only; "
+    "do not call tools."
+)
+
+Row = store.TranscriptMessage
+
+
+@dataclass(frozen=True)
+class ContextPolicy:
+    """The model's context window, in tokens, and the shares of it that make old tool
+    results stubs (``stub_at``) and old turns a summary (``compact_at``)."""
+
+    window: int
+    stub_at: float = 0.5
+    compact_at: float = 0.75
+
+    @classmethod
+    def of(
+        cls, provider: str, provider_window: int | None, config: Mapping[str, Any]
+    ) -> ContextPolicy:
+        """The provider's window, or the deployment's setting (``CHAT_CONTEXT_WINDOW``) for
+        a turn on the deployment's own provider (an org's provider of its own keeps its own
+        window: the setting is about the deployment's model)."""
+        deployment = str(config.get("CHAT_LLM_PROVIDER") or "anthropic").lower()
+        setting = int(config.get("CHAT_CONTEXT_WINDOW") or 0) if provider == deployment else 0
+        window = setting or provider_window or DEFAULT_WINDOW
+        return cls(
+            window,
+            float(config.get("CHAT_CONTEXT_STUB_AT", 0.5)),
+            float(config.get("CHAT_CONTEXT_COMPACT_AT", 0.75)),
+        )
+
+    def tokens(self, share: float) -> int:
+        return int(self.window * share)
+
+    @property
+    def keep(self) -> int:
+        """Tokens the newest rows keep whole when results are stubbed or turns summarized."""
+        return self.tokens(self.stub_at / 2)
+
+
+class StepSetup(Protocol):
+    """What a fit needs of the loop's setup (the provider, the request's fixed parts)."""
+
+    provider: LlmProvider
+    provider_name: str
+    specs: dict[str, ToolSpec]
+    tools: list[ToolDefinition]
+    system: str
+    model: str
+    max_tokens: int
+    silence: float
+    context: ContextPolicy
+
+
+def tokens_of(chars: int) -> int:
+    """A rough token count of ``chars`` characters."""
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def _block_chars(block: Block) -> int:
+    if isinstance(block, TextBlock):
+        return BLOCK_CHARS + len(block.text)
+    if isinstance(block, ToolUseBlock):
+        return BLOCK_CHARS + len(block.name) + len(json.dumps(block.input, ensure_ascii=False))
+    return BLOCK_CHARS + len(block.content)
+
+
+def fixed_chars(system: str, tools: list[ToolDefinition]) -> int:
+    """The characters of what every request carries: the system prompt and the tools."""
+    schemas = sum(len(json.dumps(t.input_schema)) for t in tools)
+    return len(system) + sum(len(t.name) + len(t.description) for t in tools) + schemas
+
+
+@dataclass
+class Context:
+    """A conversation as the model would see it now, measured row by row (in characters)."""
+
+    summary: Row | None
+    shown: list[Row]  # the rows after what the summary covers
+    specs: Mapping[str, ToolSpec]
+    base: int  # system, tools and the summary
+    stub_before: int | None
+    measured_after: int  # replies after this message id measured the request as it is now
+    _sizes: dict[tuple[int, bool], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, rows: list[Row], conversation: Conversation, specs: Mapping[str, ToolSpec], fixed: int
+    ) -> Context:
+        """The context of ``rows`` with the conversation's stub boundary."""
+        summary, shown = shown_rows(rows)
+        return cls(
+            summary,
+            shown,  # type: ignore[arg-type]
+            specs,
+            fixed + (len(summary.text) if summary is not None else 0),
+            conversation.context_stub_before,
+            max(summary.id if summary else 0, conversation.context_stub_moved_at or 0),
+        )
+
+    def size(self, i: int, stubbed: bool | None = None) -> int:
+        """Characters of shown row ``i``: as sent now, or with its results stubbed or not."""
+        row = self.shown[i]
+        if stubbed is None:
+            stubbed = self.stub_before is not None and row.id < self.stub_before
+        if not row.tool_calls:
+            stubbed = False
+        key = (i, stubbed)
+        if key not in self._sizes:
+            turns = row_turns(row, self.specs, row.id + 1 if stubbed else None)
+            self._sizes[key] = sum(_block_chars(b) for _, blocks in turns for b in blocks)
+        return self._sizes[key]
+
+    def chars(self, start: int = 0, end: int | None = None) -> int:
+        """Characters of shown rows ``start`` to ``end``, as sent now."""
+        return sum(self.size(i) for i in range(start, len(self.shown) if end is None else end))
+
+    def estimate(self) -> int:
+        """Tokens of the next request: the last reply's measured prompt and what came
+        after it, or everything counted when no reply measured the request as it is."""
+        for i in range(len(self.shown) - 1, -1, -1):
+            row = self.shown[i]
+            if row.role == MessageRole.ASSISTANT and row.prompt_tokens:
+                if row.id <= self.measured_after:
+                    break
+                return row.prompt_tokens + tokens_of(self.chars(i))
+        return tokens_of(self.base + self.chars())
+
+
+def stub_boundary(context: Context, policy: ContextPolicy, force: bool = False) -> int | None:
+    """The message id tool results should be stubs before, if the boundary should move:
+    the newest results within ``policy.keep`` stay whole (those of the newest reply with
+    calls always), and a move must save ``STUB_JUMP`` of the window (any saving, forced)."""
+    shown = context.shown
+    with_calls = [i for i, row in enumerate(shown) if row.tool_calls]
+    if not with_calls:
+        return None
+    keep = 0 if force else policy.keep * CHARS_PER_TOKEN
+    kept, cut = 0, 0
+    for i in reversed(with_calls):
+        kept += context.size(i, stubbed=False) - context.size(i, stubbed=True)
+        if kept > keep:
+            cut = i + 1
+            break
+    cut = min(cut, with_calls[-1])
+    current = context.stub_before or 0
+    saved = sum(
+        context.size(i, stubbed=False) - context.size(i, stubbed=True)
+        for i in range(cut)
+        if shown[i].id >= current
+    )
+    least = 1 if force else policy.tokens(STUB_JUMP) * CHARS_PER_TOKEN
+    if cut == 0 or shown[cut].id <= current or saved < least:
+        return None
+    return shown[cut].id
+
+
+def compaction_point(context: Context, policy: ContextPolicy, force: bool = False) -> int | None:
+    """Where the kept turns start (an index into ``context.shown``, a user message; all
+    before it is summarized), or None when no turn can be: only whole turns before the
+    current one, none with a call waiting, and no more than a summary request can hold.
+    The fewest turns that bring the rest within ``policy.keep``; forced, all it can."""
+    shown = context.shown
+    waiting = next(
+        (i for i, r in enumerate(shown) if any(c.status in PENDING_STATUSES for c in r.tool_calls)),
+        len(shown),
+    )
+    room = policy.tokens(policy.compact_at) * CHARS_PER_TOKEN - context.base - len(SUMMARIZE)
+    starts = [
+        i
+        for i, row in enumerate(shown)
+        if 0 < i <= waiting and row.role == MessageRole.USER and context.chars(0, i) <= room
+    ]
+    if not starts:
+        return None
+    if force:
+        return starts[-1]
+    keep = policy.keep * CHARS_PER_TOKEN
+    return next((i for i in starts if context.chars(i) <= keep), starts[-1])
+
+
+class _Quiet(TurnHooks):
+    """A summary's hooks: nothing of it streams to the user; Stop still stops it."""
+
+    def __init__(self, inner: TurnHooks):
+        self.inner = inner
+
+    def should_stop(self) -> bool:
+        return self.inner.should_stop()
+
+
+def summary_request(setup: StepSetup, context: Context, start: int) -> LlmRequest:
+    """The request for a summary of the shown rows before ``start``: the same system
+    prompt and tools as every step (their cached prefix serves), the rows as the model saw
+    them, and the instruction last."""
+    prior = [context.summary] if context.summary is not None else []
+    messages = build_llm_messages(
+        [*prior, *context.shown[:start]], setup.specs, context.stub_before
+    )
+    ask = TextBlock(SUMMARIZE)
+    if messages and messages[-1].role == "user":
+        messages[-1] = LlmMessage("user", (*messages[-1].content, ask))
+    else:
+        messages.append(LlmMessage("user", (ask,)))
+    return LlmRequest(
+        model=setup.model,
+        system=setup.system,
+        messages=messages,
+        tools=setup.tools,
+        max_tokens=min(setup.max_tokens, SUMMARY_TOKENS),
+    )
+
+
+def _compact(
+    setup: StepSetup,
+    principal: Principal,
+    conversation: Conversation,
+    context: Context,
+    start: int,
+    hooks: TurnHooks,
+) -> bool:
+    """Have the model summarize the shown rows before ``start`` and store the summary;
+    False when no summary came (an error, Stop, an empty answer)."""
+    request = summary_request(setup, context, start)
+    step = stream_step(setup.provider, request, _Quiet(hooks), setup.silence)
+    text = "".join(step.text).strip()
+    if step.error or step.stopped or not text:
+        return False
+    summary = store.add_message(
+        conversation,
+        principal.via_assistant(conversation.id),
+        author_kind="agent",
+        role=MessageRole.SUMMARY,
+        text=text,
+        content=[{"type": "summary", "through": context.shown[start - 1].id}],
+        status=MessageStatus.COMPLETE,
+        provider=setup.provider_name,
+        model=setup.model,
+        stop_reason=step.stop_reason,
+        input_tokens=step.usage.input_tokens,
+        output_tokens=step.usage.output_tokens,
+        cache_read_tokens=step.usage.cache_read_tokens,
+        cache_creation_tokens=step.usage.cache_creation_tokens,
+    )
+    db.session.commit()
+    hooks.on_message_saved(summary)
+    return True
+
+
+def _move_stubs(conversation: Conversation, context: Context, boundary: int) -> None:
+    conversation.context_stub_before = boundary
+    conversation.context_stub_moved_at = max(
+        [context.measured_after, *(r.id for r in context.shown)]
+    )
+    db.session.commit()
+
+
+@dataclass
+class Fitted:
+    rows: list[Row]
+    changed: bool  # the model's view changed (stubs moved, or turns summarized)
+
+
+def fit(
+    setup: StepSetup,
+    principal: Principal,
+    conversation: Conversation,
+    rows: list[Row],
+    hooks: TurnHooks,
+    force: bool = False,
+) -> Fitted:
+    """The rows to send, the conversation made to fit the model's window first: old
+    results stubbed past ``stub_at``, old turns summarized past ``compact_at``; ``force``
+    (the provider said too long) does both as far as it can, once."""
+    policy, fixed = setup.context, fixed_chars(setup.system, setup.tools)
+    if force:  # what was sent did not fit: the model holds less than that, whatever it says
+        sent = Context.of(rows, conversation, setup.specs, fixed).estimate()
+        policy = replace(policy, window=min(policy.window, sent))
+    changed = False
+    for _ in range(1 if force else MAX_ROUNDS):
+        context = Context.of(rows, conversation, setup.specs, fixed)
+        if not force and context.estimate() <= policy.tokens(policy.stub_at):
+            break
+        boundary = stub_boundary(context, policy, force)
+        if boundary is not None:
+            _move_stubs(conversation, context, boundary)
+            changed = True
+            context = Context.of(rows, conversation, setup.specs, fixed)
+        if not force and context.estimate() <= policy.tokens(policy.compact_at):
+            break
+        start = compaction_point(context, policy, force)
+        if start is None or not _compact(setup, principal, conversation, context, start, hooks):
+            break
+        rows, changed = store.load_transcript(conversation.id), True
+    return Fitted(rows, changed)
