@@ -1,9 +1,9 @@
 """chat: conversations of any length: where old tool results become stubs for the model
 (summaries are messages of their own role, which needs no column)
 
-Revision ID: 0010_conversation_summary
-Revises: 0009_ai_providers
-Create Date: 2026-12-02 12:00:00
+Revision ID: 0011_conversation_summary
+Revises: 0010_record_values
+Create Date: 2026-12-01 11:00:00
 
 """
 from alembic import op
@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 
 # revision identifiers, used by Alembic.
-revision = '0010_conversation_summary'
-down_revision = '0009_ai_providers'
+revision = '0011_conversation_summary'
+down_revision = '0010_record_values'
 branch_labels = None
 depends_on = None
 
