@@ -12,7 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from flask import Flask, current_app
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import create_engine, func, inspect, select, text
+from sqlalchemy import create_engine, func, insert, inspect, select, text
 from sqlalchemy.engine import make_url
 
 from monark import create_app
@@ -98,6 +98,48 @@ def test_downgrade_to_base_and_upgrade_again(migrated_app):
         context = MigrationContext.configure(conn, opts={"compare_type": True})
         assert compare_metadata(context, db.metadata) == []
         assert context.get_current_revision() == _head()
+
+
+def test_the_value_index_is_backfilled_from_existing_records(migrated_app):
+    upgrade(revision="0009_ai_providers")
+    # Core inserts (the tables are as the models say until 0010; the ORM's flush would
+    # write the index this migration is to create).
+    with db.engine.begin() as conn:
+        conn.execute(insert(Org.__table__), {"id": 1, "name": "O", "slug": "o"})
+        conn.execute(
+            insert(User.__table__),
+            {"id": 5, "email": "a@o.test", "name": "A", "password_hash": "x"},
+        )
+        conn.execute(insert(RecordModel.__table__), {"id": 1, "org_id": 1, "key": "t", "name": "T"})
+        for record_id, values, visibility in (
+            (1, {"title": "Write Docs", "points": 3, "done": True}, "org"),
+            (2, {"title": "Secret", "empty": ""}, "private"),
+        ):
+            conn.execute(
+                insert(Record.__table__),
+                {
+                    "id": record_id,
+                    "org_id": 1,
+                    "model_id": 1,
+                    "values": values,
+                    "visibility": visibility,
+                    "creator_id": 5,
+                },
+            )
+    upgrade()
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT record_id, field, text_value, number_value, private_to "
+                "FROM record_values ORDER BY record_id, field"
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        (1, "done", None, 1.0, None),
+        (1, "points", None, 3.0, None),
+        (1, "title", "write docs", None, None),
+        (2, "title", "secret", None, 5),
+    ]
 
 
 # ---- seed-demo -----------------------------------------------------------------------------

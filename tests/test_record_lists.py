@@ -326,3 +326,34 @@ def test_these_on_a_filtered_page_means_the_filtered_records(login, world, scrip
         },
     ).get_data()
     assert "records_list" not in scripted.requests[-1].messages[-1].content[0].text
+
+
+def test_a_member_sees_their_own_private_records_in_filtered_lists(world, login, tasks):
+    member = world.a.principal("member")
+    mine = factories.make_record(member, world.a.model, "Mine, private", "private", status="todo")
+    make(world, "Owner's private", visibility="private", status="todo")
+    browser = login("member@acme.test")
+    for sort in ("", "-points", "status"):
+        page = BeautifulSoup(
+            browser.get(LIST, query_string={"filter": "status:todo", "sort": sort}).get_data(
+                as_text=True
+            ),
+            "html.parser",
+        )
+        shown = {a.get_text() for a in page.select("table tbody tr td a")}
+        assert "Mine, private" in shown and "Owner's private" not in shown, sort
+    # Making it shared or private again moves it in and out of others' filtered lists.
+    viewer = world.a.principal("viewer")
+    from monark.records import queries
+
+    def viewer_sees() -> bool:
+        params = queries.ListParams.parse(world.a.model, None, ["status:todo"], "points")
+        page = queries.list_records(viewer, world.a.model, params, limit=100)
+        return mine.id in {r.id for r in page.items}
+
+    assert not viewer_sees()
+    services.update_record(member, world.a.model, mine.id, {}, visibility="org")
+    assert viewer_sees()
+    assert index_of(mine.id)["status"] == "todo"
+    services.update_record(member, world.a.model, mine.id, {}, visibility="private")
+    assert not viewer_sees()

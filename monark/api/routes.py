@@ -132,7 +132,9 @@ def records_list(
     return s.RecordList(
         items=[record_out(model, r) for r in page.items],
         next_cursor=page.next_cursor,
-        total=queries.count_records(principal, model, params),
+        total=page.total
+        if page.total is not None
+        else queries.count_records(principal, model, params),
     )
 
 

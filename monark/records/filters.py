@@ -188,15 +188,23 @@ def _match(
     }[flt.op]
 
 
-def apply_filter(
-    stmt: Select[Any], model: RecordModel, flt: Filter, people: list[User], today: date
-) -> Select[Any]:
-    """``stmt`` narrowed by ``flt`` (``ValidationFailed`` naming ``filter``).
+NEGATIVE_OPS = ("ne", "empty")
 
-    A filter that needs a value joins that field's index rows (the database can start
-    from the most selective one); ``ne`` and ``empty``, which hold for records without a
-    value too, ask that no matching index row exists.
-    """
+
+def reads_whole_value(flt: Filter) -> bool:
+    """True when ``flt`` may need a text's whole value, beyond what the index keeps."""
+    if flt.op == "contains":
+        return True
+    parts = flt.value.split(",") if flt.op == "in" else [flt.value]
+    return flt.op in ("eq", "ne", "in") and any(len(p.strip()) >= TEXT_KEY for p in parts)
+
+
+def filter_condition(
+    model: RecordModel, flt: Filter, people: list[User], today: date, rid: Any
+) -> tuple[Any, list[ColumnElement[bool]]]:
+    """The index rows ``flt`` reads (an alias of ``record_values``) and what they must
+    hold; ``rid`` is the record id they belong to (``None``: the rows are the query's own
+    start). ``ValidationFailed`` naming ``filter`` for a filter the field cannot take."""
     field = _field(model, flt.field, "filter")
     allowed = OPS_BY_TYPE.get(field.type, ("eq",))
     if flt.op not in allowed:
@@ -205,13 +213,33 @@ def apply_filter(
             f"{field.label} ({field.type}) takes {', '.join(allowed)}, not {flt.op}.",
         )
     entry = aliased(RecordValue)
-    on = [entry.record_id == Record.id, entry.field == field.key, entry.model_id == model.id]
+    on = [entry.field == field.key, entry.model_id == model.id]
+    if rid is not None:
+        on.insert(0, entry.record_id == rid)
     match = _match(entry, field, flt, people, today)
     if match is not None:
         on.append(match)
-    if flt.op in ("ne", "empty"):
-        return stmt.where(~exists().where(*on))
-    return stmt.join(entry, and_(*on))
+    return entry, on
+
+
+def apply_filter(
+    stmt: Select[Any],
+    model: RecordModel,
+    flt: Filter,
+    people: list[User],
+    today: date,
+    rid: Any = Record.id,
+) -> tuple[Select[Any], Any]:
+    """``stmt`` narrowed by ``flt``, and the index rows it joined (``None`` if none).
+
+    A filter that needs a value joins that field's index rows (the database can start
+    from the most selective one); ``ne`` and ``empty``, which hold for records without a
+    value too, ask that no matching index row exists.
+    """
+    entry, on = filter_condition(model, flt, people, today, rid)
+    if flt.op in NEGATIVE_OPS:
+        return stmt.where(~exists().where(*on)), None
+    return stmt.join(entry, and_(*on)), entry
 
 
 # ---- sorting and its cursors -----------------------------------------------------------
@@ -243,37 +271,48 @@ def parse_sort(model: RecordModel, raw: str | None) -> Sort:
     return Sort(key, descending)
 
 
-def sort_column(stmt: Select[Any], model: RecordModel, sort: Sort) -> tuple[Select[Any], Any]:
-    """``stmt`` joined to what ``sort`` orders by, and that expression."""
+def sort_column(
+    stmt: Select[Any],
+    model: RecordModel,
+    sort: Sort,
+    joined: dict[str, Any] | None = None,
+    rid: Any = Record.id,
+) -> tuple[Select[Any], Any]:
+    """``stmt`` joined to what ``sort`` orders by, and that expression. A field a filter
+    already joined (``joined``: field key to its index rows) is sorted on those rows."""
     field = next((f for f in model.fields if f.key == sort.key), None)
     if field is None:
         column = {
-            "id": Record.id,
+            "id": rid,
             "title": func.lower(Record.title),
             "created_at": Record.created_at,
             "updated_at": Record.updated_at,
         }[sort.key]
         return stmt, column
-    entry = aliased(RecordValue, name="sort_entry")
-    joined = stmt.outerjoin(entry, and_(entry.record_id == Record.id, entry.field == field.key))
+    entry = (joined or {}).get(field.key)
+    if entry is None:
+        entry = aliased(RecordValue, name="sort_entry")
+        stmt = stmt.outerjoin(entry, and_(entry.record_id == rid, entry.field == field.key))
     if field.type == "user":  # by the member's name, not their id
         person = aliased(User, name="sort_person")
-        joined = joined.outerjoin(person, person.id == entry.number_value)
-        return joined, func.lower(person.name)
+        stmt = stmt.outerjoin(person, person.id == entry.number_value)
+        return stmt, func.lower(person.name)
     numeric = field.type in ("number", "boolean")
-    return joined, entry.number_value if numeric else entry.text_value
+    return stmt, entry.number_value if numeric else entry.text_value
 
 
-def ordered(stmt: Select[Any], column: Any, sort: Sort) -> Select[Any]:
+def ordered(stmt: Select[Any], column: Any, sort: Sort, rid: Any = Record.id) -> Select[Any]:
     """Empty values last either way; the id breaks ties in the sort's direction."""
     if sort.descending:
-        return stmt.order_by(column.is_(None), column.desc(), Record.id.desc())
-    return stmt.order_by(column.is_(None), column.asc(), Record.id.asc())
+        return stmt.order_by(column.is_(None), column.desc(), rid.desc())
+    return stmt.order_by(column.is_(None), column.asc(), rid.asc())
 
 
-def after(column: Any, sort: Sort, value: Any, record_id: int) -> ColumnElement[bool]:
+def after(
+    column: Any, sort: Sort, value: Any, record_id: int, rid: Any = Record.id
+) -> ColumnElement[bool]:
     """Rows after ``(value, record_id)`` in ``ordered``'s order: the keyset condition."""
-    beyond = Record.id < record_id if sort.descending else Record.id > record_id
+    beyond = rid < record_id if sort.descending else rid > record_id
     if value is None:
         return and_(column.is_(None), beyond)
     past = column < value if sort.descending else column > value

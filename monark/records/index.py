@@ -23,7 +23,15 @@ def text_key(value: str) -> str:
     return storable(value.lower()[:TEXT_KEY])
 
 
-def index_rows(record_id: int, model_id: int, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+def private_to(visibility: str, creator_id: int | None) -> int | None:
+    """Who alone may see a record (besides roles that see all): NULL for the org's records,
+    the creator for a private one (0, nobody, when it has none)."""
+    return (creator_id or 0) if visibility == "private" else None
+
+
+def index_rows(
+    record_id: int, model_id: int, values: Mapping[str, Any], private: int | None = None
+) -> list[dict[str, Any]]:
     """The ``record_values`` rows of one record's values (empty values have none)."""
     rows = []
     for field, value in values.items():
@@ -42,19 +50,26 @@ def index_rows(record_id: int, model_id: int, values: Mapping[str, Any]) -> list
                 "model_id": model_id,
                 "text_value": text,
                 "number_value": number,
+                "private_to": private,
             }
         )
     return rows
 
 
-def _values_changed(record: Record) -> bool:
-    return inspect(record).attrs["values"].history.has_changes()
+def _changed(record: Record) -> bool:
+    attrs = inspect(record).attrs
+    return attrs["values"].history.has_changes() or attrs["visibility"].history.has_changes()
+
+
+def _rows_of(record: Record) -> list[dict[str, Any]]:
+    private = private_to(record.visibility or "org", record.creator_id)
+    return index_rows(record.id, record.model_id, record.values or {}, private)
 
 
 def _sync(session: Session, _flush_context: Any) -> None:
     """Rewrite the index rows of the records this flush inserted, changed or deleted."""
     new = [r for r in session.new if isinstance(r, Record)]
-    changed = [r for r in session.dirty if isinstance(r, Record) and _values_changed(r)]
+    changed = [r for r in session.dirty if isinstance(r, Record) and _changed(r)]
     gone = [r.id for r in session.deleted if isinstance(r, Record)]
     if not (new or changed or gone):
         return
@@ -62,7 +77,7 @@ def _sync(session: Session, _flush_context: Any) -> None:
     stale = gone + [r.id for r in changed]
     if stale:
         conn.execute(delete(RecordValue).where(RecordValue.record_id.in_(stale)))
-    rows = [row for r in new + changed for row in index_rows(r.id, r.model_id, r.values or {})]
+    rows = [row for r in new + changed for row in _rows_of(r)]
     if rows:
         conn.execute(insert(RecordValue), rows)
 
@@ -70,13 +85,14 @@ def _sync(session: Session, _flush_context: Any) -> None:
 event.listen(Session, "after_flush", _sync)
 
 
-def reindex(session: Session, records: Iterable[tuple[int, int, Mapping[str, Any]]]) -> int:
-    """Index ``(id, model_id, values)`` rows written without the ORM; returns rows written."""
+def reindex(session: Session, records: Iterable[Any]) -> int:
+    """Index records written without the ORM (rows with ``id``, ``model_id``, ``values``,
+    ``visibility``, ``creator_id``); returns how many index rows it wrote."""
     conn = session.connection()
     total = 0
     batch: list[dict[str, Any]] = []
-    for record_id, model_id, values in records:
-        batch += index_rows(record_id, model_id, values)
+    for r in records:
+        batch += index_rows(r.id, r.model_id, r.values, private_to(r.visibility, r.creator_id))
         if len(batch) >= 5000:
             conn.execute(insert(RecordValue), batch)
             total, batch = total + len(batch), []
@@ -89,5 +105,5 @@ def reindex(session: Session, records: Iterable[tuple[int, int, Mapping[str, Any
 def reindex_all(session: Session) -> int:
     """Rebuild the whole index from ``records`` (the migration's backfill uses the same)."""
     session.connection().execute(delete(RecordValue))
-    rows = session.execute(select(Record.id, Record.model_id, Record.values)).yield_per(5000)
-    return reindex(session, ((r.id, r.model_id, r.values) for r in rows))
+    columns = (Record.id, Record.model_id, Record.values, Record.visibility, Record.creator_id)
+    return reindex(session, session.execute(select(*columns)).yield_per(5000))

@@ -88,14 +88,27 @@ class RecordValue(db.Model):
 
     Kept in step with ``Record.values`` on every flush (``records/index.py``): text, dates
     and select options lowercased in ``text_value`` (dates are ISO, so they sort as text),
-    numbers, booleans and members' ids in ``number_value``. ``model_id`` leads both indexes,
-    so a filter or sort on one field of one model reads only that field's entries.
+    numbers, booleans and members' ids in ``number_value``. ``private_to`` repeats who may
+    see a private record (its creator; NULL for the org's records), so a filtered list is
+    answered from these indexes alone. ``model_id`` leads both indexes, so a filter or sort
+    on one field of one model reads only that field's entries.
     """
 
     __tablename__ = "record_values"
     __table_args__ = (
-        Index("ix_record_values_text", "model_id", "field", "text_value", "record_id"),
-        Index("ix_record_values_number", "model_id", "field", "number_value", "record_id"),
+        Index(
+            "ix_record_values_text", "model_id", "field", "text_value", "record_id", "private_to"
+        ),
+        Index(
+            "ix_record_values_number",
+            "model_id",
+            "field",
+            "number_value",
+            "record_id",
+            "private_to",
+        ),
+        # Rows are found by their key: on SQLite the key is the table (no rowid to go through).
+        {"sqlite_with_rowid": False},
     )
 
     record_id: Mapped[int] = mapped_column(
@@ -105,3 +118,6 @@ class RecordValue(db.Model):
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
     text_value: Mapped[str | None] = mapped_column(String(TEXT_KEY))
     number_value: Mapped[float | None] = mapped_column(Float)
+    # Not a foreign key: a deleted creator's id is never reused, so their private records
+    # stay hidden from everyone but the roles that see all.
+    private_to: Mapped[int | None]

@@ -19,15 +19,18 @@ from monark.extensions import db
 from monark.records.filters import (
     DEFAULT_SORT,
     MAX_FILTERS,
+    NEGATIVE_OPS,
     Filter,
     Sort,
     after,
     apply_filter,
     decode_cursor,
     encode_cursor,
+    filter_condition,
     ordered,
     parse_filter,
     parse_sort,
+    reads_whole_value,
     sort_column,
 )
 from monark.records.models import Record, RecordModel
@@ -131,21 +134,29 @@ class ListParams:
         return arguments
 
 
-def _narrowed(stmt: Select[Any], model: RecordModel, params: ListParams) -> Select[Any]:
+def _narrowed(
+    stmt: Select[Any], model: RecordModel, params: ListParams
+) -> tuple[Select[Any], dict[str, Any]]:
+    """``stmt`` narrowed by the search and the filters, and the index rows the filters
+    joined by field (a sort on one of those fields reads them instead of joining again)."""
+    joined: dict[str, Any] = {}
     if params.q:
         stmt = stmt.where(Record.search_text.contains(params.q.lower(), autoescape=True))
     if params.filters:
         people = members(model.org_id) if any(f.type == "user" for f in model.fields) else []
         today = utcnow().date()
         for flt in params.filters:
-            stmt = apply_filter(stmt, model, flt, people, today)
-    return stmt
+            stmt, entry = apply_filter(stmt, model, flt, people, today)
+            if entry is not None:
+                joined.setdefault(flt.field, entry)
+    return stmt, joined
 
 
 @dataclass
 class RecordPage:
     items: list[Record]
     next_cursor: str | None
+    total: int | None = None  # counted by the page's own query (a first page from the index)
 
 
 def _first_after(cursor: str | None) -> int:
@@ -163,6 +174,80 @@ def _first_after(cursor: str | None) -> int:
     return before - 1
 
 
+def _index_only(model: RecordModel, params: ListParams) -> bool:
+    """Whether the value index alone answers the list: a filter with a value to start from,
+    no search, a sort the index holds, no text compared past the index's prefix."""
+    record_columns = {"title", "created_at", "updated_at"} - {f.key for f in model.fields}
+    return (
+        any(f.op not in NEGATIVE_OPS for f in params.filters)
+        and not params.q
+        and params.sort.key not in record_columns
+        and not any(reads_whole_value(f) for f in params.filters)
+    )
+
+
+def _from_index(
+    principal: Principal, model: RecordModel, params: ListParams
+) -> tuple[Select[Any], dict[str, Any], Any, dict[str, Any]]:
+    """The ids of the matching records the principal may see, read from ``record_values``
+    only: the first filter with a value gives the rows to start from (and who may see each,
+    ``private_to``), the others join or exclude by record id. The model is the principal's
+    org's (``get_model``), so its id keeps the query inside the org. Returns the statement,
+    the index rows joined per field, the id column and the bound values."""
+    sees, values = _sees(principal)
+    people = members(model.org_id) if any(f.type == "user" for f in model.fields) else []
+    today = utcnow().date()
+    start = next(f for f in params.filters if f.op not in NEGATIVE_OPS)
+    first, on = filter_condition(model, start, people, today, None)
+    rid = first.record_id
+    visible = {
+        "all": true(),
+        "org": first.private_to.is_(None),
+        "own": or_(first.private_to.is_(None), first.private_to == bindparam("viewer_id")),
+    }[sees]
+    stmt = select(rid).where(*on, visible)
+    joined = {start.field: first}
+    for flt in params.filters:
+        if flt is not start:
+            stmt, entry = apply_filter(stmt, model, flt, people, today, rid)
+            if entry is not None:
+                joined.setdefault(flt.field, entry)
+    return stmt, joined, rid, values
+
+
+def _sorted_page(
+    stmt: Select[Any],
+    values: dict[str, Any],
+    column: Any,
+    rid: Any,
+    params: ListParams,
+    limit: int,
+    cursor: str | None,
+    on_field: bool,
+) -> RecordPage:
+    """One page of ids in the sort's order (with the total when it is a first page), then
+    their rows: the sort moves ids and keys, never whole records."""
+    sort = params.sort
+    stmt = stmt.add_columns(column)
+    if cursor and sort == DEFAULT_SORT:
+        stmt = stmt.where(rid <= _first_after(cursor))
+    elif cursor:
+        stmt = stmt.where(after(column, sort, *decode_cursor(cursor, sort, on_field), rid))
+    else:
+        stmt = stmt.add_columns(func.count().over())  # all matches, before the limit
+    keys = list(db.session.execute(ordered(stmt, column, sort, rid).limit(limit + 1), values))
+    page = [k[0] for k in keys[:limit]]
+    found = {r.id: r for r in db.session.scalars(select(Record).where(Record.id.in_(page)))}
+    next_cursor = None
+    if len(keys) > limit:
+        last = keys[limit - 1]
+        next_cursor = (
+            str(last[0]) if sort == DEFAULT_SORT else encode_cursor(sort, last[1], last[0])
+        )
+    total = None if cursor else (keys[0][2] if keys else 0)
+    return RecordPage([found[i] for i in page if i in found], next_cursor, total)
+
+
 def list_records(
     principal: Principal,
     model: RecordModel,
@@ -176,45 +261,35 @@ def list_records(
     principal.require("records.view")
     params = params or ListParams()
     limit = max(1, min(limit, MAX_PAGE))
+    on_field = any(f.key == params.sort.key for f in model.fields)
+    if _index_only(model, params):
+        stmt, joined, rid, values = _from_index(principal, model, params)
+        stmt, column = sort_column(stmt, model, params.sort, joined, rid)
+        return _sorted_page(stmt, values, column, rid, params, limit, cursor, on_field)
     sees, values = _sees(principal)
-    values |= {"org_id": principal.org_id, "model_id": model.id, "limit": limit + 1}
+    values |= {"org_id": principal.org_id, "model_id": model.id}
     if params.sort == DEFAULT_SORT:  # the id index walks it: cursors are ids
-        values["last"] = _first_after(cursor)
-        stmt = _narrowed(_page_of(sees), model, params)
+        values |= {"last": _first_after(cursor), "limit": limit + 1}
+        stmt, _ = _narrowed(_page_of(sees), model, params)
         rows = list(db.session.scalars(stmt, values))
         next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
         return RecordPage(items=rows[:limit], next_cursor=next_cursor)
-    # The page's ids first (the sort then moves ids and keys, not whole rows), then its rows.
     ids = _visible_rows(sees).with_only_columns(Record.id)
-    stmt, column = sort_column(ids, model, params.sort)
-    stmt = _narrowed(stmt, model, params)
-    if cursor:
-        on_field = any(f.key == params.sort.key for f in model.fields)
-        stmt = stmt.where(after(column, params.sort, *decode_cursor(cursor, params.sort, on_field)))
-    stmt = ordered(stmt.add_columns(column), column, params.sort).limit(bindparam("limit"))
-    keys = list(db.session.execute(stmt, values))[: limit + 1]
-    found = (
-        {
-            r.id: r
-            for r in db.session.scalars(
-                select(Record).where(Record.id.in_([k[0] for k in keys[:limit]]))
-            )
-        }
-        if keys
-        else {}
-    )
-    next_cursor = None
-    if len(keys) > limit:
-        record_id, value = keys[limit - 1]
-        next_cursor = encode_cursor(params.sort, value, record_id)
-    return RecordPage(items=[found[k[0]] for k in keys[:limit]], next_cursor=next_cursor)
+    stmt, joined = _narrowed(ids, model, params)
+    stmt, column = sort_column(stmt, model, params.sort, joined)
+    return _sorted_page(stmt, values, column, Record.id, params, limit, cursor, on_field)
 
 
 def count_records(
     principal: Principal, model: RecordModel, params: ListParams | None = None
 ) -> int:
     """How many records the list would show in all."""
-    sees, values = _sees(principal)
-    stmt = _narrowed(_visible_rows(sees), model, params or ListParams())
-    values |= {"org_id": principal.org_id, "model_id": model.id}
-    return db.session.scalar(stmt.with_only_columns(func.count()), values) or 0
+    params = params or ListParams()
+    if _index_only(model, params):
+        stmt, _, _, values = _from_index(principal, model, params)
+    else:
+        sees, values = _sees(principal)
+        stmt, _ = _narrowed(_visible_rows(sees), model, params)
+        values |= {"org_id": principal.org_id, "model_id": model.id}
+    count = stmt.with_only_columns(func.count(), maintain_column_froms=True)
+    return db.session.scalar(count, values) or 0

@@ -165,7 +165,9 @@ def record_list(key: str):
         filters = _toolbar_filters()
         params = queries.ListParams.parse(model, q, filters, request.args.get("sort"))
         page = queries.list_records(principal, model, params, limit=PAGE_SIZE, cursor=cursor)
-        total = queries.count_records(principal, model, params)
+        total = page.total
+        if total is None:
+            total = queries.count_records(principal, model, params)
     except ValidationFailed as err:
         error = err.detail_text()
         page, total = queries.RecordPage(items=[], next_cursor=None), 0
