@@ -224,6 +224,8 @@ def _with_list(principal: Principal, context: PageContext, query: str) -> PageCo
     """A list page's context with its filters and sort read as the list tool's arguments
     (checked like the list's own, as this user: an unreadable query adds nothing)."""
     args = MultiDict(parse_qsl(query.lstrip("?"), keep_blank_values=False))
+    if any("\x00" in v for v in args.values()):
+        return context  # no database holds it (the page's own request was refused too)
     q, filters, sort = args.get("q"), args.getlist("filter"), args.get("sort")
     if not (q or filters or sort):
         return context

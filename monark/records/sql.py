@@ -432,8 +432,23 @@ def _source(principal: Principal, table: Table, columns: list[Column]) -> list[A
     sees, params = _sees(principal)
     stmt = _visible_rows(sees).with_only_columns(*exprs)
     params |= {"org_id": principal.org_id, "model_id": table.model_id}
-    # Core, not the ORM: plain rows, without the ORM's per-row work.
-    return db.session.connection().execute(stmt, params).all()
+    return _raw_rows(stmt, params)
+
+
+def _raw_rows(stmt: Any, params: dict[str, Any]) -> list[Any]:
+    """``stmt``'s rows as the driver gives them, in the session's transaction: a hundred
+    thousand rows skip the Row objects (about a microsecond each) that nothing here uses."""
+    conn = db.session.connection()
+    compiled = stmt.compile(dialect=conn.dialect)
+    bound = compiled.construct_params(params)
+    positions = compiled.positiontup
+    args = [bound[name] for name in positions] if positions is not None else bound
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        cursor.execute(str(compiled), args)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
 
 
 def run_query(principal: Principal, sql: str, limits: QueryLimits | None = None) -> QueryResult:
