@@ -62,25 +62,9 @@ def instance_secret_key(instance_path: str) -> str:
     return key
 
 
-def load_config(instance_path: str) -> dict[str, Any]:
-    """Build the Flask config mapping from environment variables."""
+def _assistant_config() -> dict[str, Any]:
+    """The assistant's settings (its provider, limits, long conversations, turns)."""
     return {
-        # Empty: create_app falls back on a random key kept in the instance folder.
-        "SECRET_KEY": os.environ.get("SECRET_KEY", "").strip(),
-        "SQLALCHEMY_DATABASE_URI": _database_url(instance_path),
-        "SESSION_COOKIE_HTTPONLY": True,
-        "SESSION_COOKIE_SAMESITE": "Lax",
-        "SESSION_COOKIE_SECURE": _bool("SESSION_COOKIE_SECURE", False),
-        "REMEMBER_COOKIE_HTTPONLY": True,
-        "REMEMBER_COOKIE_SAMESITE": "Lax",
-        "MAX_CONTENT_LENGTH": int(os.environ.get("MAX_CONTENT_LENGTH", str(1024 * 1024))),
-        "WTF_CSRF_ENABLED": True,
-        "WTF_CSRF_TIME_LIMIT": None,
-        "PASSWORD_HASH_METHOD": os.environ.get("PASSWORD_HASH_METHOD", "scrypt"),
-        # How many reverse proxies sit in front (their X-Forwarded-* headers are trusted):
-        # client addresses for the sign-in throttle, https links in invitations.
-        "TRUSTED_PROXIES": int(os.environ.get("TRUSTED_PROXIES", "0")),
-        # The assistant.
         "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY", ""),
         "CHAT_LLM_PROVIDER": os.environ.get("CHAT_LLM_PROVIDER", "anthropic"),
         "CHAT_LLM_MODEL": os.environ.get("CHAT_LLM_MODEL", "claude-sonnet-5-5"),
@@ -123,6 +107,28 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "CHAT_BROKER_URL": os.environ.get("CHAT_BROKER_URL", "").strip(),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
+    }
+
+
+def load_config(instance_path: str) -> dict[str, Any]:
+    """Build the Flask config mapping from environment variables."""
+    return {
+        # Empty: create_app falls back on a random key kept in the instance folder.
+        "SECRET_KEY": os.environ.get("SECRET_KEY", "").strip(),
+        "SQLALCHEMY_DATABASE_URI": _database_url(instance_path),
+        "SESSION_COOKIE_HTTPONLY": True,
+        "SESSION_COOKIE_SAMESITE": "Lax",
+        "SESSION_COOKIE_SECURE": _bool("SESSION_COOKIE_SECURE", False),
+        "REMEMBER_COOKIE_HTTPONLY": True,
+        "REMEMBER_COOKIE_SAMESITE": "Lax",
+        "MAX_CONTENT_LENGTH": int(os.environ.get("MAX_CONTENT_LENGTH", str(1024 * 1024))),
+        "WTF_CSRF_ENABLED": True,
+        "WTF_CSRF_TIME_LIMIT": None,
+        "PASSWORD_HASH_METHOD": os.environ.get("PASSWORD_HASH_METHOD", "scrypt"),
+        # How many reverse proxies sit in front (their X-Forwarded-* headers are trusted):
+        # client addresses for the sign-in throttle, https links in invitations.
+        "TRUSTED_PROXIES": int(os.environ.get("TRUSTED_PROXIES", "0")),
+        **_assistant_config(),
         # records_query: seconds one statement may run, and rows one answer shows.
         "RECORDS_QUERY_TIMEOUT": float(os.environ.get("RECORDS_QUERY_TIMEOUT", "3")),
         "RECORDS_QUERY_MAX_ROWS": int(os.environ.get("RECORDS_QUERY_MAX_ROWS", "200")),
