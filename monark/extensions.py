@@ -37,8 +37,15 @@ csrf = CSRFProtect()
 
 @event.listens_for(Engine, "connect")
 def _sqlite_wal(dbapi_connection: Any, connection_record: Any) -> None:
-    """SQLite in WAL mode: readers never wait for the writer (many streaming turns at once)."""
+    """SQLite in WAL mode: readers never wait for the writer (many streaming turns at once).
+    Its ``lower()`` lowercases ASCII only: Python's lowercases every script, as PostgreSQL's
+    does, so text filters mean the same on both (``É`` matches ``é``)."""
     if isinstance(dbapi_connection, sqlite3.Connection):
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.close()
+        dbapi_connection.create_function("lower", 1, _lower, deterministic=True)
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value

@@ -357,3 +357,38 @@ def test_a_member_sees_their_own_private_records_in_filtered_lists(world, login,
     assert index_of(mine.id)["status"] == "todo"
     services.update_record(member, world.a.model, mine.id, {}, visibility="private")
     assert not viewer_sees()
+
+
+def test_forged_cursors_holding_text_no_database_takes_are_refused(api, tasks):
+    import base64
+    import json
+
+    for value in ("\ud800", "a\x00b"):
+        raw = json.dumps(["due", value, 5]).encode()
+        cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        error = api(sort="due", cursor=cursor, expect=400)["error"]
+        assert error["details"][0]["field"] == "cursor"
+
+
+def test_long_text_matches_whole_in_any_script(world, api):
+    title = "a" * 200 + " Émile tail"
+    make(world, title)
+    assert titles(api("title:contains:émile tail")) == {title}
+    assert titles(api(f"title:eq:{title.upper()}")) == {title}
+    assert title not in titles(api(f"title:ne:{title.lower()}"))
+
+
+def test_contains_is_bounded(api, tasks):
+    error = api("title:contains:" + "a" * 101, expect=400)["error"]
+    assert "at most 100 characters" in error["details"][0]["message"]
+
+
+def test_an_unknown_operator_from_the_toolbar_is_named(login, world, tasks):
+    browser = login("member@acme.test")
+    page = BeautifulSoup(
+        browser.get(LIST, query_string={"ff": "title", "fo": "bogus", "fv": "x"}).get_data(
+            as_text=True
+        ),
+        "html.parser",
+    )
+    assert "Unknown operator 'bogus'" in page.select_one("#records-table [role=alert]").get_text()

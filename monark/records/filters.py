@@ -22,6 +22,7 @@ from sqlalchemy.orm import aliased
 
 from monark.core.errors import ValidationFailed
 from monark.core.models import MAX_ID, User
+from monark.core.text import has_surrogate
 from monark.records.index import text_key
 from monark.records.models import TEXT_KEY, ModelField, Record, RecordModel, RecordValue
 
@@ -39,6 +40,7 @@ OPS_BY_TYPE: dict[str, tuple[str, ...]] = {
 }
 MAX_FILTERS = 10
 MAX_IN = 50
+MAX_CONTAINS = 100
 # Sorts on a record's own columns (a field of the same key wins).
 RECORD_SORTS = ("id", "title", "created_at", "updated_at")
 
@@ -168,6 +170,9 @@ def _match(
         return None
     if not flt.value:
         raise _error("filter", f"The filter on {field.label} needs a value after '{flt.op}:'.")
+    if flt.op == "contains" and len(flt.value) > MAX_CONTAINS:
+        # Each row compares the whole text with the pattern: keep that cost bounded.
+        raise _error("filter", f"'contains' takes at most {MAX_CONTAINS} characters.")
     raws = [r.strip() for r in flt.value.split(",")] if flt.op == "in" else [flt.value]
     raws = [r for r in raws if r]
     if len(raws) > MAX_IN:
@@ -339,6 +344,8 @@ def decode_cursor(cursor: str, sort: Sort, on_field: bool) -> tuple[Any, int]:
     ok_id = isinstance(record_id, int) and not isinstance(record_id, bool)
     if key != sort.text or not ok_value or not ok_id or not 0 < record_id <= MAX_ID:
         raise bad
+    if isinstance(value, str) and (has_surrogate(value) or "\x00" in value):
+        raise bad  # no database can compare it (a cursor the app made never holds one)
     if not on_field and sort.key in ("created_at", "updated_at"):
         try:
             value = datetime.fromisoformat(value)

@@ -122,6 +122,16 @@ def _toolbar_filters() -> list[str]:
             raise ValidationFailed(
                 "No filter field.", [{"field": "filter", "message": "Choose a field to filter by."}]
             )
+        if op not in OP_LABELS:
+            raise ValidationFailed(
+                "Unknown operator.",
+                [
+                    {
+                        "field": "filter",
+                        "message": f"Unknown operator '{op}' for {field or 'a filter'}.",
+                    }
+                ],
+            )
         if field and (value or op in ("empty", "not_empty")):
             filters.append(f"{field}:{op}:{value}" if value else f"{field}:{op}")
     return filters
