@@ -32,6 +32,18 @@ def breakpoints(body: dict) -> list[str]:
     return found
 
 
+def assert_three_breakpoints(body: dict) -> None:
+    """Exactly three cache breakpoints: the system prompt, the last tool, the last block."""
+    last = len(body["messages"]) - 1
+    end = len(body["messages"][last]["content"]) - 1
+    assert breakpoints(body) == [
+        "system[0]",
+        f"tools[{len(body['tools']) - 1}]",
+        f"messages[{last}].content[{end}]",
+    ]
+    assert json.dumps(body).count("cache_control") == 3
+
+
 def run_read_then_write_turn(world, fake):
     member = world.a.principal("member")
     fake.script.add(
@@ -59,14 +71,7 @@ def test_every_request_carries_exactly_three_breakpoints_in_place(world, fake_an
     run_read_then_write_turn(world, fake_anthropic)
     assert len(fake_anthropic.requests) == 3
     for body in fake_anthropic.requests:
-        last = len(body["messages"]) - 1
-        end = len(body["messages"][last]["content"]) - 1
-        assert breakpoints(body) == [
-            "system[0]",
-            f"tools[{len(body['tools']) - 1}]",
-            f"messages[{last}].content[{end}]",
-        ]
-        assert json.dumps(body).count("cache_control") == 3
+        assert_three_breakpoints(body)
 
 
 def test_system_prompt_and_tools_are_byte_identical_across_steps(world, fake_anthropic):

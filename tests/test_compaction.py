@@ -28,7 +28,7 @@ from monark.chat.transcript import SUMMARY_OPENING, build_llm_messages
 from monark.extensions import db
 from tests.fake_anthropic import FakeAnthropic
 from tests.llm_script import Call, HttpFail, Say
-from tests.test_anthropic_provider import breakpoints
+from tests.test_anthropic_provider import assert_three_breakpoints
 
 LIMIT = 12_000  # tokens the fake's model holds (a quarter of a request's JSON)
 SUMMARY = "The user went through their open tasks, turn by turn; **nothing is left open**."
@@ -270,14 +270,7 @@ def test_three_breakpoints_and_an_identical_prefix_in_every_request(app, world, 
     assert fake_anthropic.refused and any(asks_for_summary(b) for b in bodies)
     assert any("omitted to save space" in json.dumps(b["messages"]) for b in bodies)
     for body in bodies:
-        last = len(body["messages"]) - 1
-        end = len(body["messages"][last]["content"]) - 1
-        assert breakpoints(body) == [
-            "system[0]",
-            f"tools[{len(body['tools']) - 1}]",
-            f"messages[{last}].content[{end}]",
-        ]
-        assert json.dumps(body).count("cache_control") == 3
+        assert_three_breakpoints(body)
     assert len({json.dumps(b["system"]) for b in bodies}) == 1
     assert len({json.dumps(b["tools"]) for b in bodies}) == 1
 

@@ -128,13 +128,13 @@ def records_list(
     """List a model's records with search, typed filters, a sort, paging and the total."""
     model = records.get_model(principal, path.model)
     params = queries.ListParams.parse(model, query.q, query.filter, query.sort)
-    page = queries.list_records(principal, model, params, limit=query.limit, cursor=query.cursor)
+    page = queries.list_records(
+        principal, model, params, limit=query.limit, cursor=query.cursor, count=True
+    )
     return s.RecordList(
         items=[record_out(model, r) for r in page.items],
         next_cursor=page.next_cursor,
-        total=page.total
-        if page.total is not None
-        else queries.count_records(principal, model, params),
+        total=page.total or 0,
     )
 
 

@@ -342,9 +342,9 @@ def _repeatable(model: type[BaseModel]) -> frozenset[str]:
 
 def query_arguments(model: type[BaseModel] | None) -> dict[str, Any]:
     """The request's query string as a dict, lists for the fields that repeat."""
-    if model is None or not _repeatable(model):
+    lists = _repeatable(model) if model is not None else frozenset()
+    if not lists:
         return request.args.to_dict()
-    lists = _repeatable(model)
     return {k: request.args.getlist(k) if k in lists else request.args[k] for k in request.args}
 
 

@@ -55,6 +55,11 @@ class Filter:
     op: str
     value: str
 
+    @property
+    def text(self) -> str:
+        """As written in a URL or a tool call: ``field:op:value`` (``field:op`` without one)."""
+        return f"{self.field}:{self.op}:{self.value}" if self.value else f"{self.field}:{self.op}"
+
 
 def parse_filter(raw: str) -> Filter:
     """``field:op:value``, ``field:value`` (eq), or ``field:empty`` / ``field:not_empty``."""
@@ -70,11 +75,11 @@ def parse_filter(raw: str) -> Filter:
     return Filter(field.strip(), "eq", rest.strip())
 
 
-def _field(model: RecordModel, key: str, what: str) -> ModelField:
+def _field(model: RecordModel, key: str) -> ModelField:
     found = next((f for f in model.fields if f.key == key), None)
     if found is None:
         known = ", ".join(f.key for f in model.fields) or "none"
-        raise _error(what, f"Unknown field '{key}' (known: {known}).")
+        raise _error("filter", f"Unknown field '{key}' (known: {known}).")
     return found
 
 
@@ -175,6 +180,8 @@ def _match(
         raise _error("filter", f"'contains' takes at most {MAX_CONTAINS} characters.")
     raws = [r.strip() for r in flt.value.split(",")] if flt.op == "in" else [flt.value]
     raws = [r for r in raws if r]
+    if not raws:
+        raise _error("filter", f"The filter on {field.label} needs a value after '{flt.op}:'.")
     if len(raws) > MAX_IN:
         raise _error("filter", f"'in' takes at most {MAX_IN} values.")
     values = [v for raw in raws for v in _values(field, raw, people, today)]
@@ -210,7 +217,7 @@ def filter_condition(
     """The index rows ``flt`` reads (an alias of ``record_values``) and what they must
     hold; ``rid`` is the record id they belong to (``None``: the rows are the query's own
     start). ``ValidationFailed`` naming ``filter`` for a filter the field cannot take."""
-    field = _field(model, flt.field, "filter")
+    field = _field(model, flt.field)
     allowed = OPS_BY_TYPE.get(field.type, ("eq",))
     if flt.op not in allowed:
         raise _error(

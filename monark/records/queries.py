@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from functools import cache
 from typing import Any, Literal
 
@@ -116,40 +117,50 @@ class ListParams:
         parsed = tuple(parse_filter(raw) for raw in filters if raw.strip())
         return cls(q=(q or "").strip() or None, filters=parsed, sort=parse_sort(model, sort))
 
-    def filter_texts(self) -> list[str]:
-        """The filters as written (``field:op:value``), in order."""
-        return [
-            f"{f.field}:{f.op}:{f.value}" if f.value else f"{f.field}:{f.op}" for f in self.filters
-        ]
-
     def arguments(self) -> dict[str, Any]:
         """The list tool's arguments for these (``q``, ``filter``, ``sort``; none empty)."""
         arguments: dict[str, Any] = {}
         if self.q:
             arguments["q"] = self.q
         if self.filters:
-            arguments["filter"] = self.filter_texts()
+            arguments["filter"] = [f.text for f in self.filters]
         if self.sort != DEFAULT_SORT:
             arguments["sort"] = self.sort.text
         return arguments
 
 
+def _filter_context(model: RecordModel) -> tuple[list[User], date]:
+    """What filters are read against: the org's members (for user fields), and today."""
+    people = members(model.org_id) if any(f.type == "user" for f in model.fields) else []
+    return people, utcnow().date()
+
+
+def _joined_filters(
+    stmt: Select[Any],
+    model: RecordModel,
+    filters: Sequence[Filter],
+    context: tuple[list[User], date],
+    rid: Any = Record.id,
+) -> tuple[Select[Any], dict[str, Any]]:
+    """``stmt`` narrowed by ``filters``, and the index rows they joined by field (a sort on
+    one of those fields reads them instead of joining again)."""
+    joined: dict[str, Any] = {}
+    for flt in filters:
+        stmt, entry = apply_filter(stmt, model, flt, *context, rid)
+        if entry is not None:
+            joined.setdefault(flt.field, entry)
+    return stmt, joined
+
+
 def _narrowed(
     stmt: Select[Any], model: RecordModel, params: ListParams
 ) -> tuple[Select[Any], dict[str, Any]]:
-    """``stmt`` narrowed by the search and the filters, and the index rows the filters
-    joined by field (a sort on one of those fields reads them instead of joining again)."""
-    joined: dict[str, Any] = {}
+    """``stmt`` narrowed by the search and the filters (see ``_joined_filters``)."""
     if params.q:
         stmt = stmt.where(Record.search_text.contains(params.q.lower(), autoescape=True))
-    if params.filters:
-        people = members(model.org_id) if any(f.type == "user" for f in model.fields) else []
-        today = utcnow().date()
-        for flt in params.filters:
-            stmt, entry = apply_filter(stmt, model, flt, people, today)
-            if entry is not None:
-                joined.setdefault(flt.field, entry)
-    return stmt, joined
+    if not params.filters:
+        return stmt, {}
+    return _joined_filters(stmt, model, params.filters, _filter_context(model))
 
 
 @dataclass
@@ -195,24 +206,18 @@ def _from_index(
     org's (``get_model``), so its id keeps the query inside the org. Returns the statement,
     the index rows joined per field, the id column and the bound values."""
     sees, values = _sees(principal)
-    people = members(model.org_id) if any(f.type == "user" for f in model.fields) else []
-    today = utcnow().date()
+    context = _filter_context(model)
     start = next(f for f in params.filters if f.op not in NEGATIVE_OPS)
-    first, on = filter_condition(model, start, people, today, None)
+    first, on = filter_condition(model, start, *context, None)
     rid = first.record_id
     visible = {
         "all": true(),
         "org": first.private_to.is_(None),
         "own": or_(first.private_to.is_(None), first.private_to == bindparam("viewer_id")),
     }[sees]
-    stmt = select(rid).where(*on, visible)
-    joined = {start.field: first}
-    for flt in params.filters:
-        if flt is not start:
-            stmt, entry = apply_filter(stmt, model, flt, people, today, rid)
-            if entry is not None:
-                joined.setdefault(flt.field, entry)
-    return stmt, joined, rid, values
+    rest = [f for f in params.filters if f is not start]
+    stmt, joined = _joined_filters(select(rid).where(*on, visible), model, rest, context, rid)
+    return stmt, {start.field: first, **joined}, rid, values
 
 
 def _sorted_page(
@@ -255,11 +260,22 @@ def list_records(
     *,
     limit: int = 25,
     cursor: str | None = None,
+    count: bool = False,
 ) -> RecordPage:
     """Records visible to the principal, one keyset page at a time (newest first unless
-    ``params`` sorts otherwise)."""
-    principal.require("records.view")
+    ``params`` sorts otherwise); with ``count``, the page's ``total`` is always set."""
     params = params or ListParams()
+    page = _list_page(principal, model, params, limit, cursor)
+    if count and page.total is None:
+        page.total = count_records(principal, model, params)
+    return page
+
+
+def _list_page(
+    principal: Principal, model: RecordModel, params: ListParams, limit: int, cursor: str | None
+) -> RecordPage:
+    """One page: from the value index when it answers alone, else over the records."""
+    principal.require("records.view")
     limit = max(1, min(limit, MAX_PAGE))
     on_field = any(f.key == params.sort.key for f in model.fields)
     if _index_only(model, params):

@@ -15,6 +15,7 @@ from monark.core.rbac import Principal
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
 from monark.records import queries, services
+from monark.records.filters import OPS, Filter
 from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, ModelField, RecordModel
 from monark.records.values import parse_form_values
 
@@ -122,7 +123,7 @@ def _toolbar_filters() -> list[str]:
             raise ValidationFailed(
                 "No filter field.", [{"field": "filter", "message": "Choose a field to filter by."}]
             )
-        if op not in OP_LABELS:
+        if op not in OPS:
             raise ValidationFailed(
                 "Unknown operator.",
                 [
@@ -133,7 +134,7 @@ def _toolbar_filters() -> list[str]:
                 ],
             )
         if field and (value or op in ("empty", "not_empty")):
-            filters.append(f"{field}:{op}:{value}" if value else f"{field}:{op}")
+            filters.append(Filter(field, op, value).text)
     return filters
 
 
@@ -174,10 +175,10 @@ def record_list(key: str):
     try:
         filters = _toolbar_filters()
         params = queries.ListParams.parse(model, q, filters, request.args.get("sort"))
-        page = queries.list_records(principal, model, params, limit=PAGE_SIZE, cursor=cursor)
-        total = page.total
-        if total is None:
-            total = queries.count_records(principal, model, params)
+        page = queries.list_records(
+            principal, model, params, limit=PAGE_SIZE, cursor=cursor, count=True
+        )
+        total = page.total or 0
     except ValidationFailed as err:
         error = err.detail_text()
         page, total = queries.RecordPage(items=[], next_cursor=None), 0
