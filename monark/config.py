@@ -15,6 +15,22 @@ def _bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(name: str, default: str) -> float:
+    """Seconds from ``7d``, ``36h``, ``90m``, ``600s`` or a plain number of seconds."""
+    raw = (os.environ.get(name) or default).strip().lower()
+    unit = _UNITS.get(raw[-1:], 0)
+    try:
+        seconds = float(raw[:-1] if unit else raw) * (unit or 1)
+    except ValueError:
+        seconds = -1
+    if not seconds > 0:
+        raise RuntimeError(f"{name} must be a positive duration such as 7d, 36h or 600 (seconds).")
+    return seconds
+
+
 def _database_url(instance_path: str) -> str:
     url = os.environ.get("DATABASE_URL", "").strip()
     if not url:
@@ -105,6 +121,8 @@ def _assistant_config() -> dict[str, Any]:
         # Redis for the turns' progress (redis://host:6379/0), so a watcher on one instance
         # follows a turn running on another; empty: in this process only.
         "CHAT_BROKER_URL": os.environ.get("CHAT_BROKER_URL", "").strip(),
+        # How long a proposed write waits for a decision: older, it expires (nothing runs).
+        "CHAT_APPROVAL_TTL": _duration("CHAT_APPROVAL_TTL", "7d"),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
     }

@@ -193,6 +193,66 @@ def test_twenty_confirms_split_across_both_run_the_write_once(two, fake, sql):
     ) == [(1,)]
 
 
+def test_twenty_mixed_decisions_across_both_one_wins_and_the_rest_hear_what_won(two, fake, sql):
+    fake.script.add(
+        [
+            Call(
+                "records_create",
+                {"model": "tasks", "values": {"title": "Mixed clicks", "status": "todo"}},
+            )
+        ],
+        [Say("Settled.")],
+    )
+    a = Client(two[0].url)
+    proposed = a.send("Add Mixed clicks")
+    proposed.wait_done()
+    cid = proposed.finished["conversation_id"]
+    [(call_id,)] = sql(
+        "SELECT id FROM chat_tool_calls WHERE conversation_id = :c AND status = 'PROPOSED'",
+        c=cid,
+    )
+    clients = [a.at(two[i % 2].url) for i in range(20)]
+    barrier = threading.Barrier(20)
+    answers: list[tuple[str, int, str]] = []
+    lock = threading.Lock()
+
+    def click(i: int, client: Client) -> None:
+        action = "confirm" if i % 4 < 2 else "reject"  # both kinds on both instances
+        barrier.wait()
+        response = client.post("/chat/decide", {"decision": f"{action}:{call_id}"})
+        with lock:
+            answers.append((action, response.status_code, response.text))
+
+    threads = [threading.Thread(target=click, args=(i, c)) for i, c in enumerate(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    winners = [action for action, status, _ in answers if status == 200]
+    assert len(answers) == 20 and len(winners) == 1
+    assert sorted(status for _, status, _ in answers) == [200] + [409] * 19
+    deadline = time.monotonic() + 20
+    while sql("SELECT turn_id FROM chat_conversations WHERE id = :c", c=cid) != [(None,)]:
+        assert time.monotonic() < deadline, "the turn never ended"
+        time.sleep(0.1)
+    confirmed = winners == ["confirm"]
+    [(status,)] = sql("SELECT status FROM chat_tool_calls WHERE id = :i", i=call_id)
+    assert status == ("SUCCEEDED" if confirmed else "REJECTED")
+    assert sql("SELECT count(*) FROM records WHERE title = 'Mixed clicks'") == [
+        (1 if confirmed else 0,)
+    ]
+    said = "already confirmed" if confirmed else "already rejected"
+    for _, code, body in answers:
+        if code == 409:  # the loser hears what won, with the card as it is now
+            assert said in body and f'id="call-{call_id}"' in body
+    kinds = sql(
+        "SELECT type FROM events WHERE subject_id = :i AND type IN "
+        "('chat.tool_call.confirmed', 'chat.tool_call.rejected')",
+        i=call_id,
+    )
+    assert len(kinds) == 1
+
+
 def test_one_turn_at_a_time_across_both(two, fake, sql):
     fake.chunk_delay = 0.05
     fake.script.add([Say(words(40))], [Say("Second answer.")])

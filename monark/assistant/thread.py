@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flask import current_app
 from markupsafe import Markup
 from sqlalchemy import select
 
-from monark.chat import lease, store
+from monark.chat import decisions, lease, store
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
@@ -22,6 +23,7 @@ STATUS_TEXT = {
     ToolCallStatus.SUCCEEDED: "done",
     ToolCallStatus.FAILED: "failed",
     ToolCallStatus.REJECTED: "rejected",
+    ToolCallStatus.EXPIRED: "expired",
 }
 
 
@@ -44,6 +46,14 @@ class CallView:
     nav_label: str | None = None
     warning: str | None = None
     details: list[dict[str, Any]] = field(default_factory=list)
+    # Past its time (``CHAT_APPROVAL_TTL``): it can no longer be confirmed. A proposal
+    # shows so before the next decision or message stores it as EXPIRED.
+    expired: bool = False
+
+    @property
+    def waiting(self) -> bool:
+        """A proposal the user may still decide."""
+        return self.status == ToolCallStatus.PROPOSED and not self.expired
 
     @property
     def refused_before_asking(self) -> bool:
@@ -117,6 +127,8 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         details=list(result.get("details") or [])
         if call.status == ToolCallStatus.FAILED and isinstance(result, dict)
         else [],
+        expired=call.status == ToolCallStatus.EXPIRED
+        or decisions.is_expired(call, current_app.config),
     )
 
 
@@ -173,7 +185,7 @@ class ThreadFoot:
 def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, ThreadFoot]:
     """The title and the foot as stored now, without loading the thread (three queries)."""
     conversation = store.get_conversation(principal, conversation_id)
-    last, waiting = store.tail_state(conversation.id)
+    last, waiting = store.tail_state(conversation.id, decisions.cutoff(current_app.config))
     foot = ThreadFoot.of(waiting, lease.live_turn_id(conversation) is not None, last)
     return conversation.title, foot
 
@@ -191,7 +203,7 @@ class ThreadView:
 
     @property
     def foot(self) -> ThreadFoot:
-        waiting = any(c.status == ToolCallStatus.PROPOSED for m in self.messages for c in m.calls)
+        waiting = any(c.waiting for m in self.messages for c in m.calls)
         # A summary is no step of the conversation: the message before it says where it is.
         steps = [m for m in self.messages if m.role != MessageRole.SUMMARY]
         last = (steps[-1].role, steps[-1].status) if steps else None

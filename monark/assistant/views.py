@@ -12,7 +12,7 @@ from werkzeug.datastructures import MultiDict
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.stream import follow_slot, partial, turn_preface, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
-from monark.chat import lease, service, store, turns
+from monark.chat import decisions, lease, service, store, turns
 from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
 from monark.chat.prompt import PageContext
@@ -301,9 +301,16 @@ def decide():
     reason = request.form.get(f"reason_{call_id}", "")
     try:
         turn = service.begin_decision(principal, call_id, action == "confirm", reason)
-    except Conflict as err:
+    except (decisions.ProposalExpired, decisions.ProposalChanged) as err:
+        # Nothing ran: the card as it is now (expired, or drawn again to be decided again).
+        # No turn started: the page must not wake a follower left from an earlier one (it
+        # would redraw the thread over this answer).
         db.session.rollback()
-        call = store.get_tool_call(principal, call_id)
+        notice, status = _notice(err.message, 409)
+        idle = notice + partial("#chat-follow-slot", "innerHTML", "")
+        return _with_card((idle, status), store.get_tool_call(principal, call_id))
+    except Conflict as err:
+        call = _settled(principal, call_id)
         if call.status != ToolCallStatus.PROPOSED:
             return _already_decided(call)
         return _busy(call.conversation_id, err.message)
@@ -312,12 +319,44 @@ def decide():
     return _start(principal, turn)
 
 
-def _already_decided(call):
-    """Decided elsewhere (another tab or window): say so, show the card as it is now, and
-    follow the turn the decision started, if it still runs, so the card reaches its end."""
-    notice, status = _busy(call.conversation_id, "This action was already confirmed or rejected.")
+def _settled(principal: Principal, call_id: int):
+    """The call once a decision that holds its conversation has been stored (it claims the
+    conversation a moment before it decides): a loser then hears what won, not "busy"."""
+    deadline = time.monotonic() + STOP_WAIT_SECONDS
+    while True:
+        db.session.rollback()
+        call = store.get_tool_call(principal, call_id)
+        if call.status != ToolCallStatus.PROPOSED or time.monotonic() > deadline:
+            return call
+        if lease.live_turn(call.conversation_id) is None:
+            return call  # nothing holds it: a busy answer is the truth
+        time.sleep(0.05)
+
+
+def _decided_text(card) -> str:
+    """A second decision's answer: what the call is now, and who decided it."""
+    by = f" by {card.decided_by}" if card.decided_by else ""
+    if card.expired:
+        return decisions.expired_message(current_app.config)
+    if card.status == ToolCallStatus.REJECTED:
+        return f"This action was already rejected{by}."
+    if card.refused_before_asking:
+        return "This action was refused before it asked anyone: there is nothing to decide."
+    return f"This action was already confirmed{by} ({card.status_text})."
+
+
+def _with_card(answer: tuple[str, int], call) -> tuple[str, int]:
+    """An answer with the call's card redrawn as it is now."""
+    body, status = answer
     card = render_template("assistant/_call.html", c=call_view(call))
-    return notice + partial(f"#call-{call.id}", "outerHTML", card), status
+    return body + partial(f"#call-{call.id}", "outerHTML", card), status
+
+
+def _already_decided(call):
+    """Decided elsewhere (another tab, window or instance): say what it is now, show its
+    card so, and follow the turn the decision started, if it still runs, so the card
+    reaches its end."""
+    return _with_card(_busy(call.conversation_id, _decided_text(call_view(call))), call)
 
 
 @bp.post("/retry")

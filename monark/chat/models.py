@@ -42,6 +42,7 @@ class ToolCallStatus(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
     REJECTED = "REJECTED"
+    EXPIRED = "EXPIRED"  # a proposal nobody decided within ``CHAT_APPROVAL_TTL``: nothing ran
 
 
 PENDING_STATUSES = (ToolCallStatus.PROPOSED, ToolCallStatus.EXECUTING)

@@ -7,14 +7,13 @@ from typing import Any
 
 from flask import current_app
 from pydantic import BaseModel, Field, ValidationError
-from sqlalchemy import update
 
-from monark.chat import store, turns
+from monark.chat import decisions, store, turns
 from monark.chat.calls import run_tool_call
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
-from monark.chat.models import MessageRole, MessageStatus, ToolCall, ToolCallStatus
+from monark.chat.models import MessageRole, MessageStatus, ToolCallStatus
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.runtime import tool_executor
 from monark.chat.turns import Turn, run_turn
@@ -96,9 +95,12 @@ def begin_send(
     def opening() -> list[dict[str, Any]]:
         conversation = store.get_conversation(principal, conversation_id)
         entries: list[dict[str, Any]] = []
+        decisions.expire_overdue(principal, conversation_id, config)
         # Under the claim, nothing else runs: what is pending waits for the user.
         for call in store.pending_calls(conversation_id):
-            _decide(principal, call, ToolCallStatus.REJECTED, AUTO_REJECT_REASON, skipped=True)
+            decisions.decide(
+                principal, call, ToolCallStatus.REJECTED, AUTO_REJECT_REASON, skipped=True
+            )
             entries.append({"k": "c", "id": call.id})
         sentence = context_sentence(data.page_context, utcnow().date())
         message = store.add_message(
@@ -130,6 +132,7 @@ def begin_retry(
     store.get_conversation(principal, conversation_id)
 
     def opening() -> list[dict[str, Any]]:
+        decisions.expire_overdue(principal, conversation_id, config)
         last, _ = store.tail_state(conversation_id)
         if last is None or last == (MessageRole.ASSISTANT, MessageStatus.COMPLETE):
             # Another tab's reply ended well meanwhile: a retry would answer twice.
@@ -145,38 +148,6 @@ def begin_retry(
     )
 
 
-def _decide(
-    principal: Principal,
-    call: ToolCall,
-    status: ToolCallStatus,
-    reason: str | None,
-    skipped: bool = False,
-) -> None:
-    """PROPOSED → ``status`` as one conditional update: exactly one decision wins."""
-    changed = db.session.execute(
-        update(ToolCall)
-        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
-        .values(
-            status=status,
-            decided_by_id=principal.user_id,
-            decided_at=utcnow(),
-            reject_reason=(reason or None) if status == ToolCallStatus.REJECTED else None,
-            skipped=skipped,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    if changed.rowcount != 1:
-        db.session.rollback()
-        raise Conflict("This action was already confirmed or rejected.")
-    db.session.refresh(call)
-    store.tool_call_event(
-        principal.via_assistant(call.conversation_id),
-        call,
-        "confirmed" if status == ToolCallStatus.EXECUTING else "rejected",
-    )
-    db.session.commit()
-
-
 def begin_decision(
     principal: Principal,
     tool_call_id: int,
@@ -185,7 +156,11 @@ def begin_decision(
     config: Mapping[str, Any] | None = None,
 ) -> Turn:
     """Confirm (run the write with the arguments stored at proposal) or reject a proposed
-    write, exactly once, under a new turn that then advances the conversation."""
+    write, exactly once, under a new turn that then advances the conversation.
+
+    A proposal past its time is refused (``ProposalExpired``); a confirmed update or delete
+    whose target changed since its card was drawn does not run (``ProposalChanged``): its
+    card is drawn again, to be decided again."""
     config = _checked(config, principal)
     call = store.get_tool_call(principal, tool_call_id)
     conversation_id = call.conversation_id
@@ -193,8 +168,13 @@ def begin_decision(
 
     def opening() -> list[dict[str, Any]]:
         decided = store.get_tool_call(principal, tool_call_id)
+        if decided.status == ToolCallStatus.EXPIRED or decisions.is_expired(decided, config):
+            decisions.expire_overdue(principal, conversation_id, config)
+            raise decisions.ProposalExpired(decisions.expired_message(config))
+        if confirm and decided.status == ToolCallStatus.PROPOSED:
+            decisions.check_fresh(tool_executor(), principal, decided)
         status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
-        _decide(principal, decided, status, reason)
+        decisions.decide(principal, decided, status, reason)
         return []
 
     def work(hooks: TurnHooks) -> TurnResult:

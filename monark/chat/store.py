@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -267,22 +268,24 @@ def pending_calls(conversation_id: int) -> list[ToolCall]:
     return list(db.session.scalars(stmt))
 
 
-def tail_state(conversation_id: int) -> tuple[tuple[str, str] | None, bool]:
-    """The last message's ``(role, status)``, and whether a proposed call waits (a
-    summary is no step of the conversation: the message before it counts)."""
+def tail_state(
+    conversation_id: int, proposed_since: datetime | None = None
+) -> tuple[tuple[str, str] | None, bool]:
+    """The last message's ``(role, status)``, and whether a proposed call waits (one made
+    ``proposed_since`` or later, when given; a summary is no step of the conversation: the
+    message before it counts)."""
     last = db.session.execute(
         select(Message.role, Message.status)
         .where(Message.conversation_id == conversation_id, Message.role != MessageRole.SUMMARY)
         .order_by(Message.seq.desc())
         .limit(1)
     ).one_or_none()
-    waiting = db.session.scalar(
-        select(ToolCall.id)
-        .where(
-            ToolCall.conversation_id == conversation_id, ToolCall.status == ToolCallStatus.PROPOSED
-        )
-        .limit(1)
+    waits = select(ToolCall.id).where(
+        ToolCall.conversation_id == conversation_id, ToolCall.status == ToolCallStatus.PROPOSED
     )
+    if proposed_since is not None:
+        waits = waits.where(ToolCall.created_at >= proposed_since)
+    waiting = db.session.scalar(waits.limit(1))
     return (tuple(last) if last is not None else None), waiting is not None
 
 

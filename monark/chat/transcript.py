@@ -21,6 +21,10 @@ from monark.chat.tools import RESULT_LIMIT, ToolSpec
 from monark.core.text import scrub
 
 REJECTED_TEXT = "The user rejected this action; it was not carried out."
+EXPIRED_TEXT = (
+    "Nobody decided on this proposal in time, so it expired and nothing was changed. "
+    "Propose it again if the user still wants it."
+)
 SUMMARY_OPENING = (
     "Summary of the earlier conversation (its messages are no longer shown to you; "
     "the user still sees them):\n\n"
@@ -57,6 +61,8 @@ def _result_text(call: ToolCall | store.TranscriptCall, spec: ToolSpec | None) -
     if call.status == ToolCallStatus.REJECTED:
         reason = f" Their reason: {call.reject_reason}" if call.reject_reason else ""
         return cut(REJECTED_TEXT + reason, limit), True
+    if call.status == ToolCallStatus.EXPIRED:
+        return cut(EXPIRED_TEXT, limit), True
     return cut(f"Error: {call.error or 'the tool failed.'}", limit), True
 
 

@@ -85,10 +85,16 @@ def update(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def delete(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    """A delete: which record, by its title."""
+    """A delete: which record, by its title, and the values it takes with it."""
     model, name = _model(principal, args)
-    _, title = _record_title(principal, model, args.get("record_id"))
-    return {"headline": f"delete {title} from {name}"}
+    record, title = _record_title(principal, model, args.get("record_id"))
+    values = record.values if record is not None else {}
+    changes = [
+        {"field": field.label, "before": values[field.key], "after": None}
+        for field in (model.fields if model is not None else [])
+        if values.get(field.key) not in (None, "", [])
+    ]
+    return {"headline": f"delete {title} from {name}", "changes": changes}
 
 
 def list_records(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def test_a_card_decided_in_another_tab_shows_it_when_clicked(world, browse, fake
     panel.get_by_role("button", name="Confirm").click()
     wait_turn(panel)
     stale.click()
-    expect(other.locator(".chat-notice")).to_contain_text("already confirmed or rejected")
+    expect(other.locator(".chat-notice")).to_contain_text("already confirmed")
     card = other.locator(".call").last
     expect(card).to_contain_text("Confirmed by")
     expect(card.get_by_role("button", name="Confirm")).to_have_count(0)

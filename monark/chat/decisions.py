@@ -1,0 +1,167 @@
+"""Decisions on proposed writes, each one atomic conditional update on the stored call.
+
+A proposal is decided once, whichever tab, window or instance asks first: the update only
+changes a call that is still PROPOSED, and whoever finds it changed gets ``Conflict``. A
+proposal is also decided fresh: one nobody decided within ``CHAT_APPROVAL_TTL`` expires,
+and one whose target changed since its card was drawn is drawn again and asked again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+
+from monark.chat import store
+from monark.chat.calls import preview_of
+from monark.chat.models import ToolCall, ToolCallStatus
+from monark.chat.tools import ChatToolExecutor
+from monark.core.errors import Conflict
+from monark.core.models import as_utc, utcnow
+from monark.core.rbac import Principal
+from monark.extensions import db
+
+DEFAULT_TTL = 7 * 86400.0
+
+
+class ProposalExpired(Conflict):
+    """The proposal waited longer than ``CHAT_APPROVAL_TTL``: it can no longer run."""
+
+
+class ProposalChanged(Conflict):
+    """The target changed since the card was drawn: the card is drawn again, to ask again."""
+
+
+def ttl_seconds(config: Mapping[str, Any]) -> float:
+    """How long a proposal waits for a decision."""
+    return float(config.get("CHAT_APPROVAL_TTL") or DEFAULT_TTL)
+
+
+def cutoff(config: Mapping[str, Any]) -> datetime:
+    """Proposals made before this have expired."""
+    return utcnow() - timedelta(seconds=ttl_seconds(config))
+
+
+def is_expired(call: ToolCall, config: Mapping[str, Any]) -> bool:
+    """Whether a still-PROPOSED call is past its time."""
+    made = as_utc(call.created_at)
+    return call.status == ToolCallStatus.PROPOSED and made is not None and made < cutoff(config)
+
+
+def ttl_text(config: Mapping[str, Any]) -> str:
+    """The waiting time in words (``7 days``, ``36 hours``, ``10 minutes``)."""
+    seconds = ttl_seconds(config)
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if (seconds >= size and seconds % size == 0) or seconds >= 2 * size:
+            count = round(seconds / size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    count = round(seconds)
+    return f"{count} second{'s' if count != 1 else ''}"
+
+
+def expired_message(config: Mapping[str, Any]) -> str:
+    """What the user reads on Confirm of an expired proposal."""
+    return (
+        f"This proposal expired: it waited more than {ttl_text(config)} without a decision, "
+        "so nothing was changed. Ask the assistant again if it is still wanted."
+    )
+
+
+def decide(
+    principal: Principal,
+    call: ToolCall,
+    status: ToolCallStatus,
+    reason: str | None,
+    skipped: bool = False,
+) -> None:
+    """PROPOSED → ``status`` as one conditional update: exactly one decision wins."""
+    changed = db.session.execute(
+        update(ToolCall)
+        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
+        .values(
+            status=status,
+            decided_by_id=principal.user_id,
+            decided_at=utcnow(),
+            reject_reason=(reason or None) if status == ToolCallStatus.REJECTED else None,
+            skipped=skipped,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if changed.rowcount != 1:
+        db.session.rollback()
+        raise Conflict("This action was already confirmed or rejected.")
+    db.session.refresh(call)
+    store.tool_call_event(
+        principal.via_assistant(call.conversation_id),
+        call,
+        "confirmed" if status == ToolCallStatus.EXECUTING else "rejected",
+    )
+    db.session.commit()
+
+
+def expire_overdue(principal: Principal, conversation_id: int, config: Mapping[str, Any]) -> int:
+    """Expire the conversation's proposals past their time (each once, with its event);
+    how many expired."""
+    overdue = db.session.scalars(
+        select(ToolCall).where(
+            ToolCall.conversation_id == conversation_id,
+            ToolCall.status == ToolCallStatus.PROPOSED,
+            ToolCall.created_at < cutoff(config),
+        )
+    ).all()
+    actor = principal.via_assistant(conversation_id)
+    expired = 0
+    for call in overdue:
+        changed = db.session.execute(
+            update(ToolCall)
+            .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
+            .values(status=ToolCallStatus.EXPIRED, decided_at=utcnow())
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if changed == 1:
+            store.tool_call_event(actor, call, "expired")
+            expired += 1
+    db.session.commit()
+    return expired
+
+
+def _before_side(preview: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
+    """What a card shows of the target as it was: each field's before (and whether the
+    write would leave it as it is), and the headline naming the target."""
+    preview = preview or {}
+    changes = [
+        (str(c.get("field")), repr(c.get("before")), bool(c.get("unchanged")))
+        for c in preview.get("changes") or []
+        if isinstance(c, Mapping) and ("before" in c or c.get("unchanged"))
+    ]
+    return [("headline", preview.get("headline"), False), *changes]
+
+
+def check_fresh(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> None:
+    """Before a write runs: read its target again, as the user. When the card's before side
+    no longer holds, store the card as it is now and raise ``ProposalChanged`` (the call
+    stays PROPOSED, to be decided again)."""
+    if not call.mutates or not call.preview:
+        return
+    shown = call.preview
+    fresh = preview_of(executor, principal.via_assistant(call.conversation_id), call)
+    if fresh is None or _before_side(fresh) == _before_side(shown):
+        db.session.rollback()  # the preview's reads: leave nothing open
+        return
+    changed = db.session.execute(
+        update(ToolCall)
+        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
+        .values(preview=fresh)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if changed != 1:
+        db.session.rollback()
+        raise Conflict("This action was already confirmed or rejected.")
+    store.tool_call_event(principal.via_assistant(call.conversation_id), call, "redrawn")
+    db.session.commit()
+    raise ProposalChanged(
+        "This changed since the card was drawn, so nothing ran: check the before → after "
+        "as it is now, and confirm again."
+    )
