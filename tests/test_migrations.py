@@ -12,12 +12,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from flask import Flask, current_app
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import create_engine, func, insert, inspect, select, text
+from sqlalchemy import column, create_engine, func, insert, inspect, select, table, text
 from sqlalchemy.engine import make_url
 
 from monark import create_app
 from monark.cli import DEMO_PASSWORD
-from monark.core.models import Event, Membership, Org, User
+from monark.core.models import Event, Membership, Org, User, utcnow
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel
 from tests import factories
@@ -102,10 +102,12 @@ def test_downgrade_to_base_and_upgrade_again(migrated_app):
 
 def test_the_value_index_is_backfilled_from_existing_records(migrated_app):
     upgrade(revision="0009_ai_providers")
-    # Core inserts (the tables are as the models say until 0010; the ORM's flush would
-    # write the index this migration is to create).
+    # Core inserts (the tables are as the models say until 0010, but for the org's later
+    # columns; the ORM's flush would write the index this migration is to create).
+    org = {"id": 1, "name": "O", "slug": "o", "chat_enabled": True, "ai_agent_enabled": True}
+    org |= {"branding_enabled": False, "created_at": utcnow()}
     with db.engine.begin() as conn:
-        conn.execute(insert(Org.__table__), {"id": 1, "name": "O", "slug": "o"})
+        conn.execute(insert(table("orgs", *(column(c) for c in org))), org)
         conn.execute(
             insert(User.__table__),
             {"id": 5, "email": "a@o.test", "name": "A", "password_hash": "x"},

@@ -16,6 +16,9 @@ from monark.extensions import db
 class ConversationKind(StrEnum):
     AI = "ai"
     DIRECT = "direct"  # person to person: the schema has it, the app has no UI for it yet
+    # The writes of one API key marked "writes need approval" (an external agent over MCP):
+    # each write is a message with its stored call, decided in the Approvals inbox.
+    API = "api"
 
 
 class MessageRole(StrEnum):
@@ -99,6 +102,10 @@ class Conversation(db.Model):
     # The last message when that boundary last moved: replies after it measured the
     # request as it is now (their token counts are a size the next step can trust).
     context_stub_moved_at: Mapped[int | None] = mapped_column(default=None)
+    # For ``ConversationKind.API``: the key whose writes wait here for approval.
+    api_key_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="SET NULL"), default=None
+    )
 
     participants: Mapped[list[Participant]] = relationship(
         back_populates="conversation", cascade="all, delete-orphan"
@@ -160,6 +167,8 @@ class ToolCall(db.Model):
     __tablename__ = "chat_tool_calls"
     __table_args__ = (
         Index("ix_chat_tool_calls_conversation_id_status", "conversation_id", "status"),
+        # The Approvals inbox: what waits for one member, per org.
+        Index("ix_chat_tool_calls_org_id_approver_id_status", "org_id", "approver_id", "status"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -189,8 +198,52 @@ class ToolCall(db.Model):
     preview: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     duration_ms: Mapped[int | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Edited before a decision: the model's own arguments (``input`` holds what runs),
+    # who edited them and when.
+    original_input: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    edited_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+    edited_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Ran at once under an allowance of its conversation ("Allow <tool> for this
+    # conversation"), not by a click on its card.
+    allowed: Mapped[bool] = mapped_column(default=False)
+    # What undoing a done write takes: the target's state before it and after it, and the
+    # call that puts the before back (``chat.undo``).
+    undo: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    # An undo is a call of its own, pointing at the call it undoes: one undo per call.
+    undo_of_id: Mapped[int | None] = mapped_column(
+        ForeignKey("chat_tool_calls.id", ondelete="SET NULL"), default=None, unique=True
+    )
+    # Handed over: the member asked to decide (the Approvals inbox), who asked, and when.
+    approver_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+    handed_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+    handed_at: Mapped[datetime | None] = mapped_column(default=None)
 
     message: Mapped[Message] = relationship(back_populates="tool_calls")
+
+
+class Allowance(db.Model):
+    """ "Allow <tool> for this conversation": later calls of that tool in that conversation,
+    by that user, run without a card while the allowance holds (not revoked, and the
+    conversation active within ``CHAT_ALLOWANCE_IDLE``)."""
+
+    __tablename__ = "chat_allowances"
+    __table_args__ = (Index("ix_chat_allowances_conversation_id_tool", "conversation_id", "tool"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("chat_conversations.id", ondelete="CASCADE")
+    )
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    tool: Mapped[str] = mapped_column(String(120))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class OrgAiSettings(db.Model):

@@ -66,6 +66,12 @@ class Org(db.Model):
     ai_agent_enabled: Mapped[bool] = mapped_column(default=True)
     branding_enabled: Mapped[bool] = mapped_column(default=False)
     assistant_name: Mapped[str | None] = mapped_column(String(60), default=None)
+    # Approvals of the assistant's writes: whether "Allow <tool> for this conversation" is
+    # offered at all; tools whose every call asks (never allowed); tools whose writes need
+    # another member's approval (four eyes). Tool names, as the assistant knows them.
+    chat_allowances_enabled: Mapped[bool] = mapped_column(default=True)
+    chat_always_confirm: Mapped[list[str]] = mapped_column(JSON, default=list)
+    chat_four_eyes: Mapped[list[str]] = mapped_column(JSON, default=list)
     created_at: Mapped[CreatedAt]
 
     memberships: Mapped[list[Membership]] = relationship(
@@ -133,6 +139,9 @@ class ApiKey(RoleGrant, db.Model):
     prefix: Mapped[str] = mapped_column(String(16))
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Its writes wait for a member's approval in the Approvals inbox (202 Accepted) instead
+    # of running. New keys have it on; keys made before it existed keep running their writes.
+    writes_need_approval: Mapped[bool] = mapped_column(default=False)
 
     created_by: Mapped[User | None] = relationship()
 
