@@ -66,8 +66,11 @@ def make_record(
     return services.create_record(actor, model, {"title": title, **values}, visibility)
 
 
-def make_key(actor: Principal, role: str, name: str = "test key") -> str:
-    return create_key(actor, name, role)[1]
+def make_key(
+    actor: Principal, role: str, name: str = "test key", writes_need_approval: bool = False
+) -> str:
+    """A key; by default one whose writes run at once (as every key made before approvals)."""
+    return create_key(actor, name, role, writes_need_approval)[1]
 
 
 @dataclass

@@ -19,6 +19,7 @@ TOOL_NAMES = {
     "records_delete",
     "records_query",
     "records_query_tables",
+    "approvals_get",
 }
 
 

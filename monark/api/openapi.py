@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from monark.api.schemas import ApprovalPending
 from monark.core.routes import MOUNTS, RouteDescriptor, without_titles
 
 REF = "#/components/schemas/{model}"
@@ -101,6 +102,14 @@ def build_openapi(routes: tuple[RouteDescriptor, ...]) -> dict[str, Any]:
                 },
             },
         }
+        if route.mutates:
+            op["responses"]["202"] = {
+                "description": (
+                    "Held for approval (an API key marked 'writes need approval'): nothing "
+                    "changed yet; GET status_url (approvals_get) for the outcome."
+                ),
+                "content": {"application/json": {"schema": _schema(ApprovalPending, components)}},
+            }
         if route.description:
             op["description"] = route.description
         if route.body_model is not None:

@@ -236,4 +236,22 @@ def records_query_tables(
     )
 
 
+@routes.get(
+    "/approvals/{approval_id}", "records.view", preview=headline("check approval #{approval_id}")
+)
+def approvals_get(
+    principal: Principal, path: s.ApprovalPath, query: None, body: None
+) -> s.ApprovalOut:
+    """Check a write that waits for approval in Monark: pending, done (with its result),
+    failed, rejected (with the reason) or expired.
+
+    A key marked "writes need approval" gets 202 with an approval id for each write; the
+    write runs only once a member approves it in Monark's Approvals inbox."""
+    # Imported here: held writes are stored calls of chat, which the MCP server (importing
+    # these descriptors for its tools) must not load.
+    from monark.api import approvals
+
+    return approvals.approval_out(principal, path.approval_id)
+
+
 V1_ROUTES: tuple[RouteDescriptor, ...] = tuple(routes.routes)

@@ -179,3 +179,36 @@ class RecordUpdated(RecordOut):
 class Deleted(BaseModel):
     id: int
     deleted: bool = True
+
+
+# ---- writes held for approval (keys marked "writes need approval") ----------------------
+
+
+class ApprovalPath(Strict):
+    approval_id: Id = Field(description="The approval's id, as the 202 answer gave it.")
+
+
+class ApprovalPending(BaseModel):
+    """The answer to a write held for approval (HTTP 202): nothing has changed yet."""
+
+    id: int = Field(description="The approval's id.")
+    status: Literal["pending"] = "pending"
+    tool: str = Field(description="The route (and MCP tool) that will run once approved.")
+    status_url: str = Field(description="GET it (or call approvals_get) to learn the outcome.")
+    message: str
+
+
+class ApprovalOut(BaseModel):
+    """A held write: pending, approved (with the route's answer), failed, rejected (with the
+    reason) or expired."""
+
+    id: int
+    tool: str
+    status: Literal["pending", "running", "succeeded", "failed", "rejected", "expired"]
+    message: str
+    created_at: datetime
+    decided_at: datetime | None = None
+    decided_by: str | None = Field(None, description="The member who decided it.")
+    result: Any = Field(None, description="The route's answer, once approved and run.")
+    error: str | None = None
+    reason: str | None = Field(None, description="Why it was rejected, when the member said.")

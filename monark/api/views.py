@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
-from flask import jsonify
+from flask import Response, jsonify, request
 
+from monark.api import approvals
 from monark.api.openapi import build_openapi
 from monark.api.routes import V1_ROUTES
+from monark.core.auth import current_principal, in_process
 from monark.core.routes import routes_blueprint
 
 bp = routes_blueprint("api", __name__, V1_ROUTES)
+_WRITES = {f"{bp.name}.{r.name}": r for r in V1_ROUTES if r.mutates}
+
+
+@bp.before_request
+def _hold_writes_for_approval():
+    """A write with a key marked "writes need approval" is validated, held and answered
+    202; it runs once a member approves it (in-process, so this lets it through then)."""
+    route = _WRITES.get(request.endpoint or "")
+    if route is None or in_process():
+        return None
+    principal = current_principal()
+    if principal is None or not approvals.writes_held(principal):
+        return None
+    principal.require(route.permission)  # the key's own ceiling: refused now, not held
+    arguments = approvals.request_arguments(route, principal, request.view_args or {})
+    approvals.dry_run(principal, route, arguments)
+    call = approvals.hold(principal, route, arguments)
+    answer = approvals.pending_answer(call)
+    return Response(
+        answer.model_dump_json(),
+        202,
+        mimetype="application/json",
+        headers={"Location": answer.status_url},
+    )
 
 
 @bp.get("/openapi.json")

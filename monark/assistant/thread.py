@@ -10,8 +10,16 @@ from flask import current_app
 from markupsafe import Markup
 from sqlalchemy import select
 
-from monark.chat import decisions, lease, store
-from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
+from monark.chat import decisions, handover, lease, store
+from monark.chat.models import (
+    Conversation,
+    Message,
+    MessageRole,
+    MessageStatus,
+    ToolCall,
+    ToolCallStatus,
+)
+from monark.chat.runtime import tool_executor
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
@@ -49,6 +57,13 @@ class CallView:
     # Past its time (``CHAT_APPROVAL_TTL``): it can no longer be confirmed. A proposal
     # shows so before the next decision or message stores it as EXPIRED.
     expired: bool = False
+    # Handed over ("Ask someone to approve"): whom it waits for, and who asked.
+    approver: str | None = None
+    handed_by: str | None = None
+    # Members the requester may ask (they hold the tool's permission; the requester is
+    # left out by the card); whether the org's four eyes keep the requester's Confirm away.
+    approvers: list[tuple[int, str]] = field(default_factory=list)
+    four_eyes: bool = False
 
     @property
     def waiting(self) -> bool:
@@ -93,10 +108,29 @@ def _user_names(ids: set[int]) -> dict[int, str]:
     return {row.id: row.name for row in rows}
 
 
+def _people(call: ToolCall) -> set[int]:
+    """The members a card names: who decided it, whom it was handed to and who asked."""
+    return {i for i in (call.decided_by_id, call.approver_id, call.handed_by_id) if i}
+
+
+def _hand_over_view(view: CallView, call: ToolCall) -> None:
+    """A waiting write's hand-over: the members who may approve it, and four eyes."""
+    if not (view.waiting and call.mutates):
+        return
+    executor = tool_executor()
+    permission = handover.permission_of(executor, call.name)
+    if call.approver_id is None and permission is not None:
+        requester = db.session.scalar(
+            select(Conversation.creator_id).where(Conversation.id == call.conversation_id)
+        )
+        view.approvers = [m for m in handover.holders(call.org_id, permission) if m[0] != requester]
+    view.four_eyes = call.name in handover.four_eyes_tools(call.org_id)
+
+
 def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
     """A card's data for one tool call."""
     if names is None:
-        names = _user_names({call.decided_by_id} if call.decided_by_id else set())
+        names = _user_names(_people(call))
     preview = call.preview or {}
     headline = preview.get("headline") or f"run {call.name}"
     result = call.result
@@ -107,7 +141,7 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         and isinstance(result, dict)
     ):
         nav_path, nav_label = result.get("path"), result.get("label")
-    return CallView(
+    view = CallView(
         id=call.id,
         name=call.name,
         status=call.status,
@@ -129,7 +163,11 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         else [],
         expired=call.status == ToolCallStatus.EXPIRED
         or decisions.is_expired(call, current_app.config),
+        approver=names.get(call.approver_id) if call.approver_id else None,
+        handed_by=names.get(call.handed_by_id) if call.handed_by_id else None,
     )
+    _hand_over_view(view, call)
+    return view
 
 
 def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
@@ -138,7 +176,7 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
     has_calls = message.role == MessageRole.ASSISTANT and message.status != MessageStatus.STREAMING
     calls = list(message.tool_calls) if has_calls else []
     if names is None:
-        names = _user_names({c.decided_by_id for c in calls if c.decided_by_id})
+        names = _user_names({i for c in calls for i in _people(c)})
     # A reply still streaming is plain text until it is whole (its Markdown may be cut);
     # a summary is the model's text too, rendered the same way.
     markdown = message.role == MessageRole.SUMMARY or (
@@ -225,9 +263,7 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     """Everything the thread screen shows, from the database."""
     conversation = store.get_conversation(principal, conversation_id)
     messages = store.load_messages(conversation.id)
-    names = _user_names(
-        {c.decided_by_id for m in messages for c in m.tool_calls if c.decided_by_id}
-    )
+    names = _user_names({i for m in messages for c in m.tool_calls for i in _people(c)})
     views = [message_view(m, names) for m in messages]
     turn_id = lease.live_turn_id(conversation)
     if turn_id is None:

@@ -8,7 +8,7 @@ from typing import Any
 from flask import current_app
 from pydantic import BaseModel, Field, ValidationError
 
-from monark.chat import decisions, store, turns
+from monark.chat import decisions, handover, store, turns
 from monark.chat.calls import run_tool_call
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
@@ -172,6 +172,8 @@ def begin_decision(
             decisions.expire_overdue(principal, conversation_id, config)
             raise decisions.ProposalExpired(decisions.expired_message(config))
         if confirm and decided.status == ToolCallStatus.PROPOSED:
+            # Handed to someone else, or a four-eyes tool: not the requester's to confirm.
+            handover.check_may_confirm(principal, decided)
             decisions.check_fresh(tool_executor(), principal, decided)
         status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
         decisions.decide(principal, decided, status, reason)

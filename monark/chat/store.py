@@ -44,6 +44,8 @@ def get_conversation(principal: Principal, conversation_id: int) -> Conversation
             Conversation.org_id == principal.org_id,
             Conversation.creator_id == principal.user_id,
             Conversation.archived.is_(False),
+            # An API key's held writes are decided in the Approvals inbox, not the panel.
+            Conversation.kind == ConversationKind.AI,
         )
     )
     if conversation is None:
@@ -59,6 +61,7 @@ def list_conversations(principal: Principal, limit: int = 50) -> list[Conversati
             Conversation.org_id == principal.org_id,
             Conversation.creator_id == principal.user_id,
             Conversation.archived.is_(False),
+            Conversation.kind == ConversationKind.AI,
         )
         .order_by(Conversation.last_activity_at.desc(), Conversation.id.desc())
         .limit(limit)
@@ -299,6 +302,7 @@ def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
             ToolCall.org_id == principal.org_id,
             Conversation.creator_id == principal.user_id,
             Conversation.archived.is_(False),  # a deleted conversation takes no decisions
+            Conversation.kind == ConversationKind.AI,
         )
     )
     if call is None:

@@ -24,6 +24,12 @@ def record_event(
         actor_id, on_behalf_of = principal.user_id, principal.user_id
     else:
         actor_id, on_behalf_of = principal.actor_id, None
+    payload = dict(payload or {})
+    # Who else took part in a write decided in the Approvals inbox (ids, never names).
+    if principal.requested_by_id is not None:
+        payload["requested_by_id"] = principal.requested_by_id
+    if principal.approved_by_id is not None:
+        payload["approved_by_id"] = principal.approved_by_id
     event = Event(
         org_id=principal.org_id,
         type=type,
@@ -33,7 +39,7 @@ def record_event(
         conversation_id=principal.conversation_id,
         subject_type=subject_type,
         subject_id=subject_id,
-        payload=payload or {},
+        payload=payload,
     )
     db.session.add(event)
     return event

@@ -25,8 +25,12 @@ def list_keys(principal: Principal) -> list[ApiKey]:
     return list(db.session.scalars(stmt))
 
 
-def create_key(principal: Principal, name: str, role: str) -> tuple[ApiKey, str]:
-    """Create a key; returns the row and the plaintext token, which is never stored."""
+def create_key(
+    principal: Principal, name: str, role: str, writes_need_approval: bool = True
+) -> tuple[ApiKey, str]:
+    """Create a key; returns the row and the plaintext token, which is never stored.
+
+    A new key's writes wait for a member's approval unless asked otherwise."""
     principal.require("apikeys.manage")
     name = (name or "").strip()
     problems = []
@@ -46,8 +50,12 @@ def create_key(principal: Principal, name: str, role: str) -> tuple[ApiKey, str]
         prefix=token[:10],
         key_hash=token_digest(token),
         created_by_id=principal.user_id,
+        writes_need_approval=writes_need_approval,
     )
-    return save_new(principal, key, "apikey.created", "api_key", id_key="api_key_id"), token
+    payload = {"writes_need_approval": writes_need_approval}
+    return save_new(
+        principal, key, "apikey.created", "api_key", payload, id_key="api_key_id"
+    ), token
 
 
 def revoke_key(principal: Principal, key_id: int) -> ApiKey:
@@ -71,6 +79,20 @@ def authenticate_key(token: str) -> Principal | None:
     key = db.session.scalar(select(ApiKey).where(ApiKey.key_hash == token_digest(token)))
     if key is None or key.revoked_at is not None:
         return None
+    principal = _key_principal(key)
+    if principal is None:
+        return None
+    now = utcnow()
+    last = as_utc(key.last_used_at)
+    if last is None or now - last > LAST_USED_RESOLUTION:
+        key.last_used_at = now
+        db.session.commit()
+    return principal
+
+
+def _key_principal(key: ApiKey) -> Principal | None:
+    """A live key's principal: the weaker of its role and its creator's (None once the
+    creator left the org)."""
     creator_role = db.session.scalar(
         select(Membership.role).where(
             Membership.user_id == key.created_by_id, Membership.org_id == key.org_id
@@ -78,9 +100,13 @@ def authenticate_key(token: str) -> Principal | None:
     )
     if creator_role is None:
         return None
-    now = utcnow()
-    last = as_utc(key.last_used_at)
-    if last is None or now - last > LAST_USED_RESOLUTION:
-        key.last_used_at = now
-        db.session.commit()
     return Principal.for_api_key(key.id, key.org_id, _weaker(key.role, creator_role))
+
+
+def key_principal(org_id: int, key_id: int) -> Principal | None:
+    """The principal key ``key_id`` of the org acts as now (None when revoked, or when its
+    creator left): an approved write of the key runs as this."""
+    key = db.session.get(ApiKey, key_id)
+    if key is None or key.org_id != org_id or key.revoked_at is not None:
+        return None
+    return _key_principal(key)

@@ -75,6 +75,10 @@ class Principal:
     user_id: int | None = None
     conversation_id: int | None = None
     permissions: frozenset[str] = field(default=frozenset())
+    # A write decided by another member than the one who asked for it (the Approvals
+    # inbox): who asked (a hand-over), or who approved it (an API key's held write).
+    requested_by_id: int | None = None
+    approved_by_id: int | None = None
 
     @classmethod
     def for_user(cls, user_id: int, org_id: int, role: str) -> Principal:
@@ -113,6 +117,14 @@ class Principal:
     def via_assistant(self, conversation_id: int) -> Principal:
         """The same user, acting through the assistant in one conversation."""
         return replace(self, actor_kind="assistant", conversation_id=conversation_id)
+
+    def on_request_of(self, user_id: int | None) -> Principal:
+        """The same principal, deciding a write that ``user_id`` asked for."""
+        return replace(self, requested_by_id=user_id)
+
+    def approved_by(self, user_id: int | None) -> Principal:
+        """The same principal, running a write that member ``user_id`` approved."""
+        return replace(self, approved_by_id=user_id)
 
     def can(self, permission: str) -> bool:
         """Whether the role grants ``permission``."""

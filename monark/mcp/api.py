@@ -28,6 +28,18 @@ def tool_result(data: Any) -> types.CallToolResult:
     )
 
 
+def waiting_result(data: dict[str, Any]) -> types.CallToolResult:
+    """A write held for approval (HTTP 202): not an error, and not done either. The text
+    says so first, so an agent reading only text does not take it for the result."""
+    text = (
+        f"Waiting for approval in Monark: nothing has changed yet. {data.get('message', '')} "
+        f"Check it with the approvals_get tool (approval_id {data.get('id')})."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(text=" ".join(text.split()))], structured_content=data
+    )
+
+
 def api_error(response: httpx2.Response) -> types.CallToolResult:
     """An error answer of the API as a tool error: its message, then each field's problem."""
     try:
@@ -73,4 +85,7 @@ class MonarkApi:
             data = response.json()
         except ValueError:
             return tool_error(f"Monark answered HTTP {response.status_code} with a body not JSON.")
+        held = isinstance(data, dict) and data.get("status") == "pending"
+        if response.status_code == 202 and held:
+            return waiting_result(data)
         return tool_result(data)

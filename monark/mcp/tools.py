@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import mcp.types as types
 
+from monark.api.schemas import ApprovalPending
 from monark.core.routes import RouteDescriptor, tool_description, tool_input_schema
 
 
@@ -23,6 +25,20 @@ def tool_annotations(route: RouteDescriptor) -> types.ToolAnnotations:
     )
 
 
+def output_schema(route: RouteDescriptor) -> dict[str, Any]:
+    """The route's answer; for a write, either that or the approval it waits for (a key
+    marked "writes need approval" gets 202 with ``ApprovalPending``)."""
+    answer = route.response_model.model_json_schema(mode="serialization")
+    if not route.mutates:
+        return answer
+    pending = ApprovalPending.model_json_schema(mode="serialization")
+    defs = {**answer.pop("$defs", {}), **pending.pop("$defs", {})}
+    schema: dict[str, Any] = {"type": "object", "anyOf": [answer, pending]}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
 def route_tool(route: RouteDescriptor) -> types.Tool:
     """The MCP tool for one exposed route: name, description, input and output schemas."""
     assert route.audience == "public", route.name
@@ -30,7 +46,7 @@ def route_tool(route: RouteDescriptor) -> types.Tool:
         name=route.name,
         description=tool_description(route),
         input_schema=tool_input_schema(route),
-        output_schema=route.response_model.model_json_schema(mode="serialization"),
+        output_schema=output_schema(route),
         annotations=tool_annotations(route),
     )
 

@@ -158,7 +158,10 @@ def api_keys():
     if request.method == "POST":
         try:
             key, token = keys.create_key(
-                principal, request.form.get("name", ""), request.form.get("role", "")
+                principal,
+                request.form.get("name", ""),
+                request.form.get("role", ""),
+                writes_need_approval=request.form.get("writes_need_approval") == "on",
             )
         except ValidationFailed as err:
             return _keys_page(errors=err.field_errors(), status=422)

@@ -1,0 +1,323 @@
+"""Writes of an API key marked "writes need approval": held, decided in the Approvals inbox.
+
+A write through /api/v1 with such a key does not run. Its request is validated first (the
+route's own models, then a dry run of the view as the key, rolled back: a bad request is
+answered at once and never held); then it is stored with the stored-call machinery, as
+one message with its ``ToolCall`` (PROPOSED, the flattened arguments the assistant's tools
+use, the route's own preview) in the key's conversation of kind ``API``, and answered
+``202 Accepted``. Members whose role holds the route's permission see it in their
+Approvals inbox; a confirm runs it in-process as the key (its ceiling applies again),
+recording who approved it; ``GET /api/v1/approvals/{id}`` (the ``approvals_get`` tool)
+tells the agent how it ended.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from flask import current_app, url_for
+from sqlalchemy import select, update
+
+from monark.api import schemas as s
+from monark.api.dispatch import dispatch
+from monark.chat import decisions, handover, store
+from monark.chat.calls import run_tool_call
+from monark.chat.hooks import TurnHooks
+from monark.chat.models import (
+    Conversation,
+    ConversationKind,
+    MessageRole,
+    ToolCall,
+    ToolCallStatus,
+)
+from monark.chat.runtime import tool_executor
+from monark.chat.tools import ChatToolExecutor, ToolOutcome
+from monark.core.errors import AppError, Conflict, NotFound
+from monark.core.jsonbody import request_json
+from monark.core.keys import key_principal
+from monark.core.models import ApiKey, User, as_utc
+from monark.core.rbac import Principal
+from monark.core.routes import (
+    RouteDescriptor,
+    parse_part,
+    prepare_call,
+    query_arguments,
+)
+from monark.core.text import storable
+from monark.core.uow import unit_of_work
+from monark.extensions import db
+
+KEY_GONE = "The API key was revoked (or its creator left) before this was approved: nothing ran."
+STATUS_TEXT = {
+    "pending": "Waiting for a member's approval in Monark; nothing has changed yet.",
+    "running": "Approved; it is running now.",
+    "succeeded": "Approved and done: result holds the route's answer.",
+    "failed": "Approved, but it failed when it ran: error says why; nothing was changed.",
+    "rejected": "Rejected by a member in Monark; nothing was changed.",
+    "expired": "Nobody decided in time, so it expired; nothing was changed.",
+}
+
+
+def writes_held(principal: Principal) -> bool:
+    """Whether this principal is an API key whose writes wait for approval."""
+    if principal.actor_kind != "api_key":
+        return False
+    return bool(
+        db.session.scalar(
+            select(ApiKey.writes_need_approval).where(
+                ApiKey.id == principal.actor_id, ApiKey.org_id == principal.org_id
+            )
+        )
+    )
+
+
+def request_arguments(
+    route: RouteDescriptor, principal: Principal, path_args: Mapping[str, Any]
+) -> dict[str, Any]:
+    """This request's path, query and body, validated with the route's own models, as the
+    one flat object of arguments the route's tool takes."""
+    path = parse_part(route.path_model, dict(path_args), "path")
+    if route.lookup is not None:
+        route.lookup(principal, path)  # another org's id is 404, as the view answers
+    query = parse_part(route.query_model, query_arguments(route.query_model), "query")
+    body = parse_part(route.body_model, request_json(), "body") if route.body_model else None
+    arguments: dict[str, Any] = {}
+    if path is not None:
+        arguments |= path.model_dump(mode="json")
+    if query is not None:
+        arguments |= query.model_dump(mode="json", exclude_none=True)
+    if body is not None:
+        arguments |= body.model_dump(mode="json", exclude_unset=True)
+    return arguments
+
+
+def dry_run(principal: Principal, route: RouteDescriptor, arguments: dict[str, Any]) -> None:
+    """Run the write as the key and roll it back: what the view would refuse (a bad value,
+    a record the key cannot see, a missing permission) is refused now, with the view's own
+    error, instead of being held for a member to approve something that cannot work."""
+    call = prepare_call(route, arguments)
+    db.session.rollback()  # hold no read transaction of the request's while the run writes
+    with unit_of_work() as unit:
+        response = dispatch(
+            principal, route.method, call.url, query=call.query, json_body=call.body
+        )
+        unit.fail()  # nothing of it is kept, and automations it would start never start
+    if not response.ok:
+        raise Refused(response.status, response.body)
+
+
+class Refused(AppError):
+    """The dry run's error answer, passed on with the view's own status, code and details."""
+
+    def __init__(self, status: int, body: Any):
+        error = body.get("error") if isinstance(body, dict) else None
+        error = error if isinstance(error, dict) else {}
+        super().__init__(
+            str(error.get("message") or f"The request failed with HTTP {status}."),
+            list(error.get("details") or []),
+        )
+        self.status = status
+        self.code = str(error.get("code") or "error")
+
+
+def _key_conversation(principal: Principal, key: ApiKey) -> Conversation:
+    """The key's conversation of held writes (made on its first held write)."""
+    conversation = db.session.scalar(
+        select(Conversation)
+        .where(
+            Conversation.org_id == principal.org_id,
+            Conversation.kind == ConversationKind.API,
+            Conversation.api_key_id == key.id,
+        )
+        .order_by(Conversation.id)
+        .limit(1)
+    )
+    if conversation is None:
+        conversation = Conversation(
+            org_id=principal.org_id,
+            kind=ConversationKind.API,
+            title=key.name,
+            creator_id=key.created_by_id,
+            api_key_id=key.id,
+        )
+        db.session.add(conversation)
+        db.session.flush()
+    return conversation
+
+
+def hold(principal: Principal, route: RouteDescriptor, arguments: dict[str, Any]) -> ToolCall:
+    """Store the key's write as a pending approval, with the card its route draws."""
+    key = db.session.get(ApiKey, principal.actor_id)
+    try:
+        preview = storable(route.preview(principal, arguments)) if route.preview else None
+    except Exception:  # a preview is a courtesy; the held write must still be stored
+        current_app.logger.exception("previewing %s failed", route.name)
+        preview = None
+    db.session.rollback()  # the preview's reads
+    preview = preview or {"headline": f"run {route.name}"}
+    conversation = _key_conversation(principal, key)
+    message = store.add_message(
+        conversation,
+        principal,
+        author_kind="agent",
+        role=MessageRole.ASSISTANT,
+        text=f"{key.name} wants to {preview.get('headline')}",
+    )
+    call = ToolCall(
+        org_id=principal.org_id,
+        conversation_id=conversation.id,
+        message_id=message.id,
+        position=0,
+        provider_call_id=f"api_{uuid.uuid4().hex[:24]}",
+        name=route.name,
+        input=arguments,
+        mutates=True,
+        status=ToolCallStatus.PROPOSED,
+        preview=preview,
+    )
+    db.session.add(call)
+    db.session.flush()
+    store.tool_call_event(principal, call, "held")
+    db.session.commit()
+    return call
+
+
+def pending_answer(call: ToolCall) -> s.ApprovalPending:
+    """The 202 answer: the approval's id, where to check it, and what it means."""
+    status_url = url_for("api.approvals_get", approval_id=call.id, _external=True)
+    return s.ApprovalPending(
+        id=call.id,
+        tool=call.name,
+        status_url=status_url,
+        message=(
+            f"Not done yet: this write (approval {call.id}) waits for a member's approval in "
+            "Monark's Approvals inbox, and nothing has changed until then. Check its outcome "
+            f"later with approvals_get (approval_id {call.id}) or GET {status_url}; do not "
+            "send the same write again."
+        ),
+    )
+
+
+# ---- deciding one (the Approvals inbox) -----------------------------------------------------
+
+
+class _AsKey:
+    """Runs an approved write as the key (the executor's ``execute``), whoever decided it."""
+
+    def __init__(self, executor: ChatToolExecutor, principal: Principal):
+        self.executor = executor
+        self.principal = principal
+
+    def execute(self, actor: Principal, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        return self.executor.execute(self.principal, name, arguments)
+
+
+def decide(
+    approver: Principal,
+    call_id: int,
+    confirm: bool,
+    reason: str | None,
+    config: Mapping[str, Any] | None = None,
+) -> ToolCall:
+    """A member's decision on a key's held write, exactly once: confirm runs it as the key
+    (whose role caps it, as when it asked) with the approver recorded; reject keeps the
+    reason for the agent."""
+    config = config if config is not None else current_app.config
+    executor = tool_executor()
+    call, conversation = handover.get_request(approver, executor, call_id)
+    if conversation.kind != ConversationKind.API:
+        raise NotFound(handover.NO_REQUEST)
+    if call.status != ToolCallStatus.PROPOSED:
+        raise Conflict(handover.ALREADY_DECIDED)
+    if decisions.is_expired(call, config):
+        decisions.expire_overdue(approver, conversation.id, config)
+        raise decisions.ProposalExpired(decisions.expired_message(config))
+    reason = " ".join((reason or "").split())[:500] or None
+    if confirm:
+        decisions.check_fresh(executor, approver, call)
+    status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
+    decisions.decide(approver, call, status, reason)
+    if not confirm:
+        return call
+    key = key_principal(conversation.org_id, conversation.api_key_id or 0)
+    if key is None:
+        db.session.execute(
+            update(ToolCall)
+            .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.EXECUTING)
+            .values(status=ToolCallStatus.FAILED, error=KEY_GONE)
+            .execution_options(synchronize_session=False)
+        )
+        store.tool_call_event(approver.via_assistant(conversation.id), call, "failed")
+        db.session.commit()
+    else:
+        runner = _AsKey(executor, key.approved_by(approver.user_id))
+        run_tool_call(approver, call, runner, TurnHooks())  # type: ignore[arg-type]
+    db.session.refresh(call)
+    return call
+
+
+# ---- its status, for the agent --------------------------------------------------------------
+
+
+def _status(call: ToolCall, config: Mapping[str, Any]) -> str:
+    if call.status == ToolCallStatus.PROPOSED:
+        return "expired" if decisions.is_expired(call, config) else "pending"
+    return {
+        ToolCallStatus.EXECUTING: "running",
+        ToolCallStatus.SUCCEEDED: "succeeded",
+        ToolCallStatus.FAILED: "failed",
+        ToolCallStatus.REJECTED: "rejected",
+    }.get(call.status, "expired")
+
+
+def find_approval(principal: Principal, approval_id: int) -> ToolCall:
+    """A held write the principal may read: the key's own, or (for a member) one their role
+    may approve; ``NotFound`` otherwise, another org's included."""
+    row = db.session.execute(
+        select(ToolCall, Conversation)
+        .join(Conversation, Conversation.id == ToolCall.conversation_id)
+        .where(
+            ToolCall.id == approval_id,
+            ToolCall.org_id == principal.org_id,
+            Conversation.org_id == principal.org_id,
+            Conversation.kind == ConversationKind.API,
+        )
+    ).one_or_none()
+    if row is None:
+        raise NotFound("No such approval.")
+    call, conversation = row
+    if principal.actor_kind == "api_key":
+        if conversation.api_key_id != principal.actor_id:
+            raise NotFound("No such approval.")
+    else:
+        permission = handover.permission_of(tool_executor(), call.name)
+        if permission is None or not principal.can(permission):
+            raise NotFound("No such approval.")
+    return call
+
+
+def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
+    """What ``approvals_get`` answers: the held write's status and, once decided, its
+    result, error or rejection reason."""
+    call = find_approval(principal, approval_id)
+    config = current_app.config
+    status = _status(call, config)
+    decided_by = (
+        db.session.scalar(select(User.name).where(User.id == call.decided_by_id))
+        if call.decided_by_id
+        else None
+    )
+    return s.ApprovalOut(
+        id=call.id,
+        tool=call.name,
+        status=status,  # type: ignore[arg-type]
+        message=STATUS_TEXT[status],
+        created_at=as_utc(call.created_at),  # type: ignore[arg-type]
+        decided_at=as_utc(call.decided_at),
+        decided_by=decided_by,
+        result=call.result if status == "succeeded" else None,
+        error=call.error if status == "failed" else None,
+        reason=call.reject_reason if status == "rejected" else None,
+    )

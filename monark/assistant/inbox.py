@@ -1,0 +1,120 @@
+"""The Approvals inbox: writes handed to a member, and API keys' held writes, decided here.
+
+Views only (parse, check, call a service, render): the chat side is ``monark.chat.handover``,
+the API side ``monark.api.approvals``. Every request is checked in the service too: only
+members whose role holds the tool's permission see or decide one, and a request handed to
+someone else is 404 to everyone else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Blueprint, current_app, flash, render_template, request
+
+from monark.api import approvals as api_approvals
+from monark.assistant.thread import CallView, call_view
+from monark.chat import handover, store
+from monark.chat.models import ConversationKind
+from monark.chat.runtime import tool_executor
+from monark.core.auth import guard, require_principal
+from monark.core.errors import AppError, NotFound, ValidationFailed
+from monark.core.ids import parse_id
+from monark.core.models import User
+from monark.core.web import page_principal, see_other
+from monark.extensions import db
+
+bp = Blueprint("approvals", __name__)
+
+
+@bp.app_context_processor
+def _approvals_badge() -> dict[str, Any]:
+    """The header's Approvals link shows how many requests wait for the signed-in member."""
+    principal = page_principal()
+    if principal is None or principal.user_id is None:
+        return {}
+    return {"approvals_count": handover.inbox_count(principal, tool_executor(), current_app.config)}
+
+
+@dataclass
+class Request:
+    """One inbox entry: the card, and who asks (a member via the assistant, or a key)."""
+
+    card: CallView
+    asked_by: str
+    via: str  # "assistant" | "api_key"
+    asked_at: Any
+
+
+def _entry(call, conversation) -> Request:
+    card = call_view(call)
+    if conversation.kind == ConversationKind.API:
+        return Request(card, conversation.title, "api_key", call.created_at)
+    asker = db.session.get(User, call.handed_by_id) if call.handed_by_id else None
+    return Request(card, asker.name if asker else "a member", "assistant", call.handed_at)
+
+
+@bp.get("/approvals")
+@guard()
+def inbox():
+    """The signed-in member's pending approval requests, each with its full card."""
+    principal = require_principal()
+    rows = handover.inbox(principal, tool_executor(), current_app.config)
+    return render_template("approvals/inbox.html", requests=[_entry(c, conv) for c, conv in rows])
+
+
+@bp.post("/approvals/<int:call_id>/decide")
+@guard()
+def decide(call_id: int):
+    """Confirm (run the write as the approver, or as the key) or reject a request."""
+    principal = require_principal()
+    action = request.form.get("decision", "")
+    if action not in ("confirm", "reject"):
+        raise ValidationFailed(
+            "Choose Confirm or Reject.", [{"field": "decision", "message": "confirm or reject"}]
+        )
+    executor = tool_executor()
+    _, conversation = handover.get_request(principal, executor, call_id)
+    confirm, reason = action == "confirm", request.form.get("reason", "")
+    try:
+        if conversation.kind == ConversationKind.API:
+            decided = api_approvals.decide(principal, call_id, confirm, reason)
+        else:
+            decided = handover.approve(
+                principal, call_id, confirm, reason, executor, current_app.config
+            )
+    except AppError as err:
+        db.session.rollback()
+        flash(err.message, "error")
+        return see_other("approvals.inbox")
+    card = call_view(decided)
+    if decided.status == "REJECTED":
+        flash(f"Rejected: {card.headline}.", "info")
+    elif decided.status == "SUCCEEDED":
+        flash(f"Confirmed and done: {card.headline}.", "info")
+    else:
+        flash(f"Confirmed, but it failed: {decided.error or card.status_text}.", "error")
+    return see_other("approvals.inbox")
+
+
+@bp.post("/chat/calls/<int:call_id>/hand-over")
+@guard("chat.use")
+def hand_over(call_id: int):
+    """ "Ask someone to approve": hand the requester's proposed write to a member who holds
+    its permission; answers the card, now waiting for them."""
+    principal = require_principal()
+    error = None
+    try:
+        approver_id = parse_id(request.form.get("approver_id", ""), "approver_id")
+        handover.hand_over(principal, call_id, approver_id, tool_executor(), current_app.config)
+    except ValidationFailed as err:
+        error = err.detail_text()
+    except NotFound:
+        raise
+    except AppError as err:
+        error = err.message
+    db.session.rollback()
+    call = store.get_tool_call(principal, call_id)
+    status = 422 if error else 200
+    return render_template("assistant/_call.html", c=call_view(call), handover_error=error), status

@@ -1,0 +1,226 @@
+"""Writes of an API key marked "writes need approval": 202, held, decided in the Approvals
+inbox, their outcome read from the status URL (and by an MCP agent through approvals_get)."""
+
+from __future__ import annotations
+
+from bs4 import BeautifulSoup
+from mcp import ClientSession
+from sqlalchemy import func, select
+
+from monark.chat import store
+from monark.chat.models import Conversation, ConversationKind, ToolCall
+from monark.core.keys import create_key
+from monark.core.models import ApiKey, Event
+from monark.extensions import db
+from monark.records.models import Record
+from tests.factories import make_key
+from tests.test_mcp_server import mcp_run, text_of  # noqa: F401  (the fixture, and a helper)
+
+
+def held_key(world, role: str = "member", name: str = "Claude Desktop") -> str:
+    return make_key(world.a.principal("owner"), role, name, writes_need_approval=True)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def create(client, token: str, title: str, **values):
+    return client.post(
+        "/api/v1/models/tasks/records",
+        json={"values": {"title": title, **values}},
+        headers=bearer(token),
+    )
+
+
+def titled(title: str) -> int:
+    return db.session.scalar(select(func.count()).where(Record.title == title))
+
+
+def held_calls() -> int:
+    return db.session.scalar(select(func.count()).select_from(ToolCall))
+
+
+def decide(browser, approval_id: int, decision: str, reason: str = ""):
+    return browser.post(
+        f"/approvals/{approval_id}/decide", {"decision": decision, "reason": reason}
+    )
+
+
+def test_a_held_keys_write_answers_202_and_changes_nothing(app, world):
+    token = held_key(world)
+    response = create(app.test_client(), token, "Held task")
+    assert response.status_code == 202, response.get_data(as_text=True)
+    body = response.get_json()
+    assert body["status"] == "pending" and body["tool"] == "records_create"
+    assert body["status_url"].endswith(f"/api/v1/approvals/{body['id']}")
+    assert response.headers["Location"] == body["status_url"]
+    assert "approval" in body["message"] and "nothing has changed" in body["message"]
+    assert titled("Held task") == 0
+    call = db.session.get(ToolCall, body["id"])
+    assert call.status == "PROPOSED" and call.mutates and call.name == "records_create"
+    assert call.input == {"model": "tasks", "values": {"title": "Held task"}}
+    assert call.preview["headline"].startswith("create")
+    conversation = db.session.get(Conversation, call.conversation_id)
+    assert conversation.kind == ConversationKind.API and conversation.title == "Claude Desktop"
+    # The key's creator never sees it among their assistant conversations.
+    assert conversation not in store.list_conversations(world.a.principal("owner"))
+    # A second write goes to the same conversation.
+    again = create(app.test_client(), token, "Held again").get_json()
+    assert db.session.get(ToolCall, again["id"]).conversation_id == conversation.id
+
+
+def test_approved_in_the_inbox_the_write_runs_as_the_key_and_the_status_has_its_result(
+    app, world, login
+):
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Approve me").get_json()
+    admin = login("admin@acme.test")
+    page = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    entry = page.select_one(f"#approval-{approval['id']}")
+    assert entry is not None
+    assert entry.select_one(".approval-key").get_text() == "Claude Desktop"
+    assert "Approve me" in entry.get_text()
+    assert page.select_one(".approvals-badge").get_text() == "1"
+
+    response = decide(admin, approval["id"], "confirm")
+    assert response.status_code == 303
+    assert titled("Approve me") == 1
+    record_id = db.session.scalar(select(Record.id).where(Record.title == "Approve me"))
+    created = db.session.scalar(
+        select(Event).where(Event.type == "record.created", Event.subject_id == record_id)
+    )
+    assert created.actor_kind == "api_key" and created.actor_id == world_key_id(token)
+    assert created.payload["approved_by_id"] == world.a.users["admin"].id
+
+    status = app.test_client().get(approval["status_url"], headers=bearer(token))
+    assert status.status_code == 200
+    out = status.get_json()
+    assert out["status"] == "succeeded" and out["decided_by"] == "Acme Admin"
+    assert out["result"]["title"] == "Approve me"
+    # Decided: it leaves the inbox, and a second decision is refused.
+    page = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    assert page.select_one(f"#approval-{approval['id']}") is None
+    assert page.select_one(".approvals-badge") is None
+    decide(admin, approval["id"], "confirm")
+    assert titled("Approve me") == 1
+
+
+def world_key_id(token: str) -> int:
+    return db.session.scalar(select(ApiKey.id).where(ApiKey.prefix == token[:10]))
+
+
+def test_rejected_the_status_says_so_with_the_reason(app, world, login):
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Reject me").get_json()
+    decide(login("member@acme.test"), approval["id"], "reject", "Not this week")
+    assert titled("Reject me") == 0
+    out = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert out["status"] == "rejected" and out["reason"] == "Not this week"
+    assert out["result"] is None
+
+
+def test_keys_without_the_flag_write_at_once(app, world):
+    response = create(app.test_client(), world.a.keys["member"], "Straight in")
+    assert response.status_code == 201
+    assert titled("Straight in") == 1 and held_calls() == 0
+
+
+def test_reads_of_a_held_key_are_unchanged(app, world):
+    response = app.test_client().get(
+        "/api/v1/models/tasks/records", headers=bearer(held_key(world))
+    )
+    assert response.status_code == 200 and held_calls() == 0
+
+
+def test_bad_requests_are_refused_at_once_and_never_held(app, world):
+    token = held_key(world)
+    client = app.test_client()
+    no_values = client.post("/api/v1/models/tasks/records", json={}, headers=bearer(token))
+    assert no_values.status_code == 400
+    assert no_values.get_json()["error"]["details"][0]["field"] == "values"
+    bad_option = create(client, token, "Bad", status="someday")
+    assert bad_option.status_code == 400
+    assert any(d["field"] == "values.status" for d in bad_option.get_json()["error"]["details"])
+    unknown_model = client.post(
+        "/api/v1/models/nope/records", json={"values": {"title": "x"}}, headers=bearer(token)
+    )
+    assert unknown_model.status_code == 404
+    other_org = client.patch(
+        f"/api/v1/models/tasks/records/{world.b.public.id}",
+        json={"values": {"status": "done"}},
+        headers=bearer(token),
+    )
+    assert other_org.status_code == 404
+    viewer = create(client, held_key(world, "viewer"), "Viewer's")
+    assert viewer.status_code == 403
+    assert held_calls() == 0 and titled("Bad") == 0
+
+
+def test_only_the_key_or_its_orgs_approvers_read_an_approval(app, world, login):
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Mine").get_json()
+    client = app.test_client()
+    url = f"/api/v1/approvals/{approval['id']}"
+    assert client.get(url, headers=bearer(token)).status_code == 200
+    assert client.get(url, headers=bearer(world.b.keys["owner"])).status_code == 404
+    assert client.get(url, headers=bearer(world.a.keys["owner"])).status_code == 404
+    assert login("member@acme.test").get(url).status_code == 200
+    # Another org's member neither lists nor decides it.
+    globex = login("owner@globex.test")
+    assert f"approval-{approval['id']}" not in globex.get("/approvals").get_data(as_text=True)
+    assert decide(globex, approval["id"], "confirm").status_code == 404
+    assert titled("Mine") == 0
+
+
+def test_a_member_without_the_permission_neither_sees_nor_decides_it(app, world, login):
+    approval = create(app.test_client(), held_key(world), "Not for viewers").get_json()
+    viewer = login("viewer@acme.test")
+    assert f"approval-{approval['id']}" not in viewer.get("/approvals").get_data(as_text=True)
+    assert decide(viewer, approval["id"], "confirm").status_code == 403
+    assert titled("Not for viewers") == 0
+
+
+def test_new_keys_need_approval_by_default_and_the_form_says_what_it_means(world, login):
+    key, _ = create_key(world.a.principal("owner"), "Default", "member")
+    assert key.writes_need_approval is True
+    owner = login("owner@acme.test")
+    page = BeautifulSoup(owner.get("/settings/api-keys").get_data(as_text=True), "html.parser")
+    box = page.select_one("#writes_need_approval")
+    assert box.has_attr("checked")
+    assert "waits in the Approvals inbox" in page.select_one("#writes-need-approval-hint").text
+    owner.post(
+        "/settings/api-keys", {"name": "Agent", "role": "member", "writes_need_approval": "on"}
+    )
+    owner.post("/settings/api-keys", {"name": "Script", "role": "member"})
+    flags = dict(db.session.execute(select(ApiKey.name, ApiKey.writes_need_approval)).all())
+    assert flags["Agent"] is True and flags["Script"] is False
+
+
+def test_an_mcp_write_waits_and_the_status_tool_reads_it_once_approved(world, mcp_run, login):  # noqa: F811
+    token = held_key(world, name="Claude over MCP")
+
+    async def write(client: ClientSession):
+        return await client.call_tool(
+            "records_create", {"model": "tasks", "values": {"title": "Via MCP"}}
+        )
+
+    waiting = mcp_run(token, write)
+    assert not waiting.is_error, text_of(waiting)
+    assert text_of(waiting).startswith("Waiting for approval in Monark")
+    approval_id = waiting.structured_content["id"]
+    assert f"approval_id {approval_id}" in text_of(waiting)
+    assert titled("Via MCP") == 0
+
+    async def check(client: ClientSession):
+        return await client.call_tool("approvals_get", {"approval_id": approval_id})
+
+    assert mcp_run(token, check).structured_content["status"] == "pending"
+    admin = login("admin@acme.test")
+    assert "Claude over MCP" in admin.get("/approvals").get_data(as_text=True)
+    decide(admin, approval_id, "confirm")
+    done = mcp_run(token, check)
+    assert not done.is_error, text_of(done)
+    assert done.structured_content["status"] == "succeeded"
+    assert done.structured_content["result"]["title"] == "Via MCP"
+    assert titled("Via MCP") == 1
