@@ -98,6 +98,9 @@ def test_approved_in_the_inbox_the_write_runs_as_the_key_and_the_status_has_its_
     out = status.get_json()
     assert out["status"] == "succeeded" and out["decided_by"] == "Acme Admin"
     assert out["result"]["title"] == "Approve me"
+    # The rest of the org reads how it ended, not the answer.
+    seen = login("viewer@acme.test").get(approval["status_url"]).get_json()
+    assert seen["status"] == "succeeded" and seen["result"] is None
     # Decided: it leaves the inbox, and a second decision is refused.
     page = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
     assert page.select_one(f"#approval-{approval['id']}") is None
@@ -157,7 +160,7 @@ def test_bad_requests_are_refused_at_once_and_never_held(app, world):
     assert held_calls() == 0 and titled("Bad") == 0
 
 
-def test_only_the_key_or_its_orgs_approvers_read_an_approval(app, world, login):
+def test_only_the_key_or_its_orgs_members_read_an_approval(app, world, login):
     token = held_key(world)
     approval = create(app.test_client(), token, "Mine").get_json()
     client = app.test_client()
@@ -166,6 +169,7 @@ def test_only_the_key_or_its_orgs_approvers_read_an_approval(app, world, login):
     assert client.get(url, headers=bearer(world.b.keys["owner"])).status_code == 404
     assert client.get(url, headers=bearer(world.a.keys["owner"])).status_code == 404
     assert login("member@acme.test").get(url).status_code == 200
+    assert login("viewer@acme.test").get(url).status_code == 200
     # Another org's member neither lists nor decides it.
     globex = login("owner@globex.test")
     assert f"approval-{approval['id']}" not in globex.get("/approvals").get_data(as_text=True)

@@ -31,7 +31,7 @@ from monark.api.routes import V1_ROUTES
 from monark.automations import services as automations
 from monark.automations.models import Automation, AutomationRun
 from monark.chat import store
-from monark.chat.models import ToolCall
+from monark.chat.models import Conversation, ToolCall
 from monark.core.keys import revoke_key
 from monark.core.models import ApiKey, Event, Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
@@ -73,6 +73,8 @@ class Ctx:
     acme_org: int
     globex_org: int
     invite: int  # a pending invitation to Acme
+    owner_user: int  # Acme's owner (whom the member may ask to approve)
+    held: int  # a write of an Acme key marked "writes need approval", waiting
     titles: tuple[str, ...]  # Acme's record and conversation titles: never in a refusal
 
 
@@ -101,6 +103,8 @@ def ctx(world: factories.World) -> Ctx:
         acme_org=a.org.id,
         globex_org=world.b.org.id,
         invite=members.create_invite(owner, "newcomer@example.test", "member")[0].id,
+        owner_user=a.users["owner"].id,
+        held=_held_write(a),
         titles=(a.public.title, a.private.title, ADMIN_SECRET, CHAT_TITLE),
     )
 
@@ -129,6 +133,40 @@ def _member_conversations(a: factories.OrgWorld) -> tuple[int, int]:
     db.session.add(call)
     db.session.commit()
     return chat.id, call.id
+
+
+def _held_write(a: factories.OrgWorld) -> int:
+    """An Acme key's write held for approval: an update of the public task."""
+    key = db.session.get(ApiKey, _key_id(a.keys["member"]))
+    conversation = Conversation(
+        org_id=a.org.id,
+        kind="api",
+        title=key.name,
+        creator_id=a.users["owner"].id,
+        api_key_id=key.id,
+    )
+    db.session.add(conversation)
+    db.session.flush()
+    held = store.add_message(
+        conversation,
+        Principal.for_api_key(key.id, a.org.id, "member"),
+        author_kind="agent",
+        role="assistant",
+        text="",
+    )
+    call = ToolCall(
+        org_id=a.org.id,
+        conversation_id=conversation.id,
+        message_id=held.id,
+        provider_call_id="api_authz",
+        name="records_update",
+        input={"model": "tasks", "record_id": a.public.id, "values": {"notes": "held"}},
+        mutates=True,
+        status="PROPOSED",
+    )
+    db.session.add(call)
+    db.session.commit()
+    return call.id
 
 
 def _key_id(token: str) -> int:
@@ -440,6 +478,27 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("assistant.decide", "POST", "member's proposal", _url("/chat/decide"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"decision": f"reject:{c.proposal}"}, writes="own"),
+    # The Approvals inbox: every signed-in member has one (most are empty).
+    WebCase("approvals.inbox", "GET", "", _url("/approvals"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    # A proposal nobody handed over is in no inbox: 404 for everyone, its requester too.
+    WebCase("approvals.decide", "POST", "member's proposal",
+            lambda c: f"/approvals/{c.proposal}/decide",
+            row(owner=404, admin=404, member=404, viewer=404, other=404),
+            data=lambda c, who: {"decision": "reject"}),
+    # A key's held write: any member whose role holds its permission may decide it.
+    WebCase("approvals.decide", "POST", "key's held write",
+            lambda c: f"/approvals/{c.held}/decide",
+            row(owner=303, admin=303, member=303, viewer=403, other=404),
+            data=lambda c, who: {"decision": "reject"}, writes="same"),
+    # Only the requester hands their own proposal over.
+    WebCase("approvals.hand_over", "POST", "member's proposal",
+            lambda c: f"/chat/calls/{c.proposal}/hand-over",
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"approver_id": str(c.owner_user)}, writes="same"),
+    WebCase("settings.four_eyes", "POST", "", _url("/settings/four-eyes"),
+            row(owner=303, admin=303, member=403, viewer=403, other=303),
+            data=lambda c, who: {"four_eyes": "records_create"}, writes="same"),
     WebCase("assistant.retry", "POST", "member's", _url("/chat/retry"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"conversation_id": str(c.chat)}, writes="own"),
@@ -646,6 +705,10 @@ API_CASES: tuple[ApiCase, ...] = (
             query={"sql": "SELECT id, title FROM tasks"}),
     ApiCase("records_query_tables", "", _none,
             row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    # A held write is read by its own key, or by its org's members: by no other key.
+    ApiCase("approvals_get", "a key's held update", lambda c: {"approval_id": c.held},
+            row(owner=200, admin=200, member=200, viewer=200, other=404),
+            key_expect={"owner": 404, "admin": 404, "member": 200, "viewer": 404}),
 )
 # fmt: on
 

@@ -273,8 +273,8 @@ def _status(call: ToolCall, config: Mapping[str, Any]) -> str:
 
 
 def find_approval(principal: Principal, approval_id: int) -> ToolCall:
-    """A held write the principal may read: the key's own, or (for a member) one their role
-    may approve; ``NotFound`` otherwise, another org's included."""
+    """A held write the principal may read: the key's own, or for a member any of their
+    org's; ``NotFound`` otherwise (another org's, another key's)."""
     row = db.session.execute(
         select(ToolCall, Conversation)
         .join(Conversation, Conversation.id == ToolCall.conversation_id)
@@ -288,14 +288,18 @@ def find_approval(principal: Principal, approval_id: int) -> ToolCall:
     if row is None:
         raise NotFound("No such approval.")
     call, conversation = row
-    if principal.actor_kind == "api_key":
-        if conversation.api_key_id != principal.actor_id:
-            raise NotFound("No such approval.")
-    else:
-        permission = handover.permission_of(tool_executor(), call.name)
-        if permission is None or not principal.can(permission):
-            raise NotFound("No such approval.")
+    if principal.actor_kind == "api_key" and conversation.api_key_id != principal.actor_id:
+        raise NotFound("No such approval.")
     return call
+
+
+def _shows_result(principal: Principal, call: ToolCall) -> bool:
+    """The route's answer goes to the key that asked, and to members who could have
+    approved the write; the rest of the org reads only how it ended."""
+    if principal.actor_kind == "api_key":
+        return True
+    permission = handover.permission_of(tool_executor(), call.name)
+    return permission is not None and principal.can(permission)
 
 
 def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
@@ -317,7 +321,7 @@ def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
         created_at=as_utc(call.created_at),  # type: ignore[arg-type]
         decided_at=as_utc(call.decided_at),
         decided_by=decided_by,
-        result=call.result if status == "succeeded" else None,
+        result=call.result if status == "succeeded" and _shows_result(principal, call) else None,
         error=call.error if status == "failed" else None,
         reason=call.reject_reason if status == "rejected" else None,
     )

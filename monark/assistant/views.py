@@ -12,7 +12,7 @@ from werkzeug.datastructures import MultiDict
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.stream import follow_slot, partial, turn_preface, watch_turn
 from monark.assistant.thread import ThreadView, call_view, thread_view
-from monark.chat import decisions, lease, service, store, turns
+from monark.chat import decisions, handover, lease, service, store, turns
 from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
 from monark.chat.prompt import PageContext
@@ -88,6 +88,10 @@ def conversation(conversation_id: int):
     """One conversation's thread screen, from the database (the list if it is gone)."""
     principal = require_principal()
     try:
+        # A write another member decided meanwhile: the model hears of it now, live.
+        continuation = handover.begin_continuation(principal, conversation_id, current_app.config)
+        if continuation is not None:
+            turns.start_turn(continuation)
         thread = thread_view(principal, conversation_id)
     except NotFound:
         return render_template(

@@ -15,7 +15,7 @@ from monark.core.models import User
 from monark.core.rbac import roles_up_to
 from monark.core.web import see_other
 from monark.extensions import db
-from monark.settings import joining, members, services
+from monark.settings import four_eyes, joining, members, services
 
 bp = Blueprint("settings", __name__)
 # The org's on/off settings, each a checkbox of its form.
@@ -51,6 +51,7 @@ def _org_page(
         new_invite=new_invite,
         form=request.form if errors else None,
         invite_form=request.form if invite_errors else {},
+        write_tools=four_eyes.write_tools(),
     ), status
 
 
@@ -136,6 +137,7 @@ def invite_revoke(invite_id: int):
 # The invitee's side lives in ``monark.settings.joining``, on this blueprint.
 bp.add_url_rule("/invite/<token>", view_func=joining.invite_link, methods=["GET"])
 bp.add_url_rule("/invite", view_func=joining.invite, methods=["GET", "POST"])
+bp.add_url_rule("/settings/four-eyes", "four_eyes", view_func=four_eyes.save, methods=["POST"])
 
 
 def _keys_page(new_token: str | None = None, errors=None, status: int = 200):

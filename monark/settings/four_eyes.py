@@ -1,0 +1,54 @@
+"""Four eyes: the org's tools whose writes always need another member's approval.
+
+For such a tool the member who asked cannot confirm their own card: they hand it to a
+member who holds its permission (``monark.chat.handover``), who decides it.
+"""
+
+from __future__ import annotations
+
+from flask import flash, request
+
+from monark.chat.runtime import tool_executor
+from monark.core.auth import guard, require_principal
+from monark.core.errors import ValidationFailed
+from monark.core.events import record_event
+from monark.core.rbac import Principal
+from monark.core.web import see_other
+from monark.extensions import db
+from monark.settings.services import get_org
+
+
+def write_tools() -> list[str]:
+    """The tools that write, by name: what four eyes may apply to."""
+    return sorted(s.name for s in tool_executor().specs() if s.mutates and s.permission)
+
+
+def update_four_eyes(principal: Principal, tools: list[str]) -> list[str]:
+    """Save the org's four-eyes tools (admins); unknown or read-only tools are refused."""
+    principal.require("org.manage")
+    known = set(write_tools())
+    unknown = sorted(set(tools) - known)
+    if unknown:
+        raise ValidationFailed(
+            "Unknown write tools.",
+            [{"field": "four_eyes", "message": f"Not a write tool: {name}."} for name in unknown],
+        )
+    org = get_org(principal)
+    chosen = sorted(set(tools))
+    if chosen != sorted(org.chat_four_eyes or []):
+        org.chat_four_eyes = chosen
+        record_event(principal, "org.updated", "org", org.id, {"fields": ["chat_four_eyes"]})
+    db.session.commit()
+    return chosen
+
+
+@guard("org.manage")
+def save():
+    """Save the four-eyes tools from the settings page."""
+    try:
+        chosen = update_four_eyes(require_principal(), request.form.getlist("four_eyes"))
+    except ValidationFailed as err:
+        flash(err.detail_text(), "error")
+    else:
+        flash(f"Four eyes on for: {', '.join(chosen)}." if chosen else "Four eyes is off.", "info")
+    return see_other("settings.org_settings", _anchor="four-eyes")

@@ -1,0 +1,261 @@
+"""Hand-over: a member asks someone who may approve a proposed write; that member decides
+it in their Approvals inbox, as themselves; four eyes; the requester's thread continues."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from bs4 import BeautifulSoup
+from sqlalchemy import select
+
+from monark.chat import handover, service
+from monark.chat.llm.types import ToolResultBlock
+from monark.chat.models import Message, ToolCall
+from monark.chat.runtime import tool_executor
+from monark.core.errors import Forbidden, ValidationFailed
+from monark.core.models import Event, Org
+from monark.extensions import db
+from monark.records.models import Record
+from tests.llm_script import Call, Say
+from tests.test_chat_loop import calls_of, records_titled, send
+
+
+def propose(world, scripted, title: str = "Buy milk") -> ToolCall:
+    """Member A's proposal: a record to create."""
+    scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": title}})])
+    proposed = send(world.a.principal("member"), f"Add {title}")
+    (call,) = calls_of(proposed.conversation_id)
+    assert call.status == "PROPOSED"
+    return call
+
+
+def hand(browser, call_id: int, approver_id: int):
+    return browser.post(f"/chat/calls/{call_id}/hand-over", {"approver_id": str(approver_id)})
+
+
+def card_of(html: str, call_id: int):
+    return BeautifulSoup(html, "html.parser").select_one(f"#call-{call_id}")
+
+
+def inbox_ids(browser) -> set[str]:
+    page = BeautifulSoup(browser.get("/approvals").get_data(as_text=True), "html.parser")
+    return {li["id"] for li in page.select(".approval")}
+
+
+def badge(browser) -> str | None:
+    page = BeautifulSoup(browser.get("/approvals").get_data(as_text=True), "html.parser")
+    found = page.select_one(".nav-approvals .approvals-badge")
+    return found.get_text() if found else None
+
+
+def decide(browser, call_id: int, decision: str, reason: str = ""):
+    return browser.post(f"/approvals/{call_id}/decide", {"decision": decision, "reason": reason})
+
+
+def test_the_card_offers_the_members_who_hold_the_permission(world, scripted, login):
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    html = member.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    options = {
+        o.get_text() for o in card_of(html, call.id).select("select[name=approver_id] option")
+    }
+    # records.create: owner, admin and (other) members; never the viewer or the requester.
+    assert options == {"Acme Owner", "Acme Admin"}
+
+
+def test_hand_over_to_a_member_who_holds_the_permission(world, scripted, login):
+    call = propose(world, scripted)
+    owner_id = world.a.users["owner"].id
+    response = hand(login("member@acme.test"), call.id, owner_id)
+    assert response.status_code == 200
+    card = card_of(response.get_data(as_text=True), call.id)
+    assert "Waiting for Acme Owner" in card.get_text()
+    assert card.find("button", string="Confirm") is None
+    assert card.find("button", string="Reject") is not None  # the requester may withdraw
+    db.session.refresh(call)
+    assert call.status == "PROPOSED" and call.approver_id == owner_id
+    assert call.handed_by_id == world.a.users["member"].id and call.handed_at is not None
+    event = db.session.scalar(select(Event).where(Event.type == "chat.tool_call.handed_over"))
+    assert event.subject_id == call.id and event.payload["approver_id"] == owner_id
+    assert records_titled("Buy milk") == 0
+
+
+@pytest.mark.parametrize("who", ["viewer", "globex", "self"])
+def test_hand_over_is_refused_to_anyone_who_may_not_approve(world, scripted, login, who):
+    call = propose(world, scripted)
+    approver = {
+        "viewer": world.a.users["viewer"],
+        "globex": world.b.users["owner"],
+        "self": world.a.users["member"],
+    }[who]
+    response = hand(login("member@acme.test"), call.id, approver.id)
+    assert response.status_code == 422
+    assert "holds this permission" in response.get_data(as_text=True)
+    db.session.refresh(call)
+    assert call.approver_id is None
+    with pytest.raises(ValidationFailed):
+        handover.hand_over(world.a.principal("member"), call.id, approver.id, tool_executor(), {})
+
+
+def test_the_approvers_inbox_shows_it_and_nobody_else_sees_or_decides_it(world, scripted, login):
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    hand(member, call.id, world.a.users["owner"].id)
+    owner = login("owner@acme.test")
+    assert inbox_ids(owner) == {f"approval-{call.id}"}
+    page = owner.get("/approvals").get_data(as_text=True)
+    assert "Asked by <strong>Acme Member</strong> via the assistant" in page
+    assert "Buy milk" in page
+    # The admin holds the permission but was not asked; Globex's owner is another org.
+    for other in (login("admin@acme.test"), login("owner@globex.test"), member):
+        assert inbox_ids(other) == set()
+        assert decide(other, call.id, "confirm").status_code == 404
+    with pytest.raises(Exception, match="No such approval request"):
+        handover.get_request(world.a.principal("admin"), tool_executor(), call.id)
+    assert records_titled("Buy milk") == 0
+
+
+def test_an_approver_who_lost_the_permission_cannot_decide(world, scripted, login):
+    call = propose(world, scripted)
+    hand(login("member@acme.test"), call.id, world.a.users["admin"].id)
+    from monark.core.models import Membership
+
+    membership = db.session.scalar(
+        select(Membership).where(Membership.user_id == world.a.users["admin"].id)
+    )
+    membership.role = "viewer"
+    db.session.commit()
+    admin = login("admin@acme.test")
+    assert inbox_ids(admin) == set()
+    assert decide(admin, call.id, "confirm").status_code == 403
+    assert records_titled("Buy milk") == 0
+
+
+def test_the_approvers_confirm_runs_the_write_as_them_requested_by_the_member(
+    world, scripted, login
+):
+    call = propose(world, scripted)
+    hand(login("member@acme.test"), call.id, world.a.users["owner"].id)
+    response = decide(login("owner@acme.test"), call.id, "confirm")
+    assert response.status_code == 303
+    db.session.refresh(call)
+    assert call.status == "SUCCEEDED" and call.decided_by_id == world.a.users["owner"].id
+    record = db.session.scalar(select(Record).where(Record.title == "Buy milk"))
+    assert record.creator_id == world.a.users["owner"].id
+    created = db.session.scalar(
+        select(Event).where(Event.type == "record.created", Event.subject_id == record.id)
+    )
+    assert created.actor_kind == "assistant"
+    assert created.actor_id == world.a.users["owner"].id  # approved by B …
+    assert created.payload["requested_by_id"] == world.a.users["member"].id  # … asked by A
+    assert created.conversation_id == call.conversation_id
+    confirmed = db.session.scalar(
+        select(Event).where(Event.type == "chat.tool_call.confirmed", Event.subject_id == call.id)
+    )
+    assert confirmed.actor_id == world.a.users["owner"].id
+    assert confirmed.payload["requested_by_id"] == world.a.users["member"].id
+    # A second decision changes nothing.
+    decide(login("owner@acme.test"), call.id, "confirm")
+    assert records_titled("Buy milk") == 1
+
+
+def test_the_approver_may_reject_with_a_reason(world, scripted, login):
+    call = propose(world, scripted)
+    hand(login("member@acme.test"), call.id, world.a.users["owner"].id)
+    decide(login("owner@acme.test"), call.id, "reject", "We have milk")
+    db.session.refresh(call)
+    assert call.status == "REJECTED" and call.reject_reason == "We have milk"
+    assert call.decided_by_id == world.a.users["owner"].id
+    assert records_titled("Buy milk") == 0
+
+
+def test_while_handed_over_the_requester_cannot_confirm_but_may_withdraw(world, scripted, login):
+    call = propose(world, scripted)
+    member = world.a.principal("member")
+    hand(login("member@acme.test"), call.id, world.a.users["owner"].id)
+    with pytest.raises(Forbidden, match="Waiting for Acme Owner"):
+        service.confirm_tool_call(member, call.id)
+    scripted.script.add([Say("Withdrawn.")])
+    service.reject_tool_call(member, call.id, "Never mind")
+    db.session.refresh(call)
+    assert call.status == "REJECTED"
+    owner = login("owner@acme.test")
+    assert inbox_ids(owner) == set()
+    decide(owner, call.id, "confirm")
+    assert records_titled("Buy milk") == 0
+
+
+def test_a_four_eyes_tool_cannot_be_confirmed_by_the_requester(world, scripted, login):
+    admin = login("admin@acme.test")
+    admin.post("/settings/four-eyes", {"four_eyes": "records_create"})
+    assert db.session.get(Org, world.a.org.id).chat_four_eyes == ["records_create"]
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    html = member.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    card = card_of(html, call.id)
+    assert card.find("button", string="Confirm") is None
+    assert "four eyes" in card.get_text()
+    with pytest.raises(Forbidden, match="four eyes"):
+        service.confirm_tool_call(world.a.principal("member"), call.id)
+    # Refused on the server whatever the page shows.
+    refused = member.post("/chat/decide", {"decision": f"confirm:{call.id}"})
+    assert refused.status_code == 403
+    assert records_titled("Buy milk") == 0
+    hand(member, call.id, world.a.users["admin"].id)
+    decide(admin, call.id, "confirm")
+    assert records_titled("Buy milk") == 1
+
+
+def test_four_eyes_takes_only_write_tools(world, login):
+    admin = login("admin@acme.test")
+    admin.post("/settings/four-eyes", {"four_eyes": "records_list"})
+    assert db.session.get(Org, world.a.org.id).chat_four_eyes == []
+    assert login("member@acme.test").post("/settings/four-eyes", {}).status_code == 403
+
+
+def wait_for_reply(conversation_id: int, text: str, timeout: float = 10.0) -> Message:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        db.session.rollback()
+        found = db.session.scalar(
+            select(Message).where(Message.conversation_id == conversation_id, Message.text == text)
+        )
+        if found is not None and found.status == "complete":
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no reply {text!r}")
+
+
+def test_the_requesters_thread_continues_when_they_open_it(world, scripted, login):
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    hand(member, call.id, world.a.users["owner"].id)
+    decide(login("owner@acme.test"), call.id, "confirm")
+    assert len(scripted.requests) == 1  # the approval itself asks the model nothing
+    scripted.script.add([Say("Acme Owner approved it: Buy milk is on the list.")])
+    member.get(f"/chat/conversations/{call.conversation_id}")
+    wait_for_reply(call.conversation_id, "Acme Owner approved it: Buy milk is on the list.")
+    (result,) = [
+        b for b in scripted.requests[-1].messages[-1].content if isinstance(b, ToolResultBlock)
+    ]
+    assert not result.is_error and "Buy milk" in result.content
+    # Heard once: opening it again starts nothing.
+    time.sleep(0.2)
+    member.get(f"/chat/conversations/{call.conversation_id}")
+    time.sleep(0.3)
+    assert len(scripted.requests) == 2
+
+
+def test_the_badge_counts_what_waits_for_the_member(world, scripted, login):
+    first = propose(world, scripted, "One")
+    second = propose(world, scripted, "Two")
+    member = login("member@acme.test")
+    owner = login("owner@acme.test")
+    assert badge(owner) is None
+    hand(member, first.id, world.a.users["owner"].id)
+    hand(member, second.id, world.a.users["owner"].id)
+    assert badge(owner) == "2"
+    assert badge(member) is None and badge(login("admin@acme.test")) is None
+    decide(owner, first.id, "reject")
+    assert badge(owner) == "1"
