@@ -20,6 +20,7 @@ from monark.chat.models import ConversationKind
 from monark.chat.runtime import tool_executor
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, NotFound, ValidationFailed
+from monark.core.htmx import is_htmx
 from monark.core.ids import parse_id
 from monark.core.models import User
 from monark.core.web import page_principal, see_other
@@ -61,7 +62,11 @@ def inbox():
     """The signed-in member's pending approval requests, each with its full card."""
     principal = require_principal()
     rows = handover.inbox(principal, tool_executor(), current_app.config)
-    return render_template("approvals/inbox.html", requests=[_entry(c, conv) for c, conv in rows])
+    return render_template(
+        "approvals/inbox.html",
+        requests=[_entry(c, conv) for c, conv in rows],
+        partial_badge=is_htmx(),
+    )
 
 
 @bp.post("/approvals/<int:call_id>/decide")
