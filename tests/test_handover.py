@@ -259,3 +259,45 @@ def test_the_badge_counts_what_waits_for_the_member(world, scripted, login):
     assert badge(member) is None and badge(login("admin@acme.test")) is None
     decide(owner, first.id, "reject")
     assert badge(owner) == "1"
+
+
+def test_the_audit_log_names_who_asked_and_who_approved(world, scripted, login):
+    call = propose(world, scripted)
+    hand(login("member@acme.test"), call.id, world.a.users["owner"].id)
+    decide(login("owner@acme.test"), call.id, "confirm")
+    page = BeautifulSoup(
+        login("admin@acme.test").get("/audit?type=record.created").get_data(as_text=True),
+        "html.parser",
+    )
+    rows = [r.get_text(" ", strip=True) for r in page.select("tbody tr")]
+    (row,) = [r for r in rows if "requested by" in r]
+    assert "requested by: Acme Member" in row and "Acme Owner" in row
+
+
+def test_a_viewer_hands_a_write_they_may_not_make_to_a_member(world, scripted, login):
+    scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Tea"}})])
+    proposed = send(world.a.principal("viewer"), "Add Tea")
+    (call,) = calls_of(proposed.conversation_id)
+    viewer = login("viewer@acme.test")
+    html = viewer.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    card = card_of(html, call.id)
+    assert "lacks records.create" in card.get_text()
+    options = {o.get_text() for o in card.select("select[name=approver_id] option")}
+    assert options == {"Acme Owner", "Acme Admin", "Acme Member"}
+    assert hand(viewer, call.id, world.a.users["member"].id).status_code == 200
+    decide(login("member@acme.test"), call.id, "confirm")
+    record = db.session.scalar(select(Record).where(Record.title == "Tea"))
+    assert record.creator_id == world.a.users["member"].id
+
+
+def test_a_request_past_its_time_leaves_the_inbox_and_cannot_be_confirmed(world, scripted, login):
+    from tests.test_approvals import age
+
+    call = propose(world, scripted)
+    hand(login("member@acme.test"), call.id, world.a.users["owner"].id)
+    age(call.id, days=8)
+    owner = login("owner@acme.test")
+    assert inbox_ids(owner) == set()
+    decide(owner, call.id, "confirm")
+    db.session.refresh(call)
+    assert call.status == "EXPIRED" and records_titled("Buy milk") == 0

@@ -78,13 +78,19 @@ def audit_page(principal: Principal, filters: AuditFilters) -> AuditPage:
     return page
 
 
+PAYLOAD_MEMBERS = ("user_id", "requested_by_id", "approved_by_id", "approver_id")
+
+
 def _users(events: list[Event]) -> dict[int, User]:
     ids = {e.actor_id for e in events if e.actor_kind in ("user", "assistant") and e.actor_id}
-    # Member events name the member by id in their payload: show the name instead.
+    # Member events name the member by id in their payload, and a write decided in the
+    # Approvals inbox who asked for it or approved it: show the names instead.
     ids |= {
-        e.payload["user_id"]
+        e.payload[key]
         for e in events
-        if isinstance(e.payload, dict) and isinstance(e.payload.get("user_id"), int)
+        if isinstance(e.payload, dict)
+        for key in PAYLOAD_MEMBERS
+        if isinstance(e.payload.get(key), int)
     }
     if not ids:
         return {}
