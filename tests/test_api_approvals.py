@@ -228,3 +228,47 @@ def test_an_mcp_write_waits_and_the_status_tool_reads_it_once_approved(world, mc
     assert done.structured_content["status"] == "succeeded"
     assert done.structured_content["result"]["title"] == "Via MCP"
     assert titled("Via MCP") == 1
+
+
+def test_a_held_update_shows_its_before_and_after_in_the_inbox(app, world, login):
+    token = held_key(world)
+    response = app.test_client().patch(
+        f"/api/v1/models/tasks/records/{world.a.public.id}",
+        json={"values": {"status": "done"}},
+        headers=bearer(token),
+    )
+    assert response.status_code == 202
+    approval_id = response.get_json()["id"]
+    assert db.session.get(Record, world.a.public.id).values["status"] == "todo"
+    page = BeautifulSoup(
+        login("owner@acme.test").get("/approvals").get_data(as_text=True), "html.parser"
+    )
+    card = page.select_one(f"#approval-{approval_id} .call-write")
+    assert card.select_one(".before").get_text() == "todo"
+    assert card.select_one(".after").get_text() == "done"
+    assert "Acme public task" in card.select_one(".call-head").get_text()
+
+
+def test_a_held_delete_runs_only_when_approved(app, world, login):
+    token, record_id = held_key(world), world.a.public.id
+    url = f"/api/v1/models/tasks/records/{record_id}"
+    approval = app.test_client().delete(url, headers=bearer(token)).get_json()
+    assert db.session.get(Record, record_id) is not None
+    decide(login("admin@acme.test"), approval["id"], "confirm")
+    db.session.expire_all()
+    assert db.session.scalar(select(func.count()).where(Record.id == record_id)) == 0
+    out = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert out["status"] == "succeeded"
+
+
+def test_a_key_revoked_before_approval_runs_nothing(app, world, login):
+    from monark.core.keys import revoke_key
+
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Orphan").get_json()
+    revoke_key(world.a.principal("owner"), world_key_id(token))
+    decide(login("admin@acme.test"), approval["id"], "confirm")
+    call = db.session.get(ToolCall, approval["id"])
+    db.session.refresh(call)
+    assert call.status == "FAILED" and "revoked" in call.error
+    assert titled("Orphan") == 0
