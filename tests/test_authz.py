@@ -131,6 +131,10 @@ def _member_conversations(a: factories.OrgWorld) -> tuple[int, int]:
     return chat.id, call.id
 
 
+def _message_of(call_id: int) -> int:
+    return db.session.scalar(select(ToolCall.message_id).where(ToolCall.id == call_id))
+
+
 def _key_id(token: str) -> int:
     return db.session.scalar(select(ApiKey.id).where(ApiKey.prefix == token[:10]))
 
@@ -440,6 +444,21 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("assistant.decide", "POST", "member's proposal", _url("/chat/decide"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"decision": f"reject:{c.proposal}"}, writes="own"),
+    # A card's own endpoints: the member's proposal is a delete, which has nothing to edit.
+    WebCase("assistant.edit_call", "GET", "member's delete",
+            lambda c: f"/chat/calls/{c.proposal}/edit",
+            row(owner=404, admin=404, member=409, viewer=404, other=404)),
+    WebCase("assistant.save_edit", "POST", "member's delete",
+            lambda c: f"/chat/calls/{c.proposal}/edit",
+            row(owner=404, admin=404, member=409, viewer=404, other=404),
+            data=lambda c, who: {"arg.record_id": "1"}),
+    WebCase("assistant.call_card", "GET", "member's proposal",
+            lambda c: f"/chat/calls/{c.proposal}",
+            row(owner=404, admin=404, member=200, viewer=404, other=404)),
+    WebCase("assistant.decide_group", "POST", "member's proposals", _url("/chat/decide-group"),
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"message_id": str(_message_of(c.proposal)), "decision": "reject"},
+            writes="own"),
     WebCase("assistant.retry", "POST", "member's", _url("/chat/retry"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"conversation_id": str(c.chat)}, writes="own"),

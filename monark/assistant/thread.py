@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from monark.chat import decisions, lease, store
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
+from monark.chat.runtime import tool_executor
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
@@ -49,6 +50,11 @@ class CallView:
     # Past its time (``CHAT_APPROVAL_TTL``): it can no longer be confirmed. A proposal
     # shows so before the next decision or message stores it as EXPIRED.
     expired: bool = False
+    # Edited before the decision: by whom, when, and what the assistant had proposed.
+    edited_by: str | None = None
+    edited_at: datetime | None = None
+    original_json: str | None = None
+    editable: bool = False  # its tool has arguments a person may change
 
     @property
     def waiting(self) -> bool:
@@ -85,6 +91,16 @@ class MessageView:
     provider: str | None = None  # which provider and model wrote a reply
     model: str | None = None
 
+    @property
+    def waiting_writes(self) -> list[CallView]:
+        """Its writes still waiting for a decision."""
+        return [c for c in self.calls if c.kind == "write" and c.waiting]
+
+    @property
+    def group(self) -> bool:
+        """Several writes of one step wait: they are decided together, on one card."""
+        return len(self.waiting_writes) > 1
+
 
 def _user_names(ids: set[int]) -> dict[int, str]:
     if not ids:
@@ -96,7 +112,7 @@ def _user_names(ids: set[int]) -> dict[int, str]:
 def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
     """A card's data for one tool call."""
     if names is None:
-        names = _user_names({call.decided_by_id} if call.decided_by_id else set())
+        names = _user_names(people_of([call]))
     preview = call.preview or {}
     headline = preview.get("headline") or f"run {call.name}"
     result = call.result
@@ -129,6 +145,26 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         else [],
         expired=call.status == ToolCallStatus.EXPIRED
         or decisions.is_expired(call, current_app.config),
+        edited_by=names.get(call.edited_by_id) if call.edited_by_id else None,
+        edited_at=as_utc(call.edited_at),
+        original_json=pretty_json(call.original_input) if call.original_input else None,
+        editable=call.mutates and call.name in editable_tools(),
+    )
+
+
+def people_of(calls) -> set[int]:
+    """The members a set of cards names (who decided, who edited)."""
+    return {i for c in calls for i in (c.decided_by_id, c.edited_by_id) if i}
+
+
+def editable_tools() -> frozenset[str]:
+    """The tools whose proposed calls a person may edit: writes with arguments other than
+    those naming their target."""
+    specs = tool_executor().specs()
+    return frozenset(
+        s.name
+        for s in specs
+        if s.mutates and set(s.input_schema.get("properties", {})) - set(s.locked)
     )
 
 
@@ -138,7 +174,7 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
     has_calls = message.role == MessageRole.ASSISTANT and message.status != MessageStatus.STREAMING
     calls = list(message.tool_calls) if has_calls else []
     if names is None:
-        names = _user_names({c.decided_by_id for c in calls if c.decided_by_id})
+        names = _user_names(people_of(calls))
     # A reply still streaming is plain text until it is whole (its Markdown may be cut);
     # a summary is the model's text too, rendered the same way.
     markdown = message.role == MessageRole.SUMMARY or (
@@ -225,9 +261,7 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     """Everything the thread screen shows, from the database."""
     conversation = store.get_conversation(principal, conversation_id)
     messages = store.load_messages(conversation.id)
-    names = _user_names(
-        {c.decided_by_id for m in messages for c in m.tool_calls if c.decided_by_id}
-    )
+    names = _user_names(people_of([c for m in messages for c in m.tool_calls]))
     views = [message_view(m, names) for m in messages]
     turn_id = lease.live_turn_id(conversation)
     if turn_id is None:

@@ -60,10 +60,12 @@ def values_schema(principal: Principal, args: dict[str, Any], *, create: bool) -
         "enum": ["org", "private"],
         "x-labels": ["Everyone in the organization", "Only its creator"],
     }
+    if create:
+        visibility["default"] = "org"  # what the route does without one
     return {
         "type": "object",
         "properties": {"values": values, "visibility": visibility},
-        "required": ["values", "visibility"] if create else ["values"],
+        "required": ["values"],
     }
 
 
