@@ -457,7 +457,7 @@ WEB_CASES: tuple[WebCase, ...] = (
             row(owner=404, admin=404, member=200, viewer=404, other=404)),
     WebCase("assistant.decide_group", "POST", "member's proposals", _url("/chat/decide-group"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
-            data=lambda c, who: {"message_id": str(_message_of(c.proposal)), "decision": "reject"},
+            data=lambda c, who: {"decision": f"reject:{_message_of(c.proposal)}"},
             writes="own"),
     WebCase("assistant.retry", "POST", "member's", _url("/chat/retry"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),

@@ -240,10 +240,9 @@ def test_confirm_selected_runs_each_on_its_own_and_rejects_the_rest(world, scrip
         browser.post(
             "/chat/decide-group",
             {
-                "message_id": str(one.message_id),
-                "decision": "confirm",
+                "decision": f"confirm:{one.message_id}",
                 "selected": [str(one.id), str(two.id), str(refused.id)],
-                "reason": "Not that one",
+                f"reason_{one.message_id}": "Not that one",
             },
         )
     )
@@ -282,8 +281,7 @@ def test_reject_all_rejects_every_write_of_the_step(world, scripted, login):
         browser.post(
             "/chat/decide-group",
             {
-                "message_id": str(calls[0].message_id),
-                "decision": "reject",
+                "decision": f"reject:{calls[0].message_id}",
                 "selected": [str(calls[0].id)],
             },
         )
@@ -296,9 +294,7 @@ def test_reject_all_rejects_every_write_of_the_step(world, scripted, login):
 def test_confirm_selected_with_nothing_selected_is_refused(world, scripted, login):
     _, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
     browser = login("member@acme.test")
-    refused = browser.post(
-        "/chat/decide-group", {"message_id": str(calls[0].message_id), "decision": "confirm"}
-    )
+    refused = browser.post("/chat/decide-group", {"decision": f"confirm:{calls[0].message_id}"})
     assert refused.status_code == 422
     assert "at least one" in refused.get_data(as_text=True)
     assert all(c.status == "PROPOSED" for c in calls_of(calls[0].conversation_id))
@@ -309,12 +305,13 @@ def test_a_second_group_decision_is_refused(world, scripted, login):
     scripted.script.add([Say("Done.")])
     browser = login("member@acme.test")
     data = {
-        "message_id": str(calls[0].message_id),
-        "decision": "confirm",
+        "decision": f"confirm:{calls[0].message_id}",
         "selected": [str(c.id) for c in calls],
     }
     read(browser.post("/chat/decide-group", data))
-    again = read(browser.post("/chat/decide-group", {**data, "decision": "reject"}))
+    again = read(
+        browser.post("/chat/decide-group", {**data, "decision": f"reject:{calls[0].message_id}"})
+    )
     assert again.status_code == 409
     assert records_titled("One") == 1 and records_titled("Two") == 1
 
@@ -325,8 +322,7 @@ def test_another_users_group_is_not_found(world, scripted, login):
     response = stranger.post(
         "/chat/decide-group",
         {
-            "message_id": str(calls[0].message_id),
-            "decision": "confirm",
+            "decision": f"confirm:{calls[0].message_id}",
             "selected": [str(calls[0].id)],
         },
     )
@@ -353,8 +349,7 @@ def test_forty_updates_on_a_filtered_page_are_one_card_and_one_click(app, world,
         browser.post(
             "/chat/decide-group",
             {
-                "message_id": str(calls[0].message_id),
-                "decision": "confirm",
+                "decision": f"confirm:{calls[0].message_id}",
                 "selected": [str(c.id) for c in calls],
             },
         )

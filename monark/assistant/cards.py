@@ -13,7 +13,7 @@ from flask import render_template, request
 
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.stream import partial, sse
-from monark.assistant.thread import call_view, message_view
+from monark.assistant.thread import call_view, group_of, message_view
 from monark.assistant.views import _busy, _notice, _start, bp
 from monark.chat import decisions, service, store
 from monark.chat.models import ToolCall
@@ -29,11 +29,7 @@ CANNOT_EDIT = "This action cannot be edited any more: it was decided, or it has 
 def card_html(call: ToolCall) -> str:
     """A card drawn alone, as it stands in its thread (in its group, when its step's
     writes wait together)."""
-    siblings = store.proposed_calls_of(call.message_id) if call.status == "PROPOSED" else []
-    view = call_view(call)
-    return render_template(
-        "assistant/_call.html", c=view, group_id=call.message_id if len(siblings) > 1 else None
-    )
+    return render_template("assistant/_call.html", c=call_view(call), group_id=group_of(call))
 
 
 def _edit_form(
@@ -116,15 +112,16 @@ def decide_group():
     """Confirm the selected writes of a step and reject the rest, or reject them all, then
     stream the continuation."""
     principal = require_principal()
-    action = request.form.get("decision", "")
+    action, _, raw_id = request.form.get("decision", "").partition(":")
     try:
-        message_id = parse_id(request.form.get("message_id", ""), "message_id")
+        message_id = parse_id(raw_id, "decision")
         selected = {parse_id(raw, "selected") for raw in request.form.getlist("selected")}
     except ValidationFailed as err:
         return _notice(err.detail_text(), 400)
     if action not in ("confirm", "reject") or message_id is None:
         return _notice("Choose Confirm selected or Reject all.", 400)
-    reason = request.form.get("reason", "")
+    # Every group of the thread shares the form: only this message's calls are decided.
+    reason = request.form.get(f"reason_{message_id}", "")
     try:
         message = store.get_message(principal, message_id)
         turn = service.begin_group_decision(

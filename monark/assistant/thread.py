@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import current_app
 from markupsafe import Markup
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from monark.chat import decisions, lease, store
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
@@ -150,6 +150,21 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         original_json=pretty_json(call.original_input) if call.original_input else None,
         editable=call.mutates and call.name in editable_tools(),
     )
+
+
+def group_of(call: ToolCall) -> int | None:
+    """The group a card drawn alone stands in: its message, when several writes of that
+    step wait together (they are decided on one card)."""
+    if call.status != ToolCallStatus.PROPOSED or not call.mutates:
+        return None
+    waiting = db.session.scalar(
+        select(func.count()).where(
+            ToolCall.message_id == call.message_id,
+            ToolCall.status == ToolCallStatus.PROPOSED,
+            ToolCall.mutates.is_(True),
+        )
+    )
+    return call.message_id if (waiting or 0) > 1 else None
 
 
 def people_of(calls) -> set[int]:
