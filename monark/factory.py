@@ -14,6 +14,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from monark import models  # noqa: F401  (every table, for Alembic and create_all)
 from monark.api.routes import V1_ROUTES
 from monark.api.views import bp as api_bp
+from monark.assistant import cards  # noqa: F401 (its views join the assistant's blueprint)
 from monark.assistant.inbox import bp as approvals_bp
 from monark.assistant.navigate import NavigateTool
 from monark.assistant.panel import register_panel

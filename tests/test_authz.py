@@ -169,6 +169,10 @@ def _held_write(a: factories.OrgWorld) -> int:
     return call.id
 
 
+def _message_of(call_id: int) -> int:
+    return db.session.scalar(select(ToolCall.message_id).where(ToolCall.id == call_id))
+
+
 def _key_id(token: str) -> int:
     return db.session.scalar(select(ApiKey.id).where(ApiKey.prefix == token[:10]))
 
@@ -499,6 +503,21 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("settings.four_eyes", "POST", "", _url("/settings/four-eyes"),
             row(owner=303, admin=303, member=403, viewer=403, other=303),
             data=lambda c, who: {"four_eyes": "records_create"}, writes="same"),
+    # A card's own endpoints: the member's proposal is a delete, which has nothing to edit.
+    WebCase("assistant.edit_call", "GET", "member's delete",
+            lambda c: f"/chat/calls/{c.proposal}/edit",
+            row(owner=404, admin=404, member=409, viewer=404, other=404)),
+    WebCase("assistant.save_edit", "POST", "member's delete",
+            lambda c: f"/chat/calls/{c.proposal}/edit",
+            row(owner=404, admin=404, member=409, viewer=404, other=404),
+            data=lambda c, who: {"arg.record_id": "1"}),
+    WebCase("assistant.call_card", "GET", "member's proposal",
+            lambda c: f"/chat/calls/{c.proposal}",
+            row(owner=404, admin=404, member=200, viewer=404, other=404)),
+    WebCase("assistant.decide_group", "POST", "member's proposals", _url("/chat/decide-group"),
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"decision": f"reject:{_message_of(c.proposal)}"},
+            writes="own"),
     WebCase("assistant.retry", "POST", "member's", _url("/chat/retry"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"conversation_id": str(c.chat)}, writes="own"),

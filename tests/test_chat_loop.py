@@ -195,13 +195,12 @@ def test_invalid_arguments_come_back_as_an_error_naming_the_fields(world, script
         [Say("Fixing.")],
     )
     member = world.a.principal("member")
-    proposed = send(member, "Add", conversation_id=result.conversation_id)
+    # Values the model's fields can never take fail before any card asks the user.
+    refused = send(member, "Add", conversation_id=result.conversation_id)
     write = calls_of(result.conversation_id)[-1]
-    service.confirm_tool_call(member, write.id)
-    db.session.refresh(write)
-    assert write.status == "FAILED"
+    assert write.status == "FAILED" and write.decided_at is None
     assert "values.title" in write.error and "values.points" in write.error
-    assert proposed.status == "awaiting_confirmation"
+    assert refused.status == "done"
 
 
 def test_resume_after_the_app_is_rebuilt_between_proposal_and_confirmation(world, scripted):

@@ -301,3 +301,46 @@ def test_a_request_past_its_time_leaves_the_inbox_and_cannot_be_confirmed(world,
     decide(owner, call.id, "confirm")
     db.session.refresh(call)
     assert call.status == "EXPIRED" and records_titled("Buy milk") == 0
+
+
+def test_in_a_group_a_four_eyes_write_keeps_waiting_when_the_rest_is_confirmed(
+    world, scripted, login
+):
+    from tests.test_chat_stream import read
+
+    record_id, owner_id = world.a.public.id, world.a.users["owner"].id
+    org = db.session.get(Org, world.a.org.id)
+    org.chat_four_eyes = ["records_update"]
+    db.session.commit()
+    update = Call(
+        "records_update",
+        {"model": "tasks", "record_id": record_id, "values": {"status": "done"}},
+    )
+    create = Call("records_create", {"model": "tasks", "values": {"title": "Grouped"}})
+    scripted.script.add([create, update])
+    proposed = send(world.a.principal("member"), "Both")
+    made, changed = (c.id for c in calls_of(proposed.conversation_id))
+    message_id = db.session.get(ToolCall, made).message_id
+    member = login("member@acme.test")
+    page = BeautifulSoup(
+        member.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True),
+        "html.parser",
+    )
+    boxes = page.select('.call-group input[name="selected"]')
+    assert [int(b["value"]) for b in boxes] == [made]
+    assert "four eyes" in card_of(str(page), changed).get_text()
+    # Even asked for both, the group confirms only what is the member's to confirm.
+    read(
+        member.post(
+            "/chat/decide-group",
+            {"decision": f"confirm:{message_id}", "selected": [str(made), str(changed)]},
+        )
+    )
+    db.session.expire_all()
+    assert db.session.get(ToolCall, made).status == "SUCCEEDED"
+    assert db.session.get(ToolCall, changed).status == "PROPOSED"
+    assert db.session.get(Record, record_id).values["status"] == "todo"
+    hand(member, changed, owner_id)
+    decide(login("owner@acme.test"), changed, "confirm")
+    db.session.expire_all()
+    assert db.session.get(Record, record_id).values["status"] == "done"

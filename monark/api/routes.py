@@ -15,7 +15,7 @@ from monark.core.models import ApiKey, Org, User
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.extensions import db
-from monark.records import previews, queries, sql
+from monark.records import editing, previews, queries, sql
 from monark.records import services as records
 from monark.records.models import Record, RecordModel
 
@@ -145,7 +145,14 @@ def records_get(principal: Principal, path: s.RecordPath, query: None, body: Non
     return record_out(model, records.get_record(principal, model, path.record_id))
 
 
-@routes.post("/models/{model}/records", "records.create", status=201, preview=previews.create)
+@routes.post(
+    "/models/{model}/records",
+    "records.create",
+    status=201,
+    preview=previews.create,
+    precheck=editing.check_create,
+    edit_schema=editing.create_schema,
+)
 def records_create(
     principal: Principal, path: s.ModelPath, query: None, body: s.RecordCreate
 ) -> s.RecordOut:
@@ -155,7 +162,13 @@ def records_create(
     return record_out(model, record)
 
 
-@routes.patch("/models/{model}/records/{record_id}", "records.update", preview=previews.update)
+@routes.patch(
+    "/models/{model}/records/{record_id}",
+    "records.update",
+    preview=previews.update,
+    precheck=editing.check_update,
+    edit_schema=editing.update_schema,
+)
 def records_update(
     principal: Principal, path: s.RecordPath, query: None, body: s.RecordUpdate
 ) -> s.RecordUpdated:

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Blueprint, current_app, flash, render_template, request
 
 from monark.api import approvals as api_approvals
-from monark.assistant.thread import CallView, call_view
+from monark.assistant.thread import CallView, call_view, group_of
 from monark.chat import handover, store
 from monark.chat.models import ConversationKind
 from monark.chat.runtime import tool_executor
@@ -122,4 +122,7 @@ def hand_over(call_id: int):
     db.session.rollback()
     call = store.get_tool_call(principal, call_id)
     status = 422 if error else 200
-    return render_template("assistant/_call.html", c=call_view(call), handover_error=error), status
+    card = render_template(
+        "assistant/_call.html", c=call_view(call), group_id=group_of(call), handover_error=error
+    )
+    return card, status

@@ -31,6 +31,7 @@ from monark.assistant.thread import (
     ThreadFoot,
     ThreadView,
     call_view,
+    group_of,
     message_view,
     thread_tail,
     thread_view,
@@ -205,7 +206,7 @@ class _Watch:
         view = call_view(call)
         if view.mutates and view.status == ToolCallStatus.SUCCEEDED:
             self.changed = True
-        html = render_fragment("assistant/_call.html", c=view)
+        html = render_fragment("assistant/_call.html", c=view, group_id=group_of(call))
         return sse(partial(f"#call-{view.id}", "outerHTML", html))
 
     def finish(

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import current_app
 from markupsafe import Markup
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from monark.chat import decisions, handover, lease, store
 from monark.chat.models import (
@@ -64,6 +64,11 @@ class CallView:
     # left out by the card); whether the org's four eyes keep the requester's Confirm away.
     approvers: list[tuple[int, str]] = field(default_factory=list)
     four_eyes: bool = False
+    # Edited before the decision: by whom, when, and what the assistant had proposed.
+    edited_by: str | None = None
+    edited_at: datetime | None = None
+    original_json: str | None = None
+    editable: bool = False  # its tool has arguments a person may change
 
     @property
     def waiting(self) -> bool:
@@ -100,17 +105,22 @@ class MessageView:
     provider: str | None = None  # which provider and model wrote a reply
     model: str | None = None
 
+    @property
+    def waiting_writes(self) -> list[CallView]:
+        """Its writes still waiting for a decision."""
+        return [c for c in self.calls if c.kind == "write" and c.waiting]
+
+    @property
+    def group(self) -> bool:
+        """Several writes of one step wait: they are decided together, on one card."""
+        return len(self.waiting_writes) > 1
+
 
 def _user_names(ids: set[int]) -> dict[int, str]:
     if not ids:
         return {}
     rows = db.session.execute(select(User.id, User.name).where(User.id.in_(ids)))
     return {row.id: row.name for row in rows}
-
-
-def _people(call: ToolCall) -> set[int]:
-    """The members a card names: who decided it, whom it was handed to and who asked."""
-    return {i for i in (call.decided_by_id, call.approver_id, call.handed_by_id) if i}
 
 
 def _hand_over_view(view: CallView, call: ToolCall) -> None:
@@ -130,7 +140,7 @@ def _hand_over_view(view: CallView, call: ToolCall) -> None:
 def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
     """A card's data for one tool call."""
     if names is None:
-        names = _user_names(_people(call))
+        names = _user_names(people_of([call]))
     preview = call.preview or {}
     headline = preview.get("headline") or f"run {call.name}"
     result = call.result
@@ -165,9 +175,50 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         or decisions.is_expired(call, current_app.config),
         approver=names.get(call.approver_id) if call.approver_id else None,
         handed_by=names.get(call.handed_by_id) if call.handed_by_id else None,
+        edited_by=names.get(call.edited_by_id) if call.edited_by_id else None,
+        edited_at=as_utc(call.edited_at),
+        original_json=pretty_json(call.original_input) if call.original_input else None,
+        editable=call.mutates and call.name in editable_tools(),
     )
     _hand_over_view(view, call)
     return view
+
+
+def group_of(call: ToolCall) -> int | None:
+    """The group a card drawn alone stands in: its message, when several writes of that
+    step wait together (they are decided on one card)."""
+    if call.status != ToolCallStatus.PROPOSED or not call.mutates:
+        return None
+    waiting = db.session.scalar(
+        select(func.count()).where(
+            ToolCall.message_id == call.message_id,
+            ToolCall.status == ToolCallStatus.PROPOSED,
+            ToolCall.mutates.is_(True),
+        )
+    )
+    return call.message_id if (waiting or 0) > 1 else None
+
+
+def people_of(calls) -> set[int]:
+    """The members a set of cards names (who decided, who edited, whom it was handed to
+    and who asked)."""
+    return {
+        i
+        for c in calls
+        for i in (c.decided_by_id, c.edited_by_id, c.approver_id, c.handed_by_id)
+        if i
+    }
+
+
+def editable_tools() -> frozenset[str]:
+    """The tools whose proposed calls a person may edit: writes with arguments other than
+    those naming their target."""
+    specs = tool_executor().specs()
+    return frozenset(
+        s.name
+        for s in specs
+        if s.mutates and set(s.input_schema.get("properties", {})) - set(s.locked)
+    )
 
 
 def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
@@ -176,7 +227,7 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
     has_calls = message.role == MessageRole.ASSISTANT and message.status != MessageStatus.STREAMING
     calls = list(message.tool_calls) if has_calls else []
     if names is None:
-        names = _user_names({i for c in calls for i in _people(c)})
+        names = _user_names(people_of(calls))
     # A reply still streaming is plain text until it is whole (its Markdown may be cut);
     # a summary is the model's text too, rendered the same way.
     markdown = message.role == MessageRole.SUMMARY or (
@@ -263,7 +314,7 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     """Everything the thread screen shows, from the database."""
     conversation = store.get_conversation(principal, conversation_id)
     messages = store.load_messages(conversation.id)
-    names = _user_names({i for m in messages for c in m.tool_calls for i in _people(c)})
+    names = _user_names(people_of([c for m in messages for c in m.tool_calls]))
     views = [message_view(m, names) for m in messages]
     turn_id = lease.live_turn_id(conversation)
     if turn_id is None:

@@ -21,6 +21,7 @@ from monark.core.rbac import Principal
 from monark.core.routes import (
     RouteDescriptor,
     describe_error,
+    editable_schema,
     prepare_call,
     tool_description,
     tool_input_schema,
@@ -68,6 +69,8 @@ class RouteTool:
             permission=route.permission,
             validate=route.validate,
             summarize=route.summarize,
+            # The path names the target: an edit of the call never moves it elsewhere.
+            locked=tuple(route.path_params()),
             **({"result_limit": route.result_limit} if route.result_limit else {}),
         )
         return cls(route, spec)
@@ -82,6 +85,14 @@ class RouteTool:
         if self.route.preview is None:
             return {"headline": f"run {self.spec.name}"}
         return self.route.preview(principal, arguments)
+
+    def edit_schema(self, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """What a person may change in a proposed call of this route (writes only)."""
+        if not self.spec.mutates:
+            return None
+        if self.route.edit_schema is not None:
+            return self.route.edit_schema(principal, arguments)
+        return editable_schema(self.spec.input_schema, self.spec.locked)
 
     def precheck(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome | None:
         try:
@@ -151,6 +162,12 @@ class ChatToolset:
     ) -> ToolOutcome | None:
         tool = self._tools.get(name)
         return tool.precheck(principal, arguments) if tool is not None else None
+
+    def edit_schema(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        edit_schema = getattr(self._tools.get(name), "edit_schema", None)
+        return edit_schema(principal, arguments) if edit_schema is not None else None
 
 
 def _spec_for(tool: AssistantTool, principal: Principal) -> ToolSpec:

@@ -186,10 +186,11 @@ def follow(conversation_id: int):
     )
 
 
-def _start(principal: Principal, turn: turns.Turn) -> Response:
-    """Run a claimed turn on its own and answer with a watcher of it."""
+def _start(principal: Principal, turn: turns.Turn, redraw: str = "") -> Response:
+    """Run a claimed turn on its own and answer with a watcher of it (``redraw``: frames
+    that draw anew what the opening changed, sent first)."""
     turns.start_turn(turn)
-    preface = turn_preface(turn.conversation_id, turn.turn_id)
+    preface = redraw + turn_preface(turn.conversation_id, turn.turn_id)
     return watch_turn(
         principal, turn.conversation_id, turn.turn_id, snapshot=False, preface=preface
     )

@@ -30,8 +30,19 @@ class ProposalExpired(Conflict):
     """The proposal waited longer than ``CHAT_APPROVAL_TTL``: it can no longer run."""
 
 
+CHANGED_MESSAGE = (
+    "This changed since the card was drawn, so nothing ran: check the before → after "
+    "as it is now, and confirm again."
+)
+
+
 class ProposalChanged(Conflict):
-    """The target changed since the card was drawn: the card is drawn again, to ask again."""
+    """The target changed since the card was drawn: the card is drawn again, to ask again
+    (``call_ids``: the cards drawn again)."""
+
+    def __init__(self, message: str = CHANGED_MESSAGE, call_ids: list[int] | None = None):
+        super().__init__(message)
+        self.call_ids = call_ids or []
 
 
 def ttl_seconds(config: Mapping[str, Any]) -> float:
@@ -101,6 +112,42 @@ def decide(
     db.session.commit()
 
 
+def decide_group(
+    principal: Principal,
+    calls: list[ToolCall],
+    selected: set[int],
+    reason: str | None,
+) -> list[ToolCall]:
+    """One decision on a step's writes: the ``selected`` ones EXECUTING, the rest REJECTED,
+    in one transaction of conditional updates, each audited. Every call must still be
+    PROPOSED, or nothing is decided (``Conflict``). The confirmed calls, in order."""
+    now = utcnow()
+    for call in calls:
+        confirm = call.id in selected
+        changed = db.session.execute(
+            update(ToolCall)
+            .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
+            .values(
+                status=ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED,
+                decided_by_id=principal.user_id,
+                decided_at=now,
+                reject_reason=None if confirm else (reason or None),
+            )
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if changed != 1:
+            db.session.rollback()
+            raise Conflict("These actions were already confirmed or rejected.")
+    actor = principal.via_assistant(calls[0].conversation_id) if calls else principal
+    for call in calls:
+        db.session.refresh(call)
+        store.tool_call_event(
+            actor, call, "confirmed" if call.status == ToolCallStatus.EXECUTING else "rejected"
+        )
+    db.session.commit()
+    return [c for c in calls if c.status == ToolCallStatus.EXECUTING]
+
+
 def expire_overdue(principal: Principal, conversation_id: int, config: Mapping[str, Any]) -> int:
     """Expire the conversation's proposals past their time (each once, with its event);
     how many expired."""
@@ -139,17 +186,17 @@ def _before_side(preview: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
     return [("headline", preview.get("headline"), False), *changes]
 
 
-def check_fresh(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> None:
-    """Before a write runs: read its target again, as the user. When the card's before side
-    no longer holds, store the card as it is now and raise ``ProposalChanged`` (the call
-    stays PROPOSED, to be decided again)."""
+def redrawn(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> bool:
+    """Read a write's target again, as the user, before it runs: when the card's before
+    side no longer holds, store the card as it is now (the call stays PROPOSED, to be
+    decided again) and say so."""
     if not call.mutates or not call.preview:
-        return
+        return False
     shown = call.preview
     fresh = preview_of(executor, principal.via_assistant(call.conversation_id), call)
     if fresh is None or _before_side(fresh) == _before_side(shown):
         db.session.rollback()  # the preview's reads: leave nothing open
-        return
+        return False
     changed = db.session.execute(
         update(ToolCall)
         .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
@@ -161,7 +208,10 @@ def check_fresh(executor: ChatToolExecutor, principal: Principal, call: ToolCall
         raise Conflict("This action was already confirmed or rejected.")
     store.tool_call_event(principal.via_assistant(call.conversation_id), call, "redrawn")
     db.session.commit()
-    raise ProposalChanged(
-        "This changed since the card was drawn, so nothing ran: check the before → after "
-        "as it is now, and confirm again."
-    )
+    return True
+
+
+def check_fresh(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> None:
+    """``ProposalChanged`` when the call's card had to be drawn again (``redrawn``)."""
+    if redrawn(executor, principal, call):
+        raise ProposalChanged(call_ids=[call.id])

@@ -81,6 +81,13 @@ def user_name(user_id: int | None) -> str | None:
     return db.session.scalar(select(User.name).where(User.id == user_id)) if user_id else None
 
 
+def awaits_another(principal: Principal, call: ToolCall) -> bool:
+    """Whether the call is not the requester's to confirm: handed to someone else, or of
+    a four-eyes tool."""
+    handed = call.approver_id is not None and call.approver_id != principal.user_id
+    return handed or call.name in four_eyes_tools(principal.org_id)
+
+
 def check_may_confirm(principal: Principal, call: ToolCall) -> None:
     """Refuse the requester's own Confirm of a call handed to someone else, or of a
     four-eyes tool (``Forbidden``); rejecting (withdrawing) it stays theirs."""

@@ -70,12 +70,16 @@ class TurnResult:
 # ---- the loop ----------------------------------------------------------------------------
 
 
-def _steps_this_turn(rows: Sequence[Message | store.TranscriptMessage]) -> int:
+def _steps_this_turn(rows: Sequence[store.TranscriptMessage]) -> int:
+    """Model steps since the user last spoke or decided: a decision on a card (or a group
+    of cards) opens a new budget, so confirming never eats into the turn's steps."""
     steps = 0
     for row in reversed(rows):
         if row.role == MessageRole.USER:
             break
         if row.role == MessageRole.ASSISTANT:
+            if any(call.decided_by_user for call in row.tool_calls):
+                break
             steps += 1
     return steps
 

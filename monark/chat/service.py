@@ -8,7 +8,7 @@ from typing import Any
 from flask import current_app
 from pydantic import BaseModel, Field, ValidationError
 
-from monark.chat import decisions, handover, store, turns
+from monark.chat import decisions, edits, handover, store, turns
 from monark.chat.calls import run_tool_call
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
@@ -184,6 +184,94 @@ def begin_decision(
         hooks.on_tool_call(decided)
         if confirm:
             run_tool_call(principal, decided, tool_executor(), hooks)
+        return advance_conversation(principal, conversation_id, hooks, config)
+
+    return _claimed(principal, conversation_id, config, opening, work)
+
+
+def edit_tool_call(
+    principal: Principal,
+    tool_call_id: int,
+    edited: Mapping[str, Any],
+    config: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Change the arguments of a proposed write before deciding on it (``chat.edits``):
+    the names of the arguments that changed."""
+    config = _checked(config, principal)
+    call = store.get_tool_call(principal, tool_call_id)
+    if decisions.is_expired(call, config):
+        decisions.expire_overdue(principal, call.conversation_id, config)
+        raise decisions.ProposalExpired(decisions.expired_message(config))
+    return edits.edit_call(tool_executor(), principal, call, edited)
+
+
+def edit_schema_of(principal: Principal, tool_call_id: int) -> dict[str, Any] | None:
+    """What a person may change in one of their proposed writes (None: nothing)."""
+    call = store.get_tool_call(principal, tool_call_id)
+    if not call.mutates or call.status != ToolCallStatus.PROPOSED:
+        return None
+    actor = principal.via_assistant(call.conversation_id)
+    return tool_executor().edit_schema(actor, call.name, dict(call.input))
+
+
+NOTHING_SELECTED = "Choose at least one change to confirm, or Reject all."
+
+
+def begin_group_decision(
+    principal: Principal,
+    message_id: int,
+    selected: set[int],
+    confirm: bool,
+    reason: str | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> Turn:
+    """One decision on the writes a step proposed together: confirm the ``selected`` ones
+    and reject the rest (``confirm`` False: reject them all), exactly once, under a new
+    turn. Each confirmed write then runs on its own, with its own permission check, result
+    and audit row; one that fails shows on its line and does not stop the others.
+
+    As for one card: past its time the group is refused (``ProposalExpired``); when the
+    target of a selected update or delete changed since its card was drawn, nothing runs
+    and the cards are drawn again (``ProposalChanged``)."""
+    config = _checked(config, principal)
+    message = store.get_message(principal, message_id)
+    conversation_id = message.conversation_id
+    reason = " ".join((reason or "").split())[:500] or None
+    nothing = ValidationFailed(
+        NOTHING_SELECTED, [{"field": "selected", "message": NOTHING_SELECTED}]
+    )
+    if confirm and not selected:
+        raise nothing
+    executor = tool_executor()
+    confirmed_ids: list[int] = []
+
+    def opening() -> list[dict[str, Any]]:
+        calls = store.proposed_calls_of(message_id)
+        if confirm:
+            # Handed to someone else, or a four-eyes tool: neither confirmed nor rejected
+            # by the requester's Confirm selected; it keeps waiting for its approver.
+            calls = [c for c in calls if not handover.awaits_another(principal, c)]
+        if any(decisions.is_expired(c, config) for c in calls):
+            decisions.expire_overdue(principal, conversation_id, config)
+            raise decisions.ProposalExpired(decisions.expired_message(config))
+        if not calls:
+            raise Conflict("These actions were already confirmed or rejected.")
+        chosen = {c.id for c in calls if c.id in selected} if confirm else set()
+        if confirm and not chosen:
+            raise nothing
+        fresh = [c for c in calls if c.id in chosen]
+        changed = [c.id for c in fresh if decisions.redrawn(executor, principal, c)]
+        if changed:
+            raise decisions.ProposalChanged(decisions.CHANGED_MESSAGE, call_ids=changed)
+        done = decisions.decide_group(principal, calls, chosen, reason)
+        confirmed_ids.extend(c.id for c in done)
+        return [{"k": "c", "id": c.id} for c in calls]
+
+    def work(hooks: TurnHooks) -> TurnResult:
+        for call_id in confirmed_ids:
+            call = store.get_tool_call(principal, call_id)
+            hooks.on_tool_call(call)
+            run_tool_call(principal, call, executor, hooks)
         return advance_conversation(principal, conversation_id, hooks, config)
 
     return _claimed(principal, conversation_id, config, opening, work)

@@ -150,6 +150,11 @@ class TranscriptCall:
     error: str | None
     reject_reason: str | None
     provider_meta: dict[str, Any] | None = None
+    # A person decided it (confirmed or rejected with a click, not skipped by a message):
+    # the turn's step budget starts again after it.
+    decided_by_user: bool = False
+    # The model's own arguments when the user edited them (``input`` is what ran).
+    original_input: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
             ToolCall.error,
             ToolCall.reject_reason,
             ToolCall.provider_meta,
+            ToolCall.decided_by_id.is_not(None) & ToolCall.skipped.is_(False),
+            ToolCall.original_input,
         )
         .where(ToolCall.conversation_id == conversation_id)
         .order_by(ToolCall.message_id, ToolCall.position, ToolCall.id)
@@ -244,8 +251,11 @@ def _message_payload(message: Message) -> dict[str, Any]:
     return payload
 
 
-def tool_call_event(actor: Principal, call: ToolCall, what: str) -> None:
-    """``chat.tool_call.<what>`` with ids and the tool's name, never its input."""
+def tool_call_event(
+    actor: Principal, call: ToolCall, what: str, more: dict[str, Any] | None = None
+) -> None:
+    """``chat.tool_call.<what>`` with ids and the tool's name, never its input (``more``:
+    ids or names to add, such as which fields an edit changed)."""
     record_event(
         actor,
         f"chat.tool_call.{what}",
@@ -256,6 +266,7 @@ def tool_call_event(actor: Principal, call: ToolCall, what: str) -> None:
             "message_id": call.message_id,
             "tool_call_id": call.id,
             "tool": call.name,
+            **(more or {}),
         },
     )
 
@@ -290,6 +301,35 @@ def tail_state(
         waits = waits.where(ToolCall.created_at >= proposed_since)
     waiting = db.session.scalar(waits.limit(1))
     return (tuple(last) if last is not None else None), waiting is not None
+
+
+def get_message(principal: Principal, message_id: int) -> Message:
+    """A message of one of the principal's own conversations; ``NotFound`` otherwise."""
+    message = db.session.scalar(
+        select(Message)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .where(
+            Message.id == message_id,
+            Message.org_id == principal.org_id,
+            Conversation.creator_id == principal.user_id,
+            Conversation.archived.is_(False),
+            Conversation.kind == ConversationKind.AI,  # a key's held writes: the inbox only
+        )
+    )
+    if message is None:
+        raise NotFound("No such message.")
+    return message
+
+
+def proposed_calls_of(message_id: int) -> list[ToolCall]:
+    """The writes of one message still waiting for a decision, in the model's order."""
+    return list(
+        db.session.scalars(
+            select(ToolCall)
+            .where(ToolCall.message_id == message_id, ToolCall.status == ToolCallStatus.PROPOSED)
+            .order_by(ToolCall.position, ToolCall.id)
+        )
+    )
 
 
 def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:

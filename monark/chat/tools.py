@@ -30,6 +30,10 @@ class ToolSpec:
     validate: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
     summarize: Callable[[Any], Any] | None = field(default=None, compare=False)
     result_limit: int = RESULT_LIMIT
+    # Arguments that say which target a write changes (a route's path params): a person
+    # editing a proposed call never changes them, so the write stays on the target its
+    # card named.
+    locked: tuple[str, ...] = ()
 
 
 @dataclass
@@ -70,6 +74,13 @@ class ChatToolExecutor(Protocol):
         """
         ...
 
+    def edit_schema(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The JSON Schema of what a person may change in a proposed call (its locked
+        arguments left out), typed for the call's target; None: it cannot be edited."""
+        ...
+
 
 class NoTools:
     """The executor before the host injects one: no tools, every call fails closed."""
@@ -88,4 +99,9 @@ class NoTools:
     def precheck(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome | None:
+        return None
+
+    def edit_schema(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
         return None

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monark.chat import store
+from monark.chat.edits import edit_note
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
@@ -53,17 +54,23 @@ def cut(text: str, limit: int) -> str:
 
 
 def _result_text(call: ToolCall | store.TranscriptCall, spec: ToolSpec | None) -> tuple[str, bool]:
+    text, is_error = _outcome_text(call, spec)
+    # An edited call: the model asked for other arguments than those that were decided on.
+    note = edit_note(call.original_input, call.input)
     limit = spec.result_limit if spec is not None else RESULT_LIMIT
+    return cut(scrub(note) + text, limit), is_error
+
+
+def _outcome_text(call: ToolCall | store.TranscriptCall, spec: ToolSpec | None) -> tuple[str, bool]:
     if call.status == ToolCallStatus.SUCCEEDED:
         shown = _summary(call.result, spec)
-        text = scrub(json.dumps(shown, ensure_ascii=False, sort_keys=True, default=str))
-        return cut(text, limit), False
+        return scrub(json.dumps(shown, ensure_ascii=False, sort_keys=True, default=str)), False
     if call.status == ToolCallStatus.REJECTED:
         reason = f" Their reason: {call.reject_reason}" if call.reject_reason else ""
-        return cut(REJECTED_TEXT + reason, limit), True
+        return REJECTED_TEXT + reason, True
     if call.status == ToolCallStatus.EXPIRED:
-        return cut(EXPIRED_TEXT, limit), True
-    return cut(f"Error: {call.error or 'the tool failed.'}", limit), True
+        return EXPIRED_TEXT, True
+    return f"Error: {call.error or 'the tool failed.'}", True
 
 
 def stub_text(call: ToolCall | store.TranscriptCall) -> str:
@@ -106,7 +113,11 @@ def row_turns(
     # Trailing whitespace is trimmed: the API refuses it at the end of a final assistant
     # turn (a stopped reply that a retry continues).
     blocks = [TextBlock(row.text.rstrip())] if row.text.strip() else []
-    blocks += [ToolUseBlock(c.provider_call_id, c.name, c.input, c.provider_meta) for c in calls]
+    # What the model asked for, as it asked (an edit is told in the call's result).
+    blocks += [
+        ToolUseBlock(c.provider_call_id, c.name, c.original_input or c.input, c.provider_meta)
+        for c in calls
+    ]
     stubbed = stub_before is not None and row.id < stub_before
     results: list[Block] = []
     for call in calls:

@@ -48,6 +48,9 @@ Preview = Callable[[Principal, dict[str, Any]], dict[str, Any]]
 Precheck = Callable[[Principal, dict[str, Any]], list[dict[str, Any]]]
 # Finds the target named by the path (``NotFound`` for another org's) before the body is read.
 Lookup = Callable[[Principal, Any], object]
+# What a person may change in a proposed call of a write, as JSON Schema typed for its
+# target (a record's own fields, say); without one, the tool's input schema less its path.
+EditSchema = Callable[[Principal, dict[str, Any]], dict[str, Any] | None]
 # More of a tool's description, written for the caller when a turn starts (the in-app
 # assistant's tool only: the API and MCP describe the route once for everyone).
 Describe = Callable[[Principal], str]
@@ -106,6 +109,7 @@ class RouteDescriptor:
     validate: Callable[[dict[str, Any]], str | None] | None = None
     summarize: Callable[[Any], Any] | None = None
     result_limit: int | None = None
+    edit_schema: EditSchema | None = None
 
     @property
     def mutates(self) -> bool:
@@ -158,7 +162,7 @@ class RouteTable:
     ) -> Callable[[Handler], Handler]:
         """Declare the decorated handler as ``method path``; ``options`` are the
         descriptor's (status, preview, precheck, lookup, describe, validate, summarize,
-        result_limit)."""
+        result_limit, edit_schema)."""
 
         def declare(handler: Handler) -> Handler:
             hints = get_type_hints(handler)
@@ -245,6 +249,16 @@ def tool_input_schema(route: RouteDescriptor) -> dict[str, Any]:
     }
     if defs:
         out["$defs"] = defs
+    return out
+
+
+def editable_schema(schema: Mapping[str, Any], locked: Sequence[str]) -> dict[str, Any] | None:
+    """A tool's input schema less its ``locked`` arguments (None when nothing is left)."""
+    properties = {k: v for k, v in schema.get("properties", {}).items() if k not in locked}
+    if not properties:
+        return None
+    out = {**schema, "properties": properties}
+    out["required"] = [n for n in schema.get("required", []) if n in properties]
     return out
 
 

@@ -1,0 +1,394 @@
+"""Editing a proposed write before deciding (issue 14, point 1), and one decision on the
+several writes a step proposed (point 2): a form typed by the tool's schema, the route's own
+checks, locked targets; confirm selected / reject all, each write on its own, and a step
+budget that starts again after every decision."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from bs4 import BeautifulSoup
+from sqlalchemy import func, select
+
+from monark.chat.llm.types import ToolResultBlock, ToolUseBlock
+from monark.chat.models import Message, ToolCall
+from monark.core.models import Event
+from monark.extensions import db
+from monark.records.models import Record
+from tests.factories import make_record
+from tests.llm_script import Call, Say
+from tests.test_chat_loop import calls_of, records_titled, send
+from tests.test_chat_stream import read
+
+
+def html(response) -> BeautifulSoup:
+    return BeautifulSoup(response.get_data(as_text=True), "html.parser")
+
+
+def propose(scripted, principal, *calls: Call, text: str = "Do it"):
+    """The conversation and its stored calls, as plain ids (requests end the session)."""
+    scripted.script.add(list(calls))
+    proposed = send(principal, text)
+    stored = calls_of(proposed.conversation_id)
+    return proposed.conversation_id, [
+        SimpleNamespace(id=c.id, message_id=c.message_id, conversation_id=c.conversation_id)
+        for c in stored
+    ]
+
+
+def now(call) -> ToolCall:
+    """The call as stored now."""
+    db.session.expire_all()
+    return db.session.get(ToolCall, call.id)
+
+
+def update_call(world, **values) -> Call:
+    return Call(
+        "records_update", {"model": "tasks", "record_id": world.a.public.id, "values": values}
+    )
+
+
+def status_of(record_id: int) -> str | None:
+    db.session.expire_all()
+    return db.session.get(Record, record_id).values.get("status")
+
+
+def event_count(kind: str, call_id: int) -> int:
+    return db.session.scalar(
+        select(func.count()).where(Event.type == kind, Event.subject_id == call_id)
+    )
+
+
+# ---- Edit ------------------------------------------------------------------------------------
+
+
+def test_the_edit_form_is_typed_by_the_models_fields(world, scripted, login):
+    member = world.a.principal("member")
+    _, (call,) = propose(
+        scripted, member, Call("records_create", {"model": "tasks", "values": {"title": "Draft"}})
+    )
+    form = html(login("member@acme.test").get(f"/chat/calls/{call.id}/edit"))
+    status = form.select_one('select[name="arg.values.status"]')
+    assert [o["value"] for o in status.select("option")] == ["", "todo", "doing", "done"]
+    assert form.select_one('input[name="arg.values.due"]')["type"] == "date"
+    assert form.select_one('input[name="arg.values.points"]')["type"] == "number"
+    assert form.select_one('textarea[name="arg.values.notes"]') is not None
+    title = form.select_one('input[name="arg.values.title"]')
+    assert title["value"] == "Draft" and title.has_attr("required")
+    assignee = form.select_one('select[name="arg.values.assignee"]')
+    assert "Acme Member" in assignee.get_text()
+    urgent = form.select_one('select[name="arg.values.urgent"]')
+    assert [o.get_text() for o in urgent.select("option")] == ["—", "Yes", "No"]
+    # The model the record goes into is not on the form: it names the target.
+    assert form.select_one('[name="arg.model"]') is None
+
+
+def test_a_saved_edit_redraws_the_card_and_confirm_runs_exactly_that(world, scripted, login):
+    member, record_id = world.a.principal("member"), world.a.public.id
+    conversation_id, (call,) = propose(scripted, member, update_call(world, status="done"))
+    browser = login("member@acme.test")
+    saved = browser.post(
+        f"/chat/calls/{call.id}/edit", {"arg.values.status": "doing", "arg.values.points": "5"}
+    )
+    assert saved.status_code == 200
+    card = html(saved).select_one(f"#call-{call.id}")
+    assert card["data-status"] == "PROPOSED"
+    assert "Edited by Acme Member" in card.get_text()
+    afters = [a.get_text() for a in card.select(".after")]
+    assert afters == ["doing", "5"]
+    call = now(call)
+    assert call.input["values"] == {"status": "doing", "points": 5}
+    assert call.original_input["values"] == {"status": "done"}
+    assert call.edited_by_id == world.a.users["member"].id
+    assert event_count("chat.tool_call.edited", call.id) == 1
+    (edited,) = db.session.scalars(
+        select(Event).where(Event.type == "chat.tool_call.edited", Event.subject_id == call.id)
+    )
+    assert sorted(edited.payload["fields"]) == ["values.points", "values.status"]
+    scripted.script.add([Say("Done as you changed it.")])
+    read(browser.post("/chat/decide", {"decision": f"confirm:{call.id}"}))
+    assert status_of(record_id) == "doing"
+    # The model sees what it asked for, and reads in the result what the user changed.
+    request = scripted.requests[-1].messages
+    (use,) = [b for b in request[-2].content if isinstance(b, ToolUseBlock)]
+    assert use.input["values"] == {"status": "done"}
+    (result,) = [b for b in request[-1].content if isinstance(b, ToolResultBlock)]
+    assert "edited your arguments" in result.content and "values.status" in result.content
+    assert conversation_id
+
+
+def test_an_edit_never_moves_the_write_to_another_record(world, scripted, login):
+    member, record_id = world.a.principal("member"), world.a.public.id
+    other = make_record(world.a.principal("owner"), world.a.model, "Another task", status="todo")
+    db.session.commit()
+    _, (call,) = propose(scripted, member, update_call(world, status="done"))
+    browser = login("member@acme.test")
+    browser.post(
+        f"/chat/calls/{call.id}/edit",
+        {
+            "arg.values.status": "doing",
+            "arg.record_id": str(other.id),
+            "arg.model": "other",
+        },
+    )
+    call = now(call)
+    assert call.input["record_id"] == record_id and call.input["model"] == "tasks"
+    assert call.input["values"] == {"status": "doing"}
+
+
+def test_an_edit_the_fields_refuse_names_the_field_and_stores_nothing(world, scripted, login):
+    member = world.a.principal("member")
+    _, (call,) = propose(
+        scripted, member, Call("records_create", {"model": "tasks", "values": {"title": "Draft"}})
+    )
+    browser = login("member@acme.test")
+    typed = browser.post(
+        f"/chat/calls/{call.id}/edit",
+        {"arg.values.title": "", "arg.values.points": "lots", "arg.values.status": "todo"},
+    )
+    assert typed.status_code == 422
+    form = html(typed)
+    errors = {e["id"]: e.get_text() for e in form.select(".field-error")}
+    assert errors == {
+        "edit-values-title-error": "Title is required.",
+        "edit-values-points-error": "Points must be a number.",
+    }
+    # What was typed stays on the form.
+    assert form.select_one('input[name="arg.values.points"]')["value"] == "lots"
+    # A value only the model's fields refuse (the service's own check) names the field too.
+    too_long = browser.post(
+        f"/chat/calls/{call.id}/edit", {"arg.values.title": "x" * 1001, "arg.visibility": "org"}
+    )
+    assert too_long.status_code == 422
+    assert (
+        "at most 1000 characters"
+        in html(too_long).select_one("#edit-values-title-error").get_text()
+    )
+    call = now(call)
+    assert call.input["values"] == {"title": "Draft"} and call.original_input is None
+    assert event_count("chat.tool_call.edited", call.id) == 0
+
+
+def test_a_decided_call_cannot_be_edited(world, scripted, login):
+    member = world.a.principal("member")
+    _, (call,) = propose(scripted, member, update_call(world, status="done"))
+    browser = login("member@acme.test")
+    read(browser.post("/chat/decide", {"decision": f"reject:{call.id}"}))
+    refused = browser.post(f"/chat/calls/{call.id}/edit", {"arg.values.status": "doing"})
+    assert refused.status_code == 409
+    call = now(call)
+    assert call.input["values"] == {"status": "done"} and call.status == "REJECTED"
+
+
+def test_another_users_call_is_not_found_for_editing(world, scripted, login):
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    stranger = login("admin@acme.test")
+    assert stranger.get(f"/chat/calls/{call.id}/edit").status_code == 404
+    assert stranger.post(f"/chat/calls/{call.id}/edit", {}).status_code == 404
+    outsider = login("member@globex.test")
+    assert outsider.get(f"/chat/calls/{call.id}").status_code == 404
+
+
+def test_a_delete_has_nothing_to_edit(world, scripted, login):
+    owner = world.a.principal("owner")
+    _, (call,) = propose(
+        scripted, owner, Call("records_delete", {"model": "tasks", "record_id": world.a.public.id})
+    )
+    browser = login("owner@acme.test")
+    page = html(browser.get(f"/chat/conversations/{call.conversation_id}"))
+    card = page.select_one(f"#call-{call.id}")
+    assert card.find("button", string="Edit") is None
+    assert browser.get(f"/chat/calls/{call.id}/edit").status_code == 409
+
+
+# ---- Many writes, one decision ---------------------------------------------------------------
+
+
+def creates(*titles: str) -> list[Call]:
+    return [Call("records_create", {"model": "tasks", "values": {"title": t}}) for t in titles]
+
+
+def test_a_step_of_several_writes_is_one_group_card(world, scripted, login):
+    member = world.a.principal("member")
+    conversation_id, calls = propose(scripted, member, *creates("One", "Two", "Three"))
+    page = html(login("member@acme.test").get(f"/chat/conversations/{conversation_id}"))
+    (group,) = page.select(".call-group")
+    assert "Wants to make 3 changes" in group.get_text()
+    boxes = group.select('input[type="checkbox"][name="selected"]')
+    assert [int(b["value"]) for b in boxes] == [c.id for c in calls]
+    assert all(b.has_attr("checked") for b in boxes)
+    assert group.find("button", string="Confirm selected") is not None
+    assert group.find("button", string="Reject all") is not None
+    # No card of the group has its own Confirm: one decision covers them.
+    assert group.find("button", string="Confirm") is None
+
+
+def test_confirm_selected_runs_each_on_its_own_and_rejects_the_rest(world, scripted, login):
+    member, owner = world.a.principal("member"), world.a.principal("owner")
+    # The owner's private task is not the member's to change: that line fails on its own,
+    # the others go through.
+    hidden = make_record(owner, world.a.model, "Owner only", "private", status="todo").id
+    db.session.commit()
+    blocked = Call(
+        "records_update", {"model": "tasks", "record_id": hidden, "values": {"status": "done"}}
+    )
+    conversation_id, calls = propose(scripted, member, *creates("One", "Two", "Skip me"), blocked)
+    one, two, skip, refused = calls
+    scripted.script.add([Say("Two added; the last one was refused.")])
+    browser = login("member@acme.test")
+    response = read(
+        browser.post(
+            "/chat/decide-group",
+            {
+                "decision": f"confirm:{one.message_id}",
+                "selected": [str(one.id), str(two.id), str(refused.id)],
+                f"reason_{one.message_id}": "Not that one",
+            },
+        )
+    )
+    assert response.status_code == 200
+    one, two, skip, refused = calls = [now(c) for c in calls]
+    assert (one.status, two.status, skip.status, refused.status) == (
+        "SUCCEEDED",
+        "SUCCEEDED",
+        "REJECTED",
+        "FAILED",
+    )
+    assert skip.reject_reason == "Not that one"
+    assert refused.error == f"No record {hidden} in Tasks."
+    assert (records_titled("One"), records_titled("Two"), records_titled("Skip me")) == (1, 1, 0)
+    assert status_of(hidden) == "todo"
+    for call in (one, two, refused):
+        assert event_count("chat.tool_call.confirmed", call.id) == 1
+    assert event_count("chat.tool_call.rejected", skip.id) == 1
+    # One step after the decision, with every result, in order.
+    results = [
+        b for b in scripted.requests[-1].messages[-1].content if isinstance(b, ToolResultBlock)
+    ]
+    assert [r.is_error for r in results] == [False, False, True, True]
+    last = db.session.scalars(
+        select(Message).where(Message.conversation_id == conversation_id).order_by(Message.seq)
+    ).all()[-1]
+    assert last.text == "Two added; the last one was refused."
+
+
+def test_reject_all_rejects_every_write_of_the_step(world, scripted, login):
+    member = world.a.principal("member")
+    _, calls = propose(scripted, member, *creates("One", "Two"))
+    scripted.script.add([Say("None, then.")])
+    browser = login("member@acme.test")
+    read(
+        browser.post(
+            "/chat/decide-group",
+            {
+                "decision": f"reject:{calls[0].message_id}",
+                "selected": [str(calls[0].id)],
+            },
+        )
+    )
+    calls = [now(c) for c in calls]
+    assert [c.status for c in calls] == ["REJECTED", "REJECTED"]
+    assert records_titled("One") == 0
+
+
+def test_confirm_selected_with_nothing_selected_is_refused(world, scripted, login):
+    _, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    browser = login("member@acme.test")
+    refused = browser.post("/chat/decide-group", {"decision": f"confirm:{calls[0].message_id}"})
+    assert refused.status_code == 422
+    assert "at least one" in refused.get_data(as_text=True)
+    assert all(c.status == "PROPOSED" for c in calls_of(calls[0].conversation_id))
+
+
+def test_a_second_group_decision_is_refused(world, scripted, login):
+    _, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    scripted.script.add([Say("Done.")])
+    browser = login("member@acme.test")
+    data = {
+        "decision": f"confirm:{calls[0].message_id}",
+        "selected": [str(c.id) for c in calls],
+    }
+    read(browser.post("/chat/decide-group", data))
+    again = read(
+        browser.post("/chat/decide-group", {**data, "decision": f"reject:{calls[0].message_id}"})
+    )
+    assert again.status_code == 409
+    assert records_titled("One") == 1 and records_titled("Two") == 1
+
+
+def test_another_users_group_is_not_found(world, scripted, login):
+    _, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    stranger = login("admin@acme.test")
+    response = stranger.post(
+        "/chat/decide-group",
+        {
+            "decision": f"confirm:{calls[0].message_id}",
+            "selected": [str(calls[0].id)],
+        },
+    )
+    assert response.status_code == 404
+    assert records_titled("One") == 0
+
+
+def test_forty_updates_on_a_filtered_page_are_one_card_and_one_click(app, world, scripted, login):
+    owner, member = world.a.principal("owner"), world.a.principal("member")
+    tasks = [make_record(owner, world.a.model, f"Done task {i}", status="doing") for i in range(40)]
+    db.session.commit()
+    task_ids = [t.id for t in tasks]
+    updates = [
+        Call("records_update", {"model": "tasks", "record_id": t, "values": {"status": "done"}})
+        for t in task_ids
+    ]
+    conversation_id, calls = propose(scripted, member, *updates, text="Mark these 40 done")
+    assert len(calls) == 40 and all(now(c).status == "PROPOSED" for c in calls)
+    browser = login("member@acme.test")
+    page = html(browser.get(f"/chat/conversations/{conversation_id}"))
+    assert len(page.select(".call-group")) == 1
+    scripted.script.add([Say("All 40 are done.")])
+    read(
+        browser.post(
+            "/chat/decide-group",
+            {
+                "decision": f"confirm:{calls[0].message_id}",
+                "selected": [str(c.id) for c in calls],
+            },
+        )
+    )
+    assert [status_of(t) for t in task_ids] == ["done"] * 40
+    assert (
+        db.session.scalar(
+            select(func.count()).where(
+                ToolCall.conversation_id == conversation_id, ToolCall.status == "SUCCEEDED"
+            )
+        )
+        == 40
+    )
+
+
+def test_the_step_budget_starts_again_after_each_decision(app, world, scripted, monkeypatch):
+    monkeypatch.setitem(app.config, "CHAT_MAX_STEPS", 2)  # the app is the session's: restore
+    member = world.a.principal("member")
+    scripted.script.add(
+        [Call("records_list", {"model": "tasks"})],
+        creates("First"),
+    )
+    proposed = send(member, "Add First")
+    (_, first) = calls_of(proposed.conversation_id)
+    assert proposed.status == "awaiting_confirmation"
+    # After the confirm, two more steps are allowed: a read, then another write.
+    scripted.script.add([Call("records_list", {"model": "tasks"})], creates("Second"))
+    from monark.chat import service
+
+    again = service.confirm_tool_call(member, first.id)
+    assert again.status == "awaiting_confirmation"
+    second = calls_of(proposed.conversation_id)[-1]
+    scripted.script.add([Say("Both added.")])
+    done = service.confirm_tool_call(member, second.id)
+    assert done.status == "done"
+    assert records_titled("First") == 1 and records_titled("Second") == 1
+    notes = db.session.scalars(
+        select(Message.text).where(
+            Message.conversation_id == proposed.conversation_id, Message.role == "note"
+        )
+    ).all()
+    assert notes == []
