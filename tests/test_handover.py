@@ -344,3 +344,35 @@ def test_in_a_group_a_four_eyes_write_keeps_waiting_when_the_rest_is_confirmed(
     decide(login("owner@acme.test"), changed, "confirm")
     db.session.expire_all()
     assert db.session.get(Record, record_id).values["status"] == "done"
+
+
+def test_the_approver_may_edit_a_request_and_confirm_runs_the_edit(world, scripted, login):
+    record_id, owner_id = world.a.public.id, world.a.users["owner"].id
+    scripted.script.add(
+        [
+            Call(
+                "records_update",
+                {"model": "tasks", "record_id": record_id, "values": {"status": "done"}},
+            )
+        ]
+    )
+    proposed = send(world.a.principal("member"), "Finish it")
+    (call_id,) = (c.id for c in calls_of(proposed.conversation_id))
+    hand(login("member@acme.test"), call_id, owner_id)
+    owner = login("owner@acme.test")
+    form = BeautifulSoup(
+        owner.get(f"/approvals/{call_id}/edit").get_data(as_text=True), "html.parser"
+    )
+    assert form.select_one("form.call-editing")["hx-post"] == f"/approvals/{call_id}/edit"
+    saved = owner.post(f"/approvals/{call_id}/edit", {"arg.values.status": "doing"})
+    assert saved.status_code == 200
+    card = card_of(saved.get_data(as_text=True), call_id)
+    assert "Edited by Acme Owner" in card.get_text()
+    assert [a.get_text() for a in card.select(".after")] == ["doing"]
+    assert card.find("button", string="Confirm") is not None  # still the inbox's card
+    # Another member can neither open nor save the form.
+    assert login("admin@acme.test").get(f"/approvals/{call_id}/edit").status_code == 404
+    decide(owner, call_id, "confirm")
+    db.session.expire_all()
+    assert db.session.get(Record, record_id).values["status"] == "doing"
+    assert db.session.get(ToolCall, call_id).edited_by_id == owner_id

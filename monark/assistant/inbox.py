@@ -11,15 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Blueprint, current_app, flash, render_template, request
+from flask import Blueprint, current_app, flash, render_template, request, url_for
 
 from monark.api import approvals as api_approvals
+from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.thread import CallView, call_view, group_of
-from monark.chat import handover, store
+from monark.chat import decisions, edits, handover, store
 from monark.chat.models import ConversationKind
 from monark.chat.runtime import tool_executor
 from monark.core.auth import guard, require_principal
-from monark.core.errors import AppError, NotFound, ValidationFailed
+from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.htmx import is_htmx
 from monark.core.ids import parse_id
 from monark.core.models import User
@@ -126,3 +127,76 @@ def hand_over(call_id: int):
         "assistant/_call.html", c=call_view(call), group_id=group_of(call), handover_error=error
     )
     return card, status
+
+
+# ---- Edit, by the approver -------------------------------------------------------------------
+
+
+def _inbox_card(call) -> str:
+    return render_template("assistant/_call.html", c=call_view(call), inbox=True)
+
+
+def _edit_form(call, schema, errors=None, error=None, shown=None, status: int = 200):
+    fields = build_fields(schema, call.input, errors, shown)
+    html = render_template(
+        "assistant/_edit.html",
+        c=call_view(call),
+        fields=fields,
+        error=error,
+        save_url=url_for("approvals.save_edit", call_id=call.id),
+        cancel_url=url_for("approvals.card", call_id=call.id),
+    )
+    return html, status
+
+
+def _editable(principal, call_id: int):
+    """The request and what its approver may change in it (``Conflict`` when nothing)."""
+    executor = tool_executor()
+    call, _ = handover.get_request(principal, executor, call_id)
+    schema = None
+    if call.status == "PROPOSED":
+        actor = principal.via_assistant(call.conversation_id)
+        schema = executor.edit_schema(actor, call.name, dict(call.input))
+    if schema is None:
+        raise Conflict("This request cannot be edited: it was decided, or has nothing to edit.")
+    return executor, call, schema
+
+
+@bp.get("/approvals/<int:call_id>/card")
+@guard()
+def card(call_id: int):
+    """A request's card as it is now (Cancel on its edit form)."""
+    call, _ = handover.get_request(require_principal(), tool_executor(), call_id)
+    return _inbox_card(call)
+
+
+@bp.get("/approvals/<int:call_id>/edit")
+@guard()
+def edit(call_id: int):
+    """The approver's edit form of a request, in place of its card."""
+    _, call, schema = _editable(require_principal(), call_id)
+    return _edit_form(call, schema)
+
+
+@bp.post("/approvals/<int:call_id>/edit")
+@guard()
+def save_edit(call_id: int):
+    """Store the approver's edit (checked by the route's own models) and draw the card
+    again; the request stays pending, and Confirm runs what the card shows."""
+    principal = require_principal()
+    executor, call, schema = _editable(principal, call_id)
+    if decisions.is_expired(call, current_app.config):
+        raise decisions.ProposalExpired(decisions.expired_message(current_app.config))
+    arguments, problems = read_form(schema, request.form, call.input)
+    if problems:
+        message = "Some values cannot be used; nothing was saved."
+        return _edit_form(call, schema, problems, message, request.form, 422)
+    try:
+        edits.edit_call(executor, principal, call, arguments)
+    except ValidationFailed as err:
+        db.session.rollback()
+        errors = {str(d.get("field")): str(d.get("message")) for d in err.details}
+        return _edit_form(call, schema, errors, err.message, request.form, 422)
+    db.session.rollback()
+    call, _ = handover.get_request(principal, executor, call_id)
+    return _inbox_card(call)
