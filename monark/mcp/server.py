@@ -35,7 +35,10 @@ TIMEOUT_SECONDS = 30.0
 INSTRUCTIONS = (
     "Monark's public API, acting as one API key of one organization. Call models_list and "
     "models_get to learn the models and their fields before listing, creating or changing "
-    "records. Errors name each bad field."
+    "records. Errors name each bad field. With a key whose writes need approval, a write "
+    "answers 'Waiting for approval in Monark' with an approval id instead of its result: "
+    "nothing has changed yet; call approvals_get later to learn whether a member approved "
+    "it (and its result) or rejected it (and why), and do not send it again meanwhile."
 )
 log = logging.getLogger("monark.mcp")
 
