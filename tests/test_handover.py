@@ -73,6 +73,9 @@ def test_hand_over_to_a_member_who_holds_the_permission(world, scripted, login):
     assert "Waiting for Acme Owner" in card.get_text()
     assert card.find("button", string="Confirm") is None
     assert card.find("button", string="Reject") is not None  # the requester may withdraw
+    page = login("member@acme.test").get(f"/chat/conversations/{call.conversation_id}")
+    foot = BeautifulSoup(page.get_data(as_text=True), "html.parser").select_one("#chat-thread-foot")
+    assert "needs another member's approval" in foot.get_text()
     db.session.refresh(call)
     assert call.status == "PROPOSED" and call.approver_id == owner_id
     assert call.handed_by_id == world.a.users["member"].id and call.handed_at is not None

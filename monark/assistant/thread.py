@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -259,6 +259,8 @@ class ThreadFoot:
     waiting: bool  # a proposed write still waits for the user's decision
     running: bool  # a turn is being written (in another tab, window or instance)
     retry: bool  # the last reply broke off or never came
+    # What waits is not the user's to confirm: handed to another member, or four eyes.
+    elsewhere: bool = False
 
     @classmethod
     def of(cls, waiting: bool, running: bool, last: tuple[str, str] | None) -> ThreadFoot:
@@ -296,7 +298,11 @@ class ThreadView:
         # A summary is no step of the conversation: the message before it says where it is.
         steps = [m for m in self.messages if m.role != MessageRole.SUMMARY]
         last = (steps[-1].role, steps[-1].status) if steps else None
-        return ThreadFoot.of(waiting, self.running, last)
+        foot = ThreadFoot.of(waiting, self.running, last)
+        open_calls = [c for m in self.messages for c in m.calls if c.waiting]
+        if open_calls and all(c.approver or c.four_eyes for c in open_calls):
+            foot = replace(foot, elsewhere=True)
+        return foot
 
 
 def _as_interrupted(view: MessageView) -> None:
