@@ -17,6 +17,7 @@ from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.extensions import db
 from monark.records import previews, queries, sql
 from monark.records import services as records
+from monark.records import undo as undoing
 from monark.records.models import Record, RecordModel
 
 
@@ -145,7 +146,13 @@ def records_get(principal: Principal, path: s.RecordPath, query: None, body: Non
     return record_out(model, records.get_record(principal, model, path.record_id))
 
 
-@routes.post("/models/{model}/records", "records.create", status=201, preview=previews.create)
+@routes.post(
+    "/models/{model}/records",
+    "records.create",
+    status=201,
+    preview=previews.create,
+    undo=undoing.CREATE,
+)
 def records_create(
     principal: Principal, path: s.ModelPath, query: None, body: s.RecordCreate
 ) -> s.RecordOut:
@@ -155,7 +162,12 @@ def records_create(
     return record_out(model, record)
 
 
-@routes.patch("/models/{model}/records/{record_id}", "records.update", preview=previews.update)
+@routes.patch(
+    "/models/{model}/records/{record_id}",
+    "records.update",
+    preview=previews.update,
+    undo=undoing.UPDATE,
+)
 def records_update(
     principal: Principal, path: s.RecordPath, query: None, body: s.RecordUpdate
 ) -> s.RecordUpdated:
@@ -167,7 +179,12 @@ def records_update(
     return s.RecordUpdated(**record_out(model, record).model_dump(), changed_fields=changed)
 
 
-@routes.delete("/models/{model}/records/{record_id}", "records.delete", preview=previews.delete)
+@routes.delete(
+    "/models/{model}/records/{record_id}",
+    "records.delete",
+    preview=previews.delete,
+    undo=undoing.DELETE,
+)
 def records_delete(principal: Principal, path: s.RecordPath, query: None, body: None) -> s.Deleted:
     """Delete a record."""
     model = records.get_model(principal, path.model)

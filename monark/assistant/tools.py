@@ -68,6 +68,8 @@ class RouteTool:
             permission=route.permission,
             validate=route.validate,
             summarize=route.summarize,
+            allowable=route.allowable,
+            undo=route.undo,
             **({"result_limit": route.result_limit} if route.result_limit else {}),
         )
         return cls(route, spec)
