@@ -10,14 +10,17 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from monark.chat import allowances, service
+from monark.chat import allowances, service, undo
+from monark.chat.llm.types import TextBlock
 from monark.chat.models import Allowance, Conversation, ToolCall
 from monark.chat.runtime import tool_executor
 from monark.chat.turns import run_turn
 from monark.core.errors import Forbidden
 from monark.core.models import Event, Org, utcnow
 from monark.extensions import db
+from monark.records import services as records
 from monark.records.models import Record
+from monark.wiki import services as wiki
 from tests.llm_script import Call, Say
 from tests.test_chat_loop import calls_of, records_titled, send
 
@@ -209,3 +212,193 @@ def test_an_always_confirm_tool_cannot_be_allowed(world, scripted):
     with pytest.raises(Forbidden, match="always ask"):
         allow(member, card.id)
     assert db.session.scalars(select(Allowance)).all() == []
+
+
+# ---- undo -----------------------------------------------------------------------------------
+
+
+def confirmed(principal, scripted, *steps, text="Do it", conversation_id=None) -> ToolCall:
+    """A write the model proposed and the user confirmed; the done call."""
+    scripted.script.add(*steps)
+    proposed = send(principal, text, conversation_id=conversation_id)
+    call = calls_of(proposed.conversation_id)[-1]
+    service.confirm_tool_call(principal, call.id)
+    db.session.refresh(call)
+    assert call.status == "SUCCEEDED", call.error
+    return call
+
+
+def test_undo_of_an_update_puts_the_values_back(world, scripted):
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    assert status_of(world.a.public.id) == "done"
+    reverse = undo.undo_tool_call(member, call.id)
+    assert reverse.status == "SUCCEEDED" and reverse.undo_of_id == call.id
+    assert reverse.name == "records_update" and reverse.decided_by_id == member.user_id
+    assert status_of(world.a.public.id) == "todo"
+    # Audited: the undo's own call, the original marked undone, the record's own event.
+    assert len(events("chat.tool_call.undone", call.id)) == 1
+    assert len(events("chat.tool_call.undo_started", reverse.id)) == 1
+    assert len(events("chat.tool_call.succeeded", reverse.id)) == 1
+    updated = events("record.updated", world.a.public.id)
+    assert updated[-1].actor_kind == "assistant" and updated[-1].on_behalf_of_id == member.user_id
+    # Its card lives on a note of its own, after what the model already read.
+    note = reverse.message
+    assert note.role == "note" and note.seq > call.message.seq
+
+
+def test_undo_of_a_create_deletes_the_record(world, scripted):
+    member = world.a.principal("member")
+    call = confirmed(
+        member, scripted, [Call("records_create", {"model": "tasks", "values": {"title": "Oops"}})]
+    )
+    assert records_titled("Oops") == 1
+    undo.undo_tool_call(member, call.id)
+    assert records_titled("Oops") == 0
+
+
+def test_undo_of_a_delete_brings_the_record_back_with_its_values_and_a_new_id(world, scripted):
+    owner = world.a.principal("owner")
+    records.update_record(
+        owner, world.a.model, world.a.public.id, {"points": 3, "notes": "keep me"}
+    )
+    gone = world.a.public.id
+    before = dict(db.session.get(Record, gone).values)
+    call = confirmed(
+        owner, scripted, [Call("records_delete", {"model": "tasks", "record_id": gone})]
+    )
+    assert db.session.get(Record, gone) is None
+    reverse = undo.undo_tool_call(owner, call.id)
+    db.session.expire_all()
+    back = db.session.scalars(select(Record).where(Record.title == "Acme public task")).one()
+    assert back.values == before and back.visibility == "org"
+    assert back.id != gone  # records are hard-deleted: the id is not reused
+    assert reverse.result["id"] == back.id
+
+
+def test_undo_of_a_wiki_rename(world, scripted):
+    owner = world.a.principal("owner")
+    page = wiki.create_page(owner, "Handbook", "", None)
+    call = confirmed(
+        owner,
+        scripted,
+        [Call("wiki_rename_page", {"page_id": page.id, "title": "Playbook"})],
+    )
+    db.session.refresh(page)
+    assert page.title == "Playbook"
+    undo.undo_tool_call(owner, call.id)
+    db.session.refresh(page)
+    assert page.title == "Handbook"
+
+
+def test_undo_of_a_wiki_move(world, scripted):
+    owner = world.a.principal("owner")
+    parent = wiki.create_page(owner, "Parent", "", None)
+    page = wiki.create_page(owner, "Child", "", None)
+    call = confirmed(
+        owner,
+        scripted,
+        [Call("wiki_move_page", {"page_id": page.id, "parent_id": parent.id})],
+    )
+    db.session.refresh(page)
+    assert page.parent_id == parent.id
+    undo.undo_tool_call(owner, call.id)
+    db.session.refresh(page)
+    assert page.parent_id is None and page.position == 1
+
+
+def test_undo_is_refused_when_the_target_changed_since(world, scripted):
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    owner = world.a.principal("owner")
+    records.update_record(owner, world.a.model, world.a.public.id, {"status": "doing"})
+    with pytest.raises(undo.TargetChanged, match=r"status is now 'doing' \(it was 'done'\)"):
+        undo.undo_tool_call(member, call.id)
+    assert status_of(world.a.public.id) == "doing"
+    assert undo.undo_of(call.id) is None
+
+
+def test_a_field_the_write_did_not_touch_may_change(world, scripted):
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    records.update_record(
+        world.a.principal("owner"), world.a.model, world.a.public.id, {"points": 8}
+    )
+    undo.undo_tool_call(member, call.id)
+    assert status_of(world.a.public.id) == "todo"
+
+
+def test_a_second_undo_is_refused(world, scripted):
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    undo.undo_tool_call(member, call.id)
+    with pytest.raises(undo.AlreadyUndone) as refused:
+        undo.undo_tool_call(member, call.id)
+    assert refused.value.status == 409
+    assert (
+        len(db.session.scalars(select(ToolCall).where(ToolCall.undo_of_id == call.id)).all()) == 1
+    )
+
+
+def test_the_unique_constraint_refuses_a_second_undo_that_raced_past_the_check(
+    world, scripted, monkeypatch
+):
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    undo.undo_tool_call(member, call.id)
+    db.session.expire_all()
+    # Another instance checked before this one's undo was stored: only the insert decides.
+    monkeypatch.setattr(undo, "undo_of", lambda call_id: None)
+    monkeypatch.setattr(undo, "changes_since", lambda *args: [])
+    with pytest.raises(undo.AlreadyUndone):
+        undo.undo_tool_call(member, call.id)
+    assert status_of(world.a.public.id) == "todo"
+
+
+def test_a_viewer_cannot_undo(world, scripted):
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    # The member is made a viewer since: the permission is checked again at undo time.
+    as_viewer = member.__class__.for_user(member.user_id, member.org_id, "viewer")
+    with pytest.raises(Forbidden):
+        undo.undo_tool_call(as_viewer, call.id)
+    assert status_of(world.a.public.id) == "done"
+    assert undo.undo_of(call.id) is None
+
+
+def test_the_model_reads_that_the_user_undid_the_call(world, scripted):
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")], [Say("Done.")])
+    undo.undo_tool_call(member, call.id)
+    seen_before = list(scripted.requests[-1].messages)
+    scripted.script.add([Say("Understood.")])
+    send(member, "What now?", conversation_id=call.conversation_id)
+    messages = scripted.requests[-1].messages
+    # What the model read before is unchanged (the cached prefix holds) ...
+    assert messages[: len(seen_before)] == seen_before
+    # ... and the user's next turn says what they undid.
+    last = messages[-1]
+    texts = [b.text for b in last.content if isinstance(b, TextBlock)]
+    assert any("The user undid your earlier call records_update" in t for t in texts)
+    assert any("status back to 'todo'" in t for t in texts)
+    assert texts[-1] == "What now?"
+
+
+def test_an_allowed_write_can_be_undone(world, scripted):
+    member = world.a.principal("member")
+    conversation_id = allowed_conversation(world, scripted, member)
+    scripted.script.add([update_call(world, "done")], [Say("Finished.")])
+    send(member, "Finish it", conversation_id=conversation_id)
+    later = calls_of(conversation_id)[-1]
+    assert later.allowed
+    undo.undo_tool_call(member, later.id)
+    assert status_of(world.a.public.id) == "doing"
+
+
+def test_undo_data_stays_in_its_org_and_conversation(world, scripted):
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    for other in (world.a.principal("admin"), world.b.principal("owner")):
+        with pytest.raises(Exception, match="No such tool call"):
+            undo.undo_tool_call(other, call.id)
+    assert status_of(world.a.public.id) == "done"
