@@ -14,6 +14,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from monark import models  # noqa: F401  (every table, for Alembic and create_all)
 from monark.api.routes import V1_ROUTES
 from monark.api.views import bp as api_bp
+from monark.assistant import approval_views  # noqa: F401  (its endpoints join assistant_bp)
 from monark.assistant.navigate import NavigateTool
 from monark.assistant.panel import register_panel
 from monark.assistant.tools import build_chat_toolset

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from bs4 import BeautifulSoup
 from sqlalchemy import select, update
 
 from monark.chat import allowances, service, undo
@@ -16,13 +17,14 @@ from monark.chat.models import Allowance, Conversation, ToolCall
 from monark.chat.runtime import tool_executor
 from monark.chat.turns import run_turn
 from monark.core.errors import Forbidden
-from monark.core.models import Event, Org, utcnow
+from monark.core.models import Event, Membership, Org, utcnow
 from monark.extensions import db
 from monark.records import services as records
 from monark.records.models import Record
 from monark.wiki import services as wiki
 from tests.llm_script import Call, Say
 from tests.test_chat_loop import calls_of, records_titled, send
+from tests.test_chat_stream import read
 
 
 def events(kind: str, subject_id: int | None = None) -> list[Event]:
@@ -402,3 +404,135 @@ def test_undo_data_stays_in_its_org_and_conversation(world, scripted):
         with pytest.raises(Exception, match="No such tool call"):
             undo.undo_tool_call(other, call.id)
     assert status_of(world.a.public.id) == "done"
+
+
+# ---- the panel's endpoints ------------------------------------------------------------------
+
+
+def card_of(body: str, call_id: int):
+    return BeautifulSoup(body, "html.parser").select_one(f"#call-{call_id}")
+
+
+def test_a_card_offers_allow_only_where_it_may(world, scripted, login, app):
+    private_id = world.a.private.id
+    member = world.a.principal("owner")
+    scripted.script.add(
+        [
+            update_call(world, "doing"),
+            Call("records_delete", {"model": "tasks", "record_id": private_id}),
+        ]
+    )
+    proposed = send(member, "Both")
+    update_card, delete_card = calls_of(proposed.conversation_id)
+    browser = login("owner@acme.test")
+    page = browser.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True)
+    allow_button = card_of(page, update_card.id).find("button", class_="call-allow")
+    assert allow_button.get_text() == "Allow records_update for this conversation"
+    assert card_of(page, delete_card.id).find("button", class_="call-allow") is None
+    # Off for the org: no card offers it.
+    db.session.get(Org, world.a.org.id).chat_allowances_enabled = False
+    db.session.commit()
+    page = browser.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True)
+    assert card_of(page, update_card.id).find("button", class_="call-allow") is None
+
+
+def test_allow_through_the_panel_lists_the_allowance_and_revokes_it(world, scripted, login):
+    public_id = world.a.public.id
+    member = world.a.principal("member")
+    scripted.script.add([update_call(world, "doing")], [Say("Done.")])
+    proposed = send(member, "Start it")
+    (card,) = calls_of(proposed.conversation_id)
+    browser = login("member@acme.test")
+    response = read(browser.post("/chat/allow", {"tool_call_id": str(card.id)}))
+    assert response.status_code == 200
+    assert 'id="chat-allowances"' in response.get_data(as_text=True)
+    assert status_of(public_id) == "doing"
+    page = browser.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True)
+    listing = BeautifulSoup(page, "html.parser").select_one("#chat-allowances")
+    assert "records_update" in listing.get_text()
+    (granted,) = db.session.scalars(select(Allowance)).all()
+    revoke = listing.find("button", string="Revoke")
+    assert revoke["hx-post"] == f"/chat/allowances/{granted.id}/revoke"
+    # Another user cannot revoke it; its own user can.
+    other = login("admin@acme.test")
+    assert other.post(revoke["hx-post"], {}).status_code == 404
+    answered = browser.post(revoke["hx-post"], {})
+    assert answered.status_code == 200 and "records_update" not in answered.get_data(as_text=True)
+    db.session.refresh(granted)
+    assert granted.revoked_at is not None
+
+
+def test_allow_of_a_delete_is_refused_by_the_server(world, scripted, login):
+    public_id = world.a.public.id
+    owner = world.a.principal("owner")
+    scripted.script.add([Call("records_delete", {"model": "tasks", "record_id": public_id})])
+    proposed = send(owner, "Delete it")
+    (card,) = calls_of(proposed.conversation_id)
+    browser = login("owner@acme.test")
+    response = read(browser.post("/chat/allow", {"tool_call_id": str(card.id)}))
+    assert response.status_code == 403
+    assert "always asks" in response.get_data(as_text=True)
+    db.session.refresh(card)
+    assert card.status == "PROPOSED"
+    assert db.session.get(Record, public_id) is not None
+
+
+def test_undo_through_the_panel_answers_the_cards(world, scripted, login):
+    public_id = world.a.public.id
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    browser = login("member@acme.test")
+    page = browser.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    button = card_of(page, call.id).find("button", string="Undo")
+    assert button["form"] == "chat-undo" and button["value"] == str(call.id)
+    response = browser.post("/chat/undo", {"tool_call_id": str(call.id)})
+    assert response.status_code == 200
+    body = response.get_data(as_text=True)
+    assert card_of(body, call.id).find("button", string="Undo") is None
+    assert "Undone." in body
+    reverse = undo.undo_of(call.id)
+    assert card_of(body, reverse.id)["data-status"] == "SUCCEEDED"
+    assert status_of(public_id) == "todo"
+    # A second undo: 409, saying so, and nothing runs again.
+    again = browser.post("/chat/undo", {"tool_call_id": str(call.id)})
+    assert again.status_code == 409
+    assert "already undone" in again.get_data(as_text=True)
+    # The thread shows the undo's small card where it happened.
+    page = browser.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    small = card_of(page, reverse.id)
+    assert "call-small" in small["class"] and "Undo:" in small.get_text()
+
+
+def test_the_view_refuses_undo_for_a_viewer_and_when_the_target_changed(world, scripted, login):
+    public_id = world.a.public.id
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    membership = db.session.scalars(
+        select(Membership).where(Membership.user_id == member.user_id)
+    ).one()
+    membership.role = "viewer"
+    db.session.commit()
+    browser = login("member@acme.test")
+    refused = browser.post("/chat/undo", {"tool_call_id": str(call.id)})
+    assert refused.status_code == 403
+    assert status_of(public_id) == "done"
+    membership.role = "member"
+    db.session.commit()
+    records.update_record(world.a.principal("owner"), world.a.model, public_id, {"status": "doing"})
+    changed = browser.post("/chat/undo", {"tool_call_id": str(call.id)})
+    assert changed.status_code == 409
+    said = BeautifulSoup(changed.get_data(as_text=True), "html.parser").get_text()
+    assert "status is now 'doing' (it was 'done')" in said
+    assert status_of(public_id) == "doing"
+
+
+def test_undo_needs_the_csrf_token(world, scripted, login):
+    public_id = world.a.public.id
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    browser = login("member@acme.test")
+    browser._fresh_user()
+    response = browser.client.post("/chat/undo", data={"tool_call_id": str(call.id)})
+    assert response.status_code in (400, 403)
+    assert status_of(public_id) == "done"
+    assert undo.undo_of(call.id) is None

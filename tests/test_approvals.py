@@ -241,5 +241,6 @@ def test_a_second_decision_answers_409_saying_what_won(world, scripted, login):
     body = second.get_data(as_text=True)
     assert "already confirmed by Acme Member" in body
     card = BeautifulSoup(body, "html.parser").select_one(f"#call-{call_id}")
-    assert card["data-status"] == "SUCCEEDED" and card.find("button") is None
+    assert card["data-status"] == "SUCCEEDED"
+    assert [b.get_text() for b in card.find_all("button")] == ["Undo"]  # no decision left
     assert records_titled("Twice") == 1
