@@ -34,6 +34,7 @@ from monark.core.views import bp as core_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
+from monark.settings import approvals as settings_approvals  # noqa: F401  (joins settings_bp)
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES

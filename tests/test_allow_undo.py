@@ -536,3 +536,52 @@ def test_undo_needs_the_csrf_token(world, scripted, login):
     assert response.status_code in (400, 403)
     assert status_of(public_id) == "done"
     assert undo.undo_of(call.id) is None
+
+
+# ---- the org's settings ---------------------------------------------------------------------
+
+
+def test_admins_switch_allowances_and_choose_always_confirm_tools(world, login):
+    browser = login("admin@acme.test")
+    page = BeautifulSoup(browser.get("/settings").get_data(as_text=True), "html.parser")
+    section = page.select_one("#approvals")
+    switch = section.find("input", attrs={"name": "chat_allowances_enabled"})
+    assert switch.has_attr("checked")
+    offered = {i["value"] for i in section.find_all("input", attrs={"name": "chat_always_confirm"})}
+    assert {"records_create", "records_update", "wiki_rename_page"} <= offered
+    # Never-allowed tools always ask anyway: they are not listed.
+    assert not offered & {"records_delete", "automation_enable", "records_list"}
+    response = browser.client.post(
+        "/settings/approvals",
+        data={"chat_always_confirm": ["records_update"], "csrf_token": browser.csrf},
+    )
+    assert response.status_code in (302, 303)
+    org = db.session.get(Org, world.a.org.id)
+    db.session.refresh(org)
+    assert org.chat_allowances_enabled is False and org.chat_always_confirm == ["records_update"]
+    assert events("org.updated", org.id)[-1].payload["fields"] == [
+        "chat_allowances_enabled",
+        "chat_always_confirm",
+    ]
+
+
+def test_only_admins_change_the_approval_settings(world, login):
+    browser = login("member@acme.test")
+    response = browser.post("/settings/approvals", {})
+    assert response.status_code == 403
+    assert db.session.get(Org, world.a.org.id).chat_allowances_enabled is True
+
+
+def test_an_unknown_always_confirm_tool_is_refused(world, login):
+    browser = login("admin@acme.test")
+    browser.client.post(
+        "/settings/approvals",
+        data={
+            "chat_always_confirm": ["records_delete"],
+            "chat_allowances_enabled": "on",
+            "csrf_token": browser.csrf,
+        },
+    )
+    org = db.session.get(Org, world.a.org.id)
+    db.session.refresh(org)
+    assert org.chat_always_confirm == []
