@@ -585,3 +585,20 @@ def test_an_unknown_always_confirm_tool_is_refused(world, login):
     org = db.session.get(Org, world.a.org.id)
     db.session.refresh(org)
     assert org.chat_always_confirm == []
+
+
+def test_an_undo_that_fails_changes_nothing_and_may_be_tried_again(world, scripted):
+    owner = world.a.principal("owner")
+    gone = world.a.public.id
+    call = confirmed(
+        owner, scripted, [Call("records_delete", {"model": "tasks", "record_id": gone})]
+    )
+    # A field added since, required, which the deleted record never had: its create fails.
+    records.add_field(owner, world.a.model, key="team", label="Team", type="text", required=True)
+    reverse = undo.undo_tool_call(owner, call.id)
+    assert reverse.status == "FAILED" and "team" in reverse.error
+    assert reverse.undo_of_id is None  # let go: the call may be undone once it can be
+    assert undo.undo_of(call.id) is None and undo.undoable(call)
+    assert reverse.message.content == []  # the model reads nothing of a failed undo
+    assert events("chat.tool_call.undone", call.id) == []
+    assert records_titled("Acme public task") == 0
