@@ -602,3 +602,27 @@ def test_an_undo_that_fails_changes_nothing_and_may_be_tried_again(world, script
     assert reverse.message.content == []  # the model reads nothing of a failed undo
     assert events("chat.tool_call.undone", call.id) == []
     assert records_titled("Acme public task") == 0
+
+
+def test_the_allowance_idle_time_is_a_duration_one_hour_by_default(monkeypatch, tmp_path):
+    from monark.config import load_config
+
+    monkeypatch.delenv("CHAT_ALLOWANCE_IDLE", raising=False)
+    assert load_config(str(tmp_path))["CHAT_ALLOWANCE_IDLE"] == 3600
+    monkeypatch.setenv("CHAT_ALLOWANCE_IDLE", "90m")
+    assert load_config(str(tmp_path))["CHAT_ALLOWANCE_IDLE"] == 5400
+
+
+def test_an_allowance_holds_within_the_idle_time(world, scripted, app, monkeypatch):
+    member = world.a.principal("member")
+    conversation_id = allowed_conversation(world, scripted, member)
+    monkeypatch.setitem(app.config, "CHAT_ALLOWANCE_IDLE", 7200.0)
+    db.session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id)
+        .values(last_activity_at=utcnow() - timedelta(minutes=90))
+    )
+    db.session.commit()
+    scripted.script.add([update_call(world, "done")])
+    assert send(member, "Finish it", conversation_id=conversation_id).status == "done"
+    assert calls_of(conversation_id)[-1].allowed
