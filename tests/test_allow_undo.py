@@ -626,3 +626,15 @@ def test_an_allowance_holds_within_the_idle_time(world, scripted, app, monkeypat
     scripted.script.add([update_call(world, "done")])
     assert send(member, "Finish it", conversation_id=conversation_id).status == "done"
     assert calls_of(conversation_id)[-1].allowed
+
+
+def test_allowing_a_tool_twice_keeps_one_allowance(world, scripted):
+    member = world.a.principal("member")
+    scripted.script.add([update_call(world, "doing"), update_call(world, "done")])
+    proposed = send(member, "Both")
+    first, second = calls_of(proposed.conversation_id)
+    allowances.grant(member, first, {s.name: s for s in tool_executor().specs()}["records_update"])
+    db.session.commit()
+    allowances.grant(member, second, {s.name: s for s in tool_executor().specs()}["records_update"])
+    db.session.commit()
+    assert len(db.session.scalars(select(Allowance)).all()) == 1

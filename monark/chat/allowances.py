@@ -111,6 +111,10 @@ def grant(principal: Principal, call: ToolCall, spec: ToolSpec | None) -> Allowa
     reason = refusal(db.session.get(Org, principal.org_id), spec)
     if reason is not None:
         raise Forbidden(reason)
+    conversation = db.session.get(Conversation, call.conversation_id)
+    held = next((a for a in active(principal, conversation) if a.tool == call.name), None)
+    if held is not None:  # allowed already (a second card of the same tool): one is enough
+        return held
     allowance = Allowance(
         org_id=principal.org_id,
         conversation_id=call.conversation_id,
