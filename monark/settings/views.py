@@ -46,12 +46,21 @@ def _org_page(
         invites=members.list_pending_invites(principal),
         # Roles at or below the admin's own (only owners invite owners, or make them).
         grantable_roles=roles_up_to(principal.role),
+        approval_tools=_approval_tools(),
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
         form=request.form if errors else None,
         invite_form=request.form if invite_errors else {},
     ), status
+
+
+def _approval_tools() -> list[Any]:
+    """The write tools the approval settings list (``settings.approvals``, which registers
+    on this blueprint and so is imported here only when the page is drawn)."""
+    from monark.settings.approvals import write_tools
+
+    return write_tools()
 
 
 def _settings_form() -> dict[str, Any]:
