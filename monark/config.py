@@ -123,6 +123,9 @@ def _assistant_config() -> dict[str, Any]:
         "CHAT_BROKER_URL": os.environ.get("CHAT_BROKER_URL", "").strip(),
         # How long a proposed write waits for a decision: older, it expires (nothing runs).
         "CHAT_APPROVAL_TTL": _duration("CHAT_APPROVAL_TTL", "7d"),
+        # How long an "Allow <tool> for this conversation" holds without activity in the
+        # conversation: idle longer, it lapses (each write asks again).
+        "CHAT_ALLOWANCE_IDLE": _duration("CHAT_ALLOWANCE_IDLE", "1h"),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
     }

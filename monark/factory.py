@@ -14,7 +14,10 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from monark import models  # noqa: F401  (every table, for Alembic and create_all)
 from monark.api.routes import V1_ROUTES
 from monark.api.views import bp as api_bp
-from monark.assistant import cards  # noqa: F401 (its views join the assistant's blueprint)
+from monark.assistant import (
+    approval_views,  # noqa: F401  (its endpoints join assistant_bp)
+    cards,  # noqa: F401 (its views join the assistant's blueprint)
+)
 from monark.assistant.inbox import bp as approvals_bp
 from monark.assistant.navigate import NavigateTool
 from monark.assistant.panel import register_panel
@@ -35,6 +38,7 @@ from monark.core.views import bp as core_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
+from monark.settings import approvals as settings_approvals  # noqa: F401  (joins settings_bp)
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES

@@ -105,8 +105,8 @@ def test_a_proposal_within_its_time_still_runs(world, scripted):
     assert records_titled("In time") == 1
 
 
-def test_the_time_a_proposal_waits_is_configurable(app, world, scripted, login):
-    app.config["CHAT_APPROVAL_TTL"] = 90.0
+def test_the_time_a_proposal_waits_is_configurable(app, world, scripted, login, monkeypatch):
+    monkeypatch.setitem(app.config, "CHAT_APPROVAL_TTL", 90.0)
     scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Quick"}})])
     proposed = send(world.a.principal("member"), "Add")
     (call,) = calls_of(proposed.conversation_id)
@@ -241,5 +241,6 @@ def test_a_second_decision_answers_409_saying_what_won(world, scripted, login):
     body = second.get_data(as_text=True)
     assert "already confirmed by Acme Member" in body
     card = BeautifulSoup(body, "html.parser").select_one(f"#call-{call_id}")
-    assert card["data-status"] == "SUCCEEDED" and card.find("button") is None
+    assert card["data-status"] == "SUCCEEDED"
+    assert [b.get_text() for b in card.find_all("button")] == ["Undo"]  # no decision left
     assert records_titled("Twice") == 1

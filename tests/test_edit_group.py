@@ -366,7 +366,7 @@ def test_forty_updates_on_a_filtered_page_are_one_card_and_one_click(app, world,
 
 
 def test_the_step_budget_starts_again_after_each_decision(app, world, scripted, monkeypatch):
-    monkeypatch.setitem(app.config, "CHAT_MAX_STEPS", 2)  # the app is the session's: restore
+    monkeypatch.setitem(app.config, "CHAT_MAX_STEPS", 2)
     member = world.a.principal("member")
     scripted.script.add(
         [Call("records_list", {"model": "tasks"})],

@@ -379,3 +379,25 @@ def test_the_approver_may_edit_a_request_and_confirm_runs_the_edit(world, script
     db.session.expire_all()
     assert db.session.get(Record, record_id).values["status"] == "doing"
     assert db.session.get(ToolCall, call_id).edited_by_id == owner_id
+
+
+def test_a_four_eyes_tool_is_never_allowed_for_the_conversation(world, scripted, login):
+    from monark.chat import allowances
+    from monark.chat.models import Allowance, Conversation
+
+    org = db.session.get(Org, world.a.org.id)
+    org.chat_four_eyes = ["records_create"]
+    db.session.commit()
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    html = member.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    card = card_of(html, call.id)
+    assert card.find("button", string=lambda t: t and t.startswith("Allow")) is None
+    refused = member.post("/chat/allow", {"tool_call_id": str(call.id)})
+    assert refused.status_code == 403
+    assert db.session.scalar(select(Allowance.id)) is None
+    # An allowance made before the tool became four-eyes no longer applies.
+    spec = next(s for s in tool_executor().specs() if s.name == "records_create")
+    conversation = db.session.get(Conversation, call.conversation_id)
+    assert not allowances.applies(world.a.principal("member"), conversation, spec, call)
+    assert records_titled("Buy milk") == 0

@@ -213,6 +213,10 @@ class _AsKey:
     def execute(self, actor: Principal, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         return self.executor.execute(self.principal, name, arguments)
 
+    def specs(self, principal: Principal | None = None) -> list:
+        """None: a key's approved write keeps no undo (undo lives on the panel's cards)."""
+        return []
+
 
 def decide(
     approver: Principal,

@@ -17,6 +17,7 @@ from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.extensions import db
 from monark.records import editing, previews, queries, sql
 from monark.records import services as records
+from monark.records import undo as undoing
 from monark.records.models import Record, RecordModel
 
 
@@ -152,6 +153,7 @@ def records_get(principal: Principal, path: s.RecordPath, query: None, body: Non
     preview=previews.create,
     precheck=editing.check_create,
     edit_schema=editing.create_schema,
+    undo=undoing.CREATE,
 )
 def records_create(
     principal: Principal, path: s.ModelPath, query: None, body: s.RecordCreate
@@ -168,6 +170,7 @@ def records_create(
     preview=previews.update,
     precheck=editing.check_update,
     edit_schema=editing.update_schema,
+    undo=undoing.UPDATE,
 )
 def records_update(
     principal: Principal, path: s.RecordPath, query: None, body: s.RecordUpdate
@@ -180,7 +183,12 @@ def records_update(
     return s.RecordUpdated(**record_out(model, record).model_dump(), changed_fields=changed)
 
 
-@routes.delete("/models/{model}/records/{record_id}", "records.delete", preview=previews.delete)
+@routes.delete(
+    "/models/{model}/records/{record_id}",
+    "records.delete",
+    preview=previews.delete,
+    undo=undoing.DELETE,
+)
 def records_delete(principal: Principal, path: s.RecordPath, query: None, body: None) -> s.Deleted:
     """Delete a record."""
     model = records.get_model(principal, path.model)

@@ -10,8 +10,9 @@ from flask import current_app
 from markupsafe import Markup
 from sqlalchemy import func, select
 
-from monark.chat import decisions, handover, lease, store
+from monark.chat import allowances, decisions, handover, lease, store, undo
 from monark.chat.models import (
+    Allowance,
     Conversation,
     Message,
     MessageRole,
@@ -69,6 +70,14 @@ class CallView:
     edited_at: datetime | None = None
     original_json: str | None = None
     editable: bool = False  # its tool has arguments a person may change
+    # Allowances and undo (``chat.allowances``, ``chat.undo``): the tool a waiting card may
+    # allow for the conversation; ran at once under an allowance; the call this one undoes;
+    # whether it may be undone now, or was.
+    allow_tool: str | None = None
+    allowed: bool = False
+    undo_of: int | None = None
+    can_undo: bool = False
+    undone: bool = False
 
     @property
     def waiting(self) -> bool:
@@ -179,6 +188,7 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         edited_at=as_utc(call.edited_at),
         original_json=pretty_json(call.original_input) if call.original_input else None,
         editable=call.mutates and call.name in editable_tools(),
+        **_approval_state(call),
     )
     _hand_over_view(view, call)
     return view
@@ -221,10 +231,26 @@ def editable_tools() -> frozenset[str]:
     )
 
 
+def _approval_state(call: ToolCall) -> dict[str, Any]:
+    """What a card says of allowances and undo."""
+    state: dict[str, Any] = {"allowed": call.allowed, "undo_of": call.undo_of_id}
+    if call.mutates and call.status == ToolCallStatus.PROPOSED:
+        spec = next((s for s in tool_executor().specs() if s.name == call.name), None)
+        if allowances.offered(call.org_id, spec):
+            state["allow_tool"] = call.name
+    if undo.undoable(call):
+        undone = undo.undo_of(call.id) is not None
+        state |= {"undone": undone, "can_undo": not undone}
+    return state
+
+
 def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
     """A bubble's data; assistant text is rendered from Markdown and sanitized."""
     # A reply still streaming has no calls yet (they are stored with its end).
-    has_calls = message.role == MessageRole.ASSISTANT and message.status != MessageStatus.STREAMING
+    # An undo's note carries its call too (``chat.undo``).
+    has_calls = message.role in (MessageRole.ASSISTANT, MessageRole.NOTE) and (
+        message.status != MessageStatus.STREAMING
+    )
     calls = list(message.tool_calls) if has_calls else []
     if names is None:
         names = _user_names(people_of(calls))
@@ -287,6 +313,8 @@ class ThreadView:
     title: str
     messages: list[MessageView]
     turn_id: str | None = None  # the turn being written now (here, in another tab, anywhere)
+    # The user's allowances that hold in this conversation now (``chat.allowances``).
+    allowances: list[Allowance] = field(default_factory=list)
 
     @property
     def running(self) -> bool:
@@ -326,4 +354,5 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     if turn_id is None:
         for view in views:
             _as_interrupted(view)
-    return ThreadView(conversation.id, conversation.title, views, turn_id=turn_id)
+    held = allowances.active(principal, conversation)
+    return ThreadView(conversation.id, conversation.title, views, turn_id=turn_id, allowances=held)

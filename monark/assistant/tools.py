@@ -71,6 +71,8 @@ class RouteTool:
             summarize=route.summarize,
             # The path names the target: an edit of the call never moves it elsewhere.
             locked=tuple(route.path_params()),
+            allowable=route.allowable,
+            undo=route.undo,
             **({"result_limit": route.result_limit} if route.result_limit else {}),
         )
         return cls(route, spec)

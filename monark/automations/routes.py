@@ -84,6 +84,7 @@ def automation_list(principal: Principal, path: None, query: None, body: None) -
     status=201,
     preview=previews.create,
     precheck=previews.check_create,
+    allow=False,  # a graph may send webhooks: every one asks
 )
 def automation_create(
     principal: Principal, path: None, query: None, body: s.CreateBody
@@ -164,6 +165,7 @@ def automation_get(
     preview=previews.update,
     precheck=previews.check_update,
     lookup=_lookup,
+    allow=False,  # a graph may send webhooks: every one asks
 )
 def automation_update(
     principal: Principal, path: s.AutomationPath, query: None, body: s.UpdateBody
@@ -181,6 +183,7 @@ def automation_update(
     "automation.manage",
     preview=previews.enable,
     lookup=_lookup,
+    allow=False,  # turning an automation on starts its actions: every one asks
 )
 def automation_enable(
     principal: Principal, path: s.AutomationPath, query: None, body: s.EnabledBody
@@ -195,6 +198,7 @@ def automation_enable(
     status=201,
     preview=previews.test,
     lookup=_lookup,
+    allow=False,  # a test run's actions really happen (webhooks too): every one asks
 )
 def automation_test(
     principal: Principal, path: s.AutomationPath, query: None, body: s.TestBody

@@ -16,7 +16,7 @@ from typing import Any
 
 from flask import current_app
 
-from monark.chat import store
+from monark.chat import allowances, store
 from monark.chat.ai_settings import DEFAULT_STEPS
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
@@ -239,6 +239,8 @@ def _proposed_calls(
         call.preview = preview_of(setup.executor, actor, call)
         if call.mutates:
             precheck(setup.executor, actor, call)
+            # Allowed for this conversation: it runs at once, like a read (``_run_reads``).
+            call.allowed = allowances.applies(actor, conversation, spec, call)
         stored.append(call)
     return stored
 
@@ -278,9 +280,8 @@ def _store_step(
     for call in calls:
         if call.mutates or call.status == ToolCallStatus.FAILED:
             # A call whose arguments cannot work failed at once: no card, nothing run.
-            store.tool_call_event(
-                actor, call, "proposed" if call.status == ToolCallStatus.PROPOSED else "failed"
-            )
+            what = "proposed" if call.status == ToolCallStatus.PROPOSED else "failed"
+            store.tool_call_event(actor, call, "allowed" if call.allowed else what)
     db.session.commit()
     hooks.on_message_saved(message)
     return calls
@@ -289,9 +290,11 @@ def _store_step(
 def _run_reads(
     setup: _Setup, principal: Principal, calls: list[ToolCall], hooks: TurnHooks
 ) -> None:
-    """Run the step's reads now; writes wait for the user."""
+    """Run the step's reads now, and the writes allowed for this conversation; other
+    writes wait for the user."""
     for call in calls:
-        if call.mutates or call.status != ToolCallStatus.PROPOSED:  # waits, or settled
+        waits = call.mutates and not call.allowed
+        if waits or call.status != ToolCallStatus.PROPOSED:  # waits, or settled
             hooks.on_tool_call(call)
         elif hooks.should_stop():  # stopped: the reads left are not run, and say so
             call.status, call.error = ToolCallStatus.FAILED, "Stopped before it ran."

@@ -8,12 +8,12 @@ from typing import Any
 from flask import current_app
 from pydantic import BaseModel, Field, ValidationError
 
-from monark.chat import decisions, edits, handover, store, turns
+from monark.chat import allowances, decisions, edits, handover, store, turns
 from monark.chat.calls import run_tool_call
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
-from monark.chat.models import MessageRole, MessageStatus, ToolCallStatus
+from monark.chat.models import MessageRole, MessageStatus, ToolCall, ToolCallStatus
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.runtime import tool_executor
 from monark.chat.turns import Turn, run_turn
@@ -73,6 +73,8 @@ def _claimed(
     opening gives the claim back."""
     turn_id = turns.claim(conversation_id, config)
     try:
+        # Idle past CHAT_ALLOWANCE_IDLE: its allowances end before anything makes it active.
+        allowances.lapse_idle(principal, conversation_id, config)
         opened = opening()
     except BaseException:
         turns.release(conversation_id, turn_id)
@@ -154,13 +156,15 @@ def begin_decision(
     confirm: bool,
     reason: str | None = None,
     config: Mapping[str, Any] | None = None,
+    on_confirm: Callable[[ToolCall], None] | None = None,
 ) -> Turn:
     """Confirm (run the write with the arguments stored at proposal) or reject a proposed
     write, exactly once, under a new turn that then advances the conversation.
 
     A proposal past its time is refused (``ProposalExpired``); a confirmed update or delete
     whose target changed since its card was drawn does not run (``ProposalChanged``): its
-    card is drawn again, to be decided again."""
+    card is drawn again, to be decided again. ``on_confirm`` adds to the confirm's own
+    transaction (an allowance, say); what it raises refuses the confirm."""
     config = _checked(config, principal)
     call = store.get_tool_call(principal, tool_call_id)
     conversation_id = call.conversation_id
@@ -176,6 +180,8 @@ def begin_decision(
             handover.check_may_confirm(principal, decided)
             decisions.check_fresh(tool_executor(), principal, decided)
         status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
+        if confirm and on_confirm is not None and decided.status == ToolCallStatus.PROPOSED:
+            on_confirm(decided)
         decisions.decide(principal, decided, status, reason)
         return []
 

@@ -12,6 +12,19 @@ from monark.core.rbac import Principal
 RESULT_LIMIT = 20_000  # characters of a result the model reads, unless a tool says
 
 
+class UndoHook(Protocol):
+    """How a tool's done write is undone (``chat.undo``; the host declares it on the route,
+    ``monark.core.routes.Undo``): ``before`` reads, in the write's own unit of work and just
+    before it, what putting the target back needs; ``plan`` answers, from that and the
+    write's result, the JSON stored on the call (``ToolCall.undo``), or None."""
+
+    @property
+    def before(self) -> Callable[[Principal, dict[str, Any]], Any]: ...
+
+    @property
+    def plan(self) -> Callable[[Principal, dict[str, Any], Any, Any], dict[str, Any] | None]: ...
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool the model may call; ``mutates`` drives the confirm gate.
@@ -34,6 +47,10 @@ class ToolSpec:
     # editing a proposed call never changes them, so the write stays on the target its
     # card named.
     locked: tuple[str, ...] = ()
+    # A write a user may allow for a conversation (``chat.allowances``): never a delete.
+    allowable: bool = False
+    # How a done write of this tool is undone (``chat.undo``); None: it cannot be.
+    undo: UndoHook | None = field(default=None, compare=False)
 
 
 @dataclass

@@ -103,10 +103,16 @@ def row_turns(
 ) -> list[tuple[str, list[Block]]]:
     """What one stored row adds to the model's messages, as ``(role, blocks)`` pieces:
     a user message; an assistant message and the user message with its calls' results;
-    nothing for notes and summaries. Results of rows before ``stub_before`` are stubs."""
+    for an undo's note, a user line saying so; nothing for other notes and summaries.
+    Results of rows before ``stub_before`` are stubs."""
     if row.role == MessageRole.USER:
         blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
         return [("user", [*blocks, TextBlock(row.text)])]
+    if row.role == MessageRole.NOTE:
+        # An undo's note (``chat.undo``): the user's side says what they undid, after what
+        # the model already read (nothing earlier is rewritten, so the cached prefix holds).
+        said = [TextBlock(b["text"]) for b in row.content if b.get("undo_of") and b.get("text")]
+        return [("user", said)] if said else []
     if row.role != MessageRole.ASSISTANT:
         return []
     calls = row.tool_calls if row.status == MessageStatus.COMPLETE else []

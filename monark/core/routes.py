@@ -56,6 +56,25 @@ EditSchema = Callable[[Principal, dict[str, Any]], dict[str, Any] | None]
 Describe = Callable[[Principal], str]
 
 
+@dataclass(frozen=True)
+class Undo:
+    """How a done write is undone (``monark.chat.undo``), declared beside the route.
+
+    ``before(principal, arguments)`` runs in the write's own unit of work just before it,
+    reading what putting the target back needs. ``plan(principal, arguments, result,
+    before)`` runs just after, in the same unit, and answers the plain JSON that is stored
+    on the call (``ToolCall.undo``), or None when this write cannot be undone::
+
+        {"reverse": {"tool": ..., "arguments": {...}},   # the call that puts it back
+         "read": {"tool": ..., "arguments": {...}} | None,  # reads the target at undo time
+         "after": [{"path": [...], "label": ..., "value": ...}],  # what ``read`` must find
+         "summary": "put status back to 'open'"}          # what the card and model read
+    """
+
+    before: Callable[[Principal, dict[str, Any]], Any]
+    plan: Callable[[Principal, dict[str, Any], Any, Any], dict[str, Any] | None]
+
+
 class _Arguments(dict):
     def __missing__(self, key: str) -> None:
         return None
@@ -110,11 +129,24 @@ class RouteDescriptor:
     summarize: Callable[[Any], Any] | None = None
     result_limit: int | None = None
     edit_schema: EditSchema | None = None
+    # "Allow <tool> for this conversation" (``monark.chat.allowances``): None means yes for
+    # creates and updates (POST, PATCH, PUT), never for a DELETE; False keeps a write
+    # asking every time (automations' enable, test runs, graphs that may send webhooks).
+    allow: bool | None = None
+    # What undoing a done write needs, captured with the write (``Undo``).
+    undo: Undo | None = None
 
     @property
     def mutates(self) -> bool:
         """Anything but GET changes data (this drives the assistant's confirm gate)."""
         return self.method != "GET"
+
+    @property
+    def allowable(self) -> bool:
+        """Whether a user may allow this write for a conversation (never a DELETE)."""
+        if self.method not in ("POST", "PATCH", "PUT"):
+            return False
+        return self.allow is not False
 
     @property
     def mount(self) -> str:
@@ -162,7 +194,7 @@ class RouteTable:
     ) -> Callable[[Handler], Handler]:
         """Declare the decorated handler as ``method path``; ``options`` are the
         descriptor's (status, preview, precheck, lookup, describe, validate, summarize,
-        result_limit, edit_schema)."""
+        result_limit, edit_schema, allow, undo)."""
 
         def declare(handler: Handler) -> Handler:
             hints = get_type_hints(handler)

@@ -46,6 +46,7 @@ def _org_page(
         invites=members.list_pending_invites(principal),
         # Roles at or below the admin's own (only owners invite owners, or make them).
         grantable_roles=roles_up_to(principal.role),
+        approval_tools=_approval_tools(),
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
@@ -53,6 +54,14 @@ def _org_page(
         invite_form=request.form if invite_errors else {},
         write_tools=four_eyes.write_tools(),
     ), status
+
+
+def _approval_tools() -> list[Any]:
+    """The write tools the approval settings list (``settings.approvals``, which registers
+    on this blueprint and so is imported here only when the page is drawn)."""
+    from monark.settings.approvals import write_tools
+
+    return write_tools()
 
 
 def _settings_form() -> dict[str, Any]:

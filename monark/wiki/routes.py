@@ -14,6 +14,7 @@ from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.wiki import previews, services
 from monark.wiki import schemas as s
+from monark.wiki import undo as undoing
 from monark.wiki.models import WikiPage
 
 
@@ -65,7 +66,13 @@ def wiki_get_page(principal: Principal, path: s.PagePath, query: None, body: Non
     return s.PageDetail(**page_out(page).model_dump(), body=page.body, path=steps)
 
 
-@routes.post("/wiki/pages/{page_id}/rename", "wiki.edit", preview=previews.rename, lookup=_lookup)
+@routes.post(
+    "/wiki/pages/{page_id}/rename",
+    "wiki.edit",
+    preview=previews.rename,
+    lookup=_lookup,
+    undo=undoing.RENAME,
+)
 def wiki_rename_page(
     principal: Principal, path: s.PagePath, query: None, body: s.RenameBody
 ) -> s.PageOut:
@@ -73,7 +80,13 @@ def wiki_rename_page(
     return page_out(services.update_page(principal, path.page_id, title=body.title))
 
 
-@routes.post("/wiki/pages/{page_id}/icon", "wiki.edit", preview=previews.set_icon, lookup=_lookup)
+@routes.post(
+    "/wiki/pages/{page_id}/icon",
+    "wiki.edit",
+    preview=previews.set_icon,
+    lookup=_lookup,
+    undo=undoing.ICON,
+)
 def wiki_set_icon(
     principal: Principal, path: s.PagePath, query: None, body: s.IconBody
 ) -> s.PageOut:
@@ -81,7 +94,13 @@ def wiki_set_icon(
     return page_out(services.update_page(principal, path.page_id, icon=body.icon))
 
 
-@routes.post("/wiki/pages/{page_id}/move", "wiki.edit", preview=previews.move, lookup=_lookup)
+@routes.post(
+    "/wiki/pages/{page_id}/move",
+    "wiki.edit",
+    preview=previews.move,
+    lookup=_lookup,
+    undo=undoing.MOVE,
+)
 def wiki_move_page(
     principal: Principal, path: s.PagePath, query: None, body: s.MoveBody
 ) -> s.PageOut:

@@ -5,7 +5,7 @@
   const toggle = () => document.getElementById("assistant-toggle");
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content || "";
   // What streams a turn: the three forms that start one, and the follower of a running turn.
-  const starters = ["chat-composer", "chat-decide", "chat-retry"];
+  const starters = ["chat-composer", "chat-decide", "chat-allow", "chat-retry"];
   const sources = [...starters, "chat-follow"];
   // The open conversation is remembered per user and org: ids of one org mean nothing in another.
   const conversationKey = () => {
@@ -182,12 +182,21 @@
   });
 
   // After a confirmed change the page behind the panel may be stale: reload the main area.
-  document.addEventListener("changed", (event) => {
-    if (!sources.includes(event.target?.id)) return;
+  function refreshMain() {
     if (!document.getElementById("main")) return;
     htmx.ajax("GET", location.pathname + location.search, {
       target: "#main", select: "#main", swap: "outerHTML",
     });
+  }
+  document.addEventListener("changed", (event) => {
+    if (sources.includes(event.target?.id)) refreshMain();
+  });
+  // An undo that went through changed the page behind too.
+  document.addEventListener("htmx:after:request", (event) => {
+    const ctx = event.detail?.ctx;
+    if (ctx?.sourceElement?.id !== "chat-undo") return;
+    const status = ctx.response?.status ?? 0;
+    if (status >= 200 && status < 300) refreshMain();
   });
 
   // The first screen: the conversation the user had open before a full page load, or the list.

@@ -1,0 +1,124 @@
+"""The panel's endpoints for allowances and undo (issue 14, points 3 and 5), on the
+assistant's blueprint (``views.bp``; the factory imports this module so they register).
+
+- ``POST /chat/allow``: "Allow <tool> for this conversation" on a card: confirms the card
+  and stores the allowance in one decision, then streams the turn as ``/chat/decide`` does.
+- ``POST /chat/undo``: undo a done write; answers its card, the undo's own small card and
+  a notice (the page behind refreshes, as after a confirm: ``assistant.js``).
+- ``POST /chat/allowances/<id>/revoke``: revoke an allowance; answers the list.
+
+All are POSTs under the app's CSRF check (the panel sends its token with every htmx
+request); each checks the gates, and the services check that the call, the conversation
+and the allowance are the user's own.
+"""
+
+from __future__ import annotations
+
+from flask import current_app, render_template, request
+
+from monark.assistant.stream import partial, sse, turn_preface, watch_turn
+from monark.assistant.thread import call_view, message_view
+from monark.assistant.views import _already_decided, _busy, _notice, _settled, _with_card, bp
+from monark.chat import allowances, decisions, service, store, turns, undo
+from monark.chat.models import ToolCallStatus
+from monark.core.auth import guard, require_principal
+from monark.core.errors import AppError, Conflict, ValidationFailed
+from monark.core.ids import parse_id
+from monark.core.rbac import Principal
+from monark.extensions import db
+
+
+def _call_id() -> int | None:
+    try:
+        return parse_id(request.form.get("tool_call_id", ""), "tool_call_id")
+    except ValidationFailed:
+        return None
+
+
+def allowances_html(principal: Principal, conversation_id: int) -> str:
+    """The list of the conversation's allowances, as the thread screen shows it."""
+    conversation = store.get_conversation(principal, conversation_id)
+    held = allowances.active(principal, conversation)
+    return render_template("assistant/_allowances.html", thread={"allowances": held})
+
+
+@bp.post("/allow")
+@guard("chat.use")
+def allow():
+    """Confirm a card and allow its tool for the rest of the conversation, then stream the
+    continuation; refused (nothing decided) for a tool that may not be allowed."""
+    principal = require_principal()
+    call_id = _call_id()
+    if call_id is None:
+        return _notice("Choose Allow on a card.", 400)
+    try:
+        service.require_assistant(principal, current_app.config)
+        call = store.get_tool_call(principal, call_id)
+    except AppError as err:
+        return _notice(err.message, err.status)
+    if call.status != ToolCallStatus.PROPOSED:
+        return _already_decided(call)
+    try:
+        turn = service.begin_decision(
+            principal, call_id, True, on_confirm=allowances.granting(principal)
+        )
+    except (decisions.ProposalExpired, decisions.ProposalChanged) as err:
+        db.session.rollback()
+        notice, status = _notice(err.message, 409)
+        idle = notice + partial("#chat-follow-slot", "innerHTML", "")
+        return _with_card((idle, status), store.get_tool_call(principal, call_id))
+    except Conflict as err:
+        call = _settled(principal, call_id)
+        if call.status != ToolCallStatus.PROPOSED:
+            return _already_decided(call)
+        return _busy(call.conversation_id, err.message)
+    except AppError as err:
+        return _notice(err.message, err.status)
+    listing = allowances_html(principal, turn.conversation_id)
+    turns.start_turn(turn)
+    preface = turn_preface(turn.conversation_id, turn.turn_id)
+    preface += sse(partial("#chat-allowances", "outerHTML", listing))
+    return watch_turn(
+        principal, turn.conversation_id, turn.turn_id, snapshot=False, preface=preface
+    )
+
+
+@bp.post("/undo")
+@guard("chat.use")
+def undo_call():
+    """Undo a done write as the user; answers its card redrawn, the undo's small card and
+    a notice. 409 when it was undone already or its target changed since, 403 when the
+    user may no longer make the change."""
+    principal = require_principal()
+    call_id = _call_id()
+    if call_id is None:
+        return _notice("Choose Undo on a card.", 400)
+    try:
+        service.require_assistant(principal, current_app.config)
+        done = undo.undo_tool_call(principal, call_id)
+    except (undo.AlreadyUndone, undo.TargetChanged, undo.NothingToUndo) as err:
+        db.session.rollback()
+        return _with_card(_notice(err.message, 409), store.get_tool_call(principal, call_id))
+    except AppError as err:  # busy, forbidden, not found
+        db.session.rollback()
+        return _notice(err.message, err.status)
+    original = store.get_tool_call(principal, call_id)
+    note = message_view(done.message)
+    note_html = render_template("assistant/_message.html", m=note)
+    card_html = render_template("assistant/_call.html", c=call_view(original))
+    if done.status == ToolCallStatus.SUCCEEDED:
+        body, status = _notice("Undone.", 200, "info")
+    else:
+        body, status = _notice(f"The undo failed: {done.error}", 422)
+    body += partial(f"#call-{original.id}", "outerHTML", card_html)
+    body += partial("#chat-thread", "beforeend", note_html)
+    return body, status
+
+
+@bp.post("/allowances/<int:allowance_id>/revoke")
+@guard("chat.use")
+def revoke_allowance(allowance_id: int):
+    """Revoke one of the user's allowances; answers the conversation's list."""
+    principal = require_principal()
+    allowance = allowances.revoke(principal, allowance_id)
+    return allowances_html(principal, allowance.conversation_id)

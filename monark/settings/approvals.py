@@ -1,0 +1,74 @@
+"""The org's approval settings for the assistant's writes (issue 14, point 3), for admins:
+whether "Allow <tool> for this conversation" is offered at all, and which write tools
+always ask (``Org.chat_allowances_enabled``, ``Org.chat_always_confirm``). Its form is a
+section of the settings page (``templates/settings/_approvals.html``), saved on its own."""
+
+from __future__ import annotations
+
+from flask import flash, request, url_for
+
+from monark.chat.runtime import tool_executor
+from monark.chat.tools import ToolSpec
+from monark.core.auth import guard, require_principal
+from monark.core.errors import ValidationFailed
+from monark.core.events import record_event
+from monark.core.htmx import redirect_full
+from monark.core.models import Org
+from monark.core.rbac import Principal
+from monark.extensions import db
+from monark.settings import services
+from monark.settings.views import bp
+
+
+def write_tools() -> list[ToolSpec]:
+    """The write tools an admin may set to always ask: those a user could allow at all
+    (deletes and the like always ask anyway), by name."""
+    return [s for s in tool_executor().specs() if s.mutates and s.allowable]
+
+
+def update_approval_settings(
+    principal: Principal, *, allowances_enabled: bool, always_confirm: list[str]
+) -> Org:
+    """Save the org's allowance switch and its always-confirm tools, with an event."""
+    principal.require("org.manage")
+    org = services.get_org(principal)
+    known = {s.name for s in write_tools()}
+    unknown = sorted(set(always_confirm) - known)
+    if unknown:
+        raise ValidationFailed(
+            "Unknown tools.",
+            [{"field": "always_confirm", "message": f"No write tool named {n}."} for n in unknown],
+        )
+    chosen = sorted(set(always_confirm))
+    changed = [
+        key
+        for key, value in (
+            ("chat_allowances_enabled", allowances_enabled),
+            ("chat_always_confirm", chosen),
+        )
+        if getattr(org, key) != value
+    ]
+    org.chat_allowances_enabled = allowances_enabled
+    org.chat_always_confirm = chosen
+    if changed:
+        record_event(principal, "org.updated", "org", org.id, {"fields": changed})
+    db.session.commit()
+    return org
+
+
+@bp.post("/settings/approvals")
+@guard("org.manage")
+def approval_settings():
+    """Save whether allowances are offered and which tools always ask."""
+    form = request.form
+    try:
+        update_approval_settings(
+            require_principal(),
+            allowances_enabled=form.get("chat_allowances_enabled") == "on",
+            always_confirm=form.getlist("chat_always_confirm"),
+        )
+    except ValidationFailed as err:
+        flash(err.detail_text(), "error")
+    else:
+        flash("Approval settings saved.", "info")
+    return redirect_full(url_for("settings.org_settings") + "#approvals")
