@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from flask import current_app, render_template, request
 
-from monark.assistant.stream import partial, sse, turn_preface, watch_turn
+from monark.assistant.stream import partial, sse
 from monark.assistant.thread import call_view, message_view
-from monark.assistant.views import _already_decided, _busy, _notice, _settled, _with_card, bp
-from monark.chat import allowances, decisions, service, store, turns, undo
+from monark.assistant.views import _notice, _with_card, bp, decide_call
+from monark.chat import allowances, service, store, undo
 from monark.chat.models import ToolCallStatus
 from monark.core.auth import guard, require_principal
-from monark.core.errors import AppError, Conflict, ValidationFailed
+from monark.core.errors import AppError, ValidationFailed
 from monark.core.ids import parse_id
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -51,35 +51,17 @@ def allow():
     call_id = _call_id()
     if call_id is None:
         return _notice("Choose Allow on a card.", 400)
-    try:
-        service.require_assistant(principal, current_app.config)
-        call = store.get_tool_call(principal, call_id)
-    except AppError as err:
-        return _notice(err.message, err.status)
-    if call.status != ToolCallStatus.PROPOSED:
-        return _already_decided(call)
-    try:
-        turn = service.begin_decision(
+    return decide_call(
+        principal,
+        call_id,
+        lambda: service.begin_decision(
             principal, call_id, True, on_confirm=allowances.granting(principal)
-        )
-    except (decisions.ProposalExpired, decisions.ProposalChanged) as err:
-        db.session.rollback()
-        notice, status = _notice(err.message, 409)
-        idle = notice + partial("#chat-follow-slot", "innerHTML", "")
-        return _with_card((idle, status), store.get_tool_call(principal, call_id))
-    except Conflict as err:
-        call = _settled(principal, call_id)
-        if call.status != ToolCallStatus.PROPOSED:
-            return _already_decided(call)
-        return _busy(call.conversation_id, err.message)
-    except AppError as err:
-        return _notice(err.message, err.status)
-    listing = allowances_html(principal, turn.conversation_id)
-    turns.start_turn(turn)
-    preface = turn_preface(turn.conversation_id, turn.turn_id)
-    preface += sse(partial("#chat-allowances", "outerHTML", listing))
-    return watch_turn(
-        principal, turn.conversation_id, turn.turn_id, snapshot=False, preface=preface
+        ),
+        lambda turn: sse(
+            partial(
+                "#chat-allowances", "outerHTML", allowances_html(principal, turn.conversation_id)
+            )
+        ),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -296,6 +297,23 @@ def decide():
         call_id = None
     if action not in ("confirm", "reject") or call_id is None:
         return _notice("Choose Confirm or Reject on a card.", 400)
+    reason = request.form.get(f"reason_{call_id}", "")
+    return decide_call(
+        principal,
+        call_id,
+        lambda: service.begin_decision(principal, call_id, action == "confirm", reason),
+    )
+
+
+def decide_call(
+    principal: Principal,
+    call_id: int,
+    begin: Callable[[], turns.Turn],
+    redraw: Callable[[turns.Turn], str] | None = None,
+):
+    """A decision on one card (``begin`` takes it and returns its turn), streamed; or why
+    not: gates, another's call, decided already, expired, drawn again, busy. ``redraw``:
+    frames for what the decision changed besides the card."""
     try:
         service.require_assistant(principal, current_app.config)
         call = store.get_tool_call(principal, call_id)
@@ -303,9 +321,8 @@ def decide():
         return _notice(err.message, err.status)
     if call.status != ToolCallStatus.PROPOSED:
         return _already_decided(call)
-    reason = request.form.get(f"reason_{call_id}", "")
     try:
-        turn = service.begin_decision(principal, call_id, action == "confirm", reason)
+        turn = begin()
     except (decisions.ProposalExpired, decisions.ProposalChanged) as err:
         # Nothing ran: the card as it is now (expired, or drawn again to be decided again).
         # No turn started: the page must not wake a follower left from an earlier one (it
@@ -321,7 +338,7 @@ def decide():
         return _busy(call.conversation_id, err.message)
     except AppError as err:
         return _notice(err.message, err.status)
-    return _start(principal, turn)
+    return _start(principal, turn, redraw(turn) if redraw is not None else "")
 
 
 def _settled(principal: Principal, call_id: int):
