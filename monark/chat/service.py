@@ -278,6 +278,9 @@ def begin_group_decision(
             call = store.get_tool_call(principal, call_id)
             hooks.on_tool_call(call)
             run_tool_call(principal, call, executor, hooks)
+            # Each write is done and committed: let its rows go, so every commit after it
+            # does not expire and flush a session that grows with the group.
+            db.session.expunge_all()
         return advance_conversation(principal, conversation_id, hooks, config)
 
     return _claimed(principal, conversation_id, config, opening, work)
