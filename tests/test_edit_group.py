@@ -392,3 +392,43 @@ def test_the_step_budget_starts_again_after_each_decision(app, world, scripted, 
         )
     ).all()
     assert notes == []
+
+
+def test_confirm_selected_is_refused_while_a_line_of_the_group_is_being_edited(
+    world, scripted, login
+):
+    # A line whose Edit form is open has no checkbox: Confirm selected must not read it as
+    # unticked and reject it. The form says it is open, and the decision waits for it.
+    _, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    browser = login("member@acme.test")
+    form = html(browser.get(f"/chat/calls/{calls[0].id}/edit"))
+    marker = form.select_one('input[name="editing"]')
+    assert marker["form"] == "chat-decide-group" and marker["value"] == str(calls[0].id)
+    refused = browser.post(
+        "/chat/decide-group",
+        {
+            "decision": f"confirm:{calls[0].message_id}",
+            "selected": [str(calls[1].id)],
+            "editing": [str(calls[0].id)],
+        },
+    )
+    assert refused.status_code == 409
+    assert "Save or cancel" in refused.get_data(as_text=True)
+    assert [now(c).status for c in calls] == ["PROPOSED", "PROPOSED"]
+    assert records_titled("Two") == 0
+    # An edit open in another step's group does not hold this one back; Reject all needs
+    # no finished edit.
+    scripted.script.add([Say("None, then.")])
+    read(
+        browser.post(
+            "/chat/decide-group",
+            {"decision": f"reject:{calls[0].message_id}", "editing": [str(calls[0].id)]},
+        )
+    )
+    assert [now(c).status for c in calls] == ["REJECTED", "REJECTED"]
+
+
+def test_a_lone_cards_edit_form_carries_no_group_marker(world, scripted, login):
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    form = html(login("member@acme.test").get(f"/chat/calls/{call.id}/edit"))
+    assert form.select_one('input[name="editing"]') is None
