@@ -150,8 +150,8 @@ def test_an_edit_the_fields_refuse_names_the_field_and_stores_nothing(world, scr
     form = html(typed)
     errors = {e["id"]: e.get_text() for e in form.select(".field-error")}
     assert errors == {
-        "edit-values-title-error": "Title is required.",
-        "edit-values-points-error": "Points must be a number.",
+        f"edit-{call.id}-values-title-error": "Title is required.",
+        f"edit-{call.id}-values-points-error": "Points must be a number.",
     }
     # What was typed stays on the form.
     assert form.select_one('input[name="arg.values.points"]')["value"] == "lots"
@@ -162,7 +162,7 @@ def test_an_edit_the_fields_refuse_names_the_field_and_stores_nothing(world, scr
     assert too_long.status_code == 422
     assert (
         "at most 1000 characters"
-        in html(too_long).select_one("#edit-values-title-error").get_text()
+        in html(too_long).select_one(f"#edit-{call.id}-values-title-error").get_text()
     )
     call = now(call)
     assert call.input["values"] == {"title": "Draft"} and call.original_input is None
@@ -432,3 +432,17 @@ def test_a_lone_cards_edit_form_carries_no_group_marker(world, scripted, login):
     _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
     form = html(login("member@acme.test").get(f"/chat/calls/{call.id}/edit"))
     assert form.select_one('input[name="editing"]') is None
+
+
+def test_two_open_edit_forms_never_share_a_control_id(world, scripted, login):
+    # Two lines of a group edited at once are on one page: each label must name the
+    # control of its own form (a shared id sends a click, and a screen reader, to the other).
+    _, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    browser = login("member@acme.test")
+    page = html(browser.get(f"/chat/calls/{calls[0].id}/edit"))
+    page.append(html(browser.get(f"/chat/calls/{calls[1].id}/edit")))
+    ids = [e["id"] for e in page.select("[id]")]
+    assert len(ids) == len(set(ids))
+    for form in page.select("form.call-editing"):
+        for label in form.select("label[for]"):
+            assert form.select_one(f'[id="{label["for"]}"]') is not None, label

@@ -45,7 +45,7 @@ def _edit_form(
     shown: Any = None,
     status: int = 200,
 ):
-    fields = build_fields(schema, call.input, errors, shown)
+    fields = build_fields(schema, call.input, errors, shown, scope=str(call.id))
     html = render_template(
         "assistant/_edit.html",
         c=call_view(call),

@@ -41,6 +41,7 @@ class FormField:
     step: str = "any"
     error: str | None = None
     children: list[FormField] = field(default_factory=list)
+    scope: str = ""  # the form's own part of each id: two forms may be open on one page
 
     @property
     def name(self) -> str:
@@ -48,7 +49,8 @@ class FormField:
 
     @property
     def dom_id(self) -> str:
-        return "edit-" + "".join(c if c.isalnum() else "-" for c in self.path)
+        scope = f"{self.scope}-" if self.scope else ""
+        return f"edit-{scope}" + "".join(c if c.isalnum() else "-" for c in self.path)
 
 
 def _resolve(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -120,10 +122,20 @@ def build_fields(
     arguments: Mapping[str, Any],
     errors: Mapping[str, str] | None = None,
     shown: Mapping[str, Any] | None = None,
+    scope: str = "",
 ) -> list[FormField]:
     """The controls for ``schema``, showing ``arguments`` (or what was typed, ``shown``:
-    the raw form after a refused save), with ``errors`` by dotted path."""
-    return _fields(schema, arguments, errors or {}, shown, schema.get("$defs") or {}, "")
+    the raw form after a refused save), with ``errors`` by dotted path; ``scope`` goes
+    into every control's id (a call's id: each open form's ids are its own)."""
+    fields = _fields(schema, arguments, errors or {}, shown, schema.get("$defs") or {}, "")
+    _scoped(fields, scope)
+    return fields
+
+
+def _scoped(fields: list[FormField], scope: str) -> None:
+    for item in fields:
+        item.scope = scope
+        _scoped(item.children, scope)
 
 
 def _fields(
