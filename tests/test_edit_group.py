@@ -446,3 +446,21 @@ def test_two_open_edit_forms_never_share_a_control_id(world, scripted, login):
     for form in page.select("form.call-editing"):
         for label in form.select("label[for]"):
             assert form.select_one(f'[id="{label["for"]}"]') is not None, label
+
+
+def test_the_model_reads_that_an_edited_call_it_was_refused_never_ran(world, scripted, login):
+    # Edited, then rejected: the model learns what the user changed, never that the call
+    # "used" those arguments (it did not run at all).
+    record_id = world.a.public.id
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    browser = login("member@acme.test")
+    browser.post(f"/chat/calls/{call.id}/edit", {"arg.values.status": "doing"})
+    scripted.script.add([Say("Left as it was.")])
+    read(browser.post("/chat/decide", {"decision": f"reject:{call.id}"}))
+    (result,) = [
+        b for b in scripted.requests[-1].messages[-1].content if isinstance(b, ToolResultBlock)
+    ]
+    assert "edited your arguments" in result.content and "values.status" in result.content
+    assert "used these arguments" not in result.content
+    assert "rejected this action" in result.content and result.is_error
+    assert status_of(record_id) == "todo"

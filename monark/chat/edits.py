@@ -109,13 +109,21 @@ def _with_input(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
     return ToolCall(name=call.name, input=arguments, mutates=call.mutates, status=call.status)
 
 
-def edit_note(original: Mapping[str, Any] | None, ran: Mapping[str, Any]) -> str:
+def edit_note(
+    original: Mapping[str, Any] | None, edited: Mapping[str, Any], ran: bool = True
+) -> str:
     """What the model reads before an edited call's result: which arguments the person
-    changed, and what the call ran with."""
+    changed, and what the call ran with (``ran`` False: it never ran, rejected or expired,
+    so the note says only what the arguments became)."""
     if not original:
         return ""
-    changed = ", ".join(changed_paths(original, ran)) or "nothing"
-    shown = json.dumps(ran, ensure_ascii=False, sort_keys=True, default=str)
+    changed = ", ".join(changed_paths(original, edited)) or "nothing"
+    shown = json.dumps(edited, ensure_ascii=False, sort_keys=True, default=str)
+    if not ran:
+        return (
+            f"The user edited your arguments (changed: {changed}) to these: {shown}; "
+            "it did not run. "
+        )
     return (
         f"The user edited your arguments before deciding (changed: {changed}); "
         f"the call used these arguments instead: {shown}. "
