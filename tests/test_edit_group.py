@@ -464,3 +464,33 @@ def test_the_model_reads_that_an_edited_call_it_was_refused_never_ran(world, scr
     assert "used these arguments" not in result.content
     assert "rejected this action" in result.content and result.is_error
     assert status_of(record_id) == "todo"
+
+
+def test_a_control_left_at_its_default_is_no_change(world, scripted, login):
+    # The create form shows the route's default visibility; saving it as shown adds no
+    # argument the model did not give, and the model is not told it changed.
+    _, (call,) = propose(
+        scripted,
+        world.a.principal("member"),
+        Call("records_create", {"model": "tasks", "values": {"title": "Draft"}}),
+    )
+    browser = login("member@acme.test")
+    form = html(browser.get(f"/chat/calls/{call.id}/edit"))
+    shown = form.select_one('select[name="arg.visibility"] option[selected]')
+    assert shown["value"] == "org"
+    browser.post(
+        f"/chat/calls/{call.id}/edit",
+        {"arg.values.title": "Draft", "arg.values.status": "doing", "arg.visibility": "org"},
+    )
+    call = now(call)
+    assert call.input == {"model": "tasks", "values": {"title": "Draft", "status": "doing"}}
+    (edited,) = db.session.scalars(
+        select(Event).where(Event.type == "chat.tool_call.edited", Event.subject_id == call.id)
+    )
+    assert edited.payload["fields"] == ["values.status"]
+    # Choosing another visibility is a change, and so is keeping one the model gave.
+    browser.post(
+        f"/chat/calls/{call.id}/edit",
+        {"arg.values.title": "Draft", "arg.values.status": "doing", "arg.visibility": "private"},
+    )
+    assert now(call).input["visibility"] == "private"

@@ -7,7 +7,9 @@ Names are the dotted argument paths (``values.status``), the same names validati
 use, so an error lands beside its control.
 
 A blank control leaves its argument out, unless the call had that argument: then blank
-clears it (``None``), as "null or an empty string clears a field" says for records.
+clears it (``None``), as "null or an empty string clears a field" says for records. A
+control left at the default it showed, for an argument the call did not have, is left out
+too (the route applies that default anyway): it is no change.
 """
 
 from __future__ import annotations
@@ -230,6 +232,8 @@ def _read(
             elif name in arguments:
                 out[name] = None  # the call had it: blank clears it
             continue
+        if name not in arguments and "default" in prop and text == _text(prop["default"]):
+            continue  # left as the form showed it: the route's own default, no change
         try:
             out[name] = _parse(text, prop, widget)
         except ValueError as err:
