@@ -494,3 +494,62 @@ def test_a_control_left_at_its_default_is_no_change(world, scripted, login):
         {"arg.values.title": "Draft", "arg.values.status": "doing", "arg.visibility": "private"},
     )
     assert now(call).input["visibility"] == "private"
+
+
+def shown_token(browser, conversation_id: int, call_id: int, form: str) -> dict[str, str]:
+    """What the thread's card of ``call_id`` sends with a decision on ``form``: the
+    arguments it shows, as a token."""
+    page = html(browser.get(f"/chat/conversations/{conversation_id}"))
+    (token,) = page.select(f'input[name="shown_{call_id}"][form="{form}"]')
+    return {token["name"]: token["value"]}
+
+
+def test_confirm_from_a_card_drawn_before_an_edit_elsewhere_runs_nothing(world, scripted, login):
+    # Tab one shows the card as proposed; tab two edits it; Confirm in tab one must not run
+    # the edit it never showed: the card is drawn again, to confirm again.
+    record_id = world.a.public.id
+    conversation_id, (call,) = propose(
+        scripted, world.a.principal("member"), update_call(world, status="done")
+    )
+    tab_one, tab_two = login("member@acme.test"), login("member@acme.test")
+    seen = shown_token(tab_one, conversation_id, call.id, "chat-decide")
+    tab_two.post(f"/chat/calls/{call.id}/edit", {"arg.values.status": "doing"})
+    stale = read(tab_one.post("/chat/decide", {"decision": f"confirm:{call.id}", **seen}))
+    assert stale.status_code == 409
+    assert "edited since" in stale.get_data(as_text=True)
+    assert f'hx-target="#call-{call.id}"' in stale.get_data(as_text=True)
+    assert now(call).status == "PROPOSED" and status_of(record_id) == "todo"
+    # The same goes for Allow; the card as it is now confirms what it shows.
+    allow = read(tab_one.post("/chat/allow", {"tool_call_id": str(call.id), **seen}))
+    assert allow.status_code == 409 and now(call).status == "PROPOSED"
+    fresh = shown_token(tab_one, conversation_id, call.id, "chat-decide")
+    assert fresh != seen
+    assert shown_token(tab_one, conversation_id, call.id, "chat-allow") == fresh
+    scripted.script.add([Say("Set to doing.")])
+    read(tab_one.post("/chat/decide", {"decision": f"confirm:{call.id}", **fresh}))
+    assert status_of(record_id) == "doing"
+
+
+def test_confirm_selected_from_a_group_drawn_before_an_edit_elsewhere_runs_nothing(
+    world, scripted, login
+):
+    conversation_id, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    tab_one, tab_two = login("member@acme.test"), login("member@acme.test")
+    seen = {}
+    for c in calls:
+        seen |= shown_token(tab_one, conversation_id, c.id, "chat-decide-group")
+    tab_two.post(f"/chat/calls/{calls[1].id}/edit", {"arg.values.title": "Renamed"})
+    data = {
+        "decision": f"confirm:{calls[0].message_id}",
+        "selected": [str(c.id) for c in calls],
+    }
+    stale = read(tab_one.post("/chat/decide-group", {**data, **seen}))
+    assert stale.status_code == 409
+    assert [now(c).status for c in calls] == ["PROPOSED", "PROPOSED"]
+    assert records_titled("One") == 0 and records_titled("Renamed") == 0
+    fresh = {}
+    for c in calls:
+        fresh |= shown_token(tab_one, conversation_id, c.id, "chat-decide-group")
+    scripted.script.add([Say("Both added.")])
+    read(tab_one.post("/chat/decide-group", {**data, **fresh}))
+    assert records_titled("One") == 1 and records_titled("Renamed") == 1

@@ -138,8 +138,9 @@ def decide_group():
             # A line with its Edit form open has no checkbox: it is neither chosen nor
             # unticked, so nothing is decided until its edit is saved or cancelled.
             return _notice(STILL_EDITING, 409)
+        shown = {i: request.form[f"shown_{i}"] for i in selected if f"shown_{i}" in request.form}
         turn = service.begin_group_decision(
-            principal, message_id, selected, action == "confirm", reason
+            principal, message_id, selected, action == "confirm", reason, shown=shown
         )
     except ValidationFailed as err:
         return _notice(err.message, 422)

@@ -11,6 +11,7 @@ the next step tells the model what the person changed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,22 @@ from monark.extensions import db
 
 NOT_EDITABLE = "This action cannot be edited: Confirm or Reject it as it is."
 ALREADY_DECIDED = "This action was already decided, so it can no longer be edited."
+EDITED_SINCE = (
+    "This card was edited since it was drawn here (in another tab or window), so nothing "
+    "ran: check it as it is now, and confirm again."
+)
+
+
+def shown_token(arguments: Mapping[str, Any]) -> str:
+    """A short token of a call's arguments: a card sends the one it was drawn with, so a
+    decision on a card drawn before an edit elsewhere never runs what it did not show."""
+    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def shows_current(call: ToolCall, shown: str | None) -> bool:
+    """Whether a card's token (None: the request sent none) names the call's arguments."""
+    return shown is None or shown == shown_token(call.input)
 
 
 def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
