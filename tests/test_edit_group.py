@@ -553,3 +553,20 @@ def test_confirm_selected_from_a_group_drawn_before_an_edit_elsewhere_runs_nothi
     scripted.script.add([Say("Both added.")])
     read(tab_one.post("/chat/decide-group", {**data, **fresh}))
     assert records_titled("One") == 1 and records_titled("Renamed") == 1
+
+
+def test_each_checkbox_of_a_group_is_described_by_its_own_write(world, scripted, login):
+    # Forty boxes all named "Include this change" tell a screen reader nothing: each one
+    # is described by the write it includes: its headline and its before → after.
+    conversation_id, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    page = html(login("member@acme.test").get(f"/chat/conversations/{conversation_id}"))
+    boxes = page.select('.call-group input[type="checkbox"][name="selected"]')
+    said = []
+    for box, call in zip(boxes, calls, strict=True):
+        parts = [page.select_one(f'[id="{i}"]') for i in box["aria-describedby"].split()]
+        assert all(p.find_parent(class_="call")["id"] == f"call-{call.id}" for p in parts)
+        said.append(" ".join(p.get_text(" ", strip=True) for p in parts))
+    assert said == [
+        "Wants to create a record in Tasks Title One",
+        "Wants to create a record in Tasks Title Two",
+    ]
