@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
@@ -570,3 +571,24 @@ def test_each_checkbox_of_a_group_is_described_by_its_own_write(world, scripted,
         "Wants to create a record in Tasks Title One",
         "Wants to create a record in Tasks Title Two",
     ]
+
+
+@pytest.mark.parametrize("depth", [100_000, 500, 300])
+def test_json_nested_too_deep_is_refused_beside_its_field(world, scripted, login, depth):
+    # A JSON control (an automation's graph) took any nesting: deep enough, decoding it,
+    # storing it or checking it blew the stack (a 500). It is refused, naming the field.
+    from tests.test_in_app_tools import VALID
+
+    _, (call,) = propose(
+        scripted,
+        world.a.principal("owner"),
+        Call("automation_create", {"name": "Notes", "graph": VALID}),
+    )
+    browser = login("owner@acme.test")
+    nested = "[" * depth + "]" * depth
+    edit = {"arg.name": "Notes", "arg.graph": nested}
+    refused = browser.post(f"/chat/calls/{call.id}/edit", edit)
+    assert refused.status_code == 422
+    error = html(refused).select_one(f"#edit-{call.id}-graph-error").get_text()
+    assert "nested" in error
+    assert now(call).input["graph"] == VALID and now(call).original_input is None
