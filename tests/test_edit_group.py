@@ -592,3 +592,38 @@ def test_json_nested_too_deep_is_refused_beside_its_field(world, scripted, login
     error = html(refused).select_one(f"#edit-{call.id}-graph-error").get_text()
     assert "nested" in error
     assert now(call).input["graph"] == VALID and now(call).original_input is None
+
+
+def test_an_edit_landing_between_the_checks_and_the_confirm_runs_nothing(
+    app, world, scripted, monkeypatch
+):
+    # The other tab's edit commits after this Confirm checked the card and before it
+    # decided: the decision must not then run the edit it never checked.
+    import threading
+
+    from monark.chat import decisions, service
+    from monark.chat.edits import shown_token
+
+    record_id = world.a.public.id
+    member = world.a.principal("member")
+    _, (call,) = propose(scripted, member, update_call(world, status="done"))
+    checked = decisions.check_fresh
+
+    def edit_elsewhere() -> None:
+        with app.app_context():
+            service.edit_tool_call(member, call.id, {"values": {"status": "doing"}})
+            db.session.remove()
+
+    def check_then_race(executor, principal, decided):
+        checked(executor, principal, decided)
+        other = threading.Thread(target=edit_elsewhere)
+        other.start()
+        other.join()
+
+    monkeypatch.setattr(decisions, "check_fresh", check_then_race)
+    shown = shown_token(now(call).input)
+    with pytest.raises(decisions.ProposalChanged):
+        service.begin_decision(member, call.id, True, shown=shown)
+    call = now(call)
+    assert call.status == "PROPOSED" and call.input["values"] == {"status": "doing"}
+    assert status_of(record_id) == "todo"

@@ -178,6 +178,7 @@ def begin_decision(
         if decided.status == ToolCallStatus.EXPIRED or decisions.is_expired(decided, config):
             decisions.expire_overdue(principal, conversation_id, config)
             raise decisions.ProposalExpired(decisions.expired_message(config))
+        checked_edit = decided.edited_at  # the decision holds only if no edit lands after
         if confirm and decided.status == ToolCallStatus.PROPOSED:
             if not edits.shows_current(decided, shown):
                 raise decisions.ProposalChanged(edits.EDITED_SINCE, call_ids=[decided.id])
@@ -185,7 +186,10 @@ def begin_decision(
         status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
         if confirm and on_confirm is not None and decided.status == ToolCallStatus.PROPOSED:
             on_confirm(decided)
-        decisions.decide(principal, decided, status, reason)
+        if confirm:
+            decisions.decide(principal, decided, status, reason, edited_at=checked_edit)
+        else:
+            decisions.decide(principal, decided, status, reason)
         return []
 
     def work(hooks: TurnHooks) -> TurnResult:
@@ -267,13 +271,14 @@ def begin_group_decision(
         if confirm and not chosen:
             raise nothing
         fresh = [c for c in calls if c.id in chosen]
+        checked_edits = {c.id: c.edited_at for c in fresh}  # as checked: no edit may land after
         edited = [c.id for c in fresh if not edits.shows_current(c, (shown or {}).get(c.id))]
         if edited:
             raise decisions.ProposalChanged(edits.EDITED_SINCE, call_ids=edited)
         changed = [c.id for c in fresh if decisions.redrawn(executor, principal, c)]
         if changed:
             raise decisions.ProposalChanged(decisions.CHANGED_MESSAGE, call_ids=changed)
-        done = decisions.decide_group(principal, calls, chosen, reason)
+        done = decisions.decide_group(principal, calls, chosen, reason, checked_edits)
         confirmed_ids.extend(c.id for c in done)
         return [{"k": "c", "id": c.id} for c in calls]
 
