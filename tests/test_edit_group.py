@@ -556,12 +556,15 @@ def test_confirm_selected_from_a_group_drawn_before_an_edit_elsewhere_runs_nothi
     assert records_titled("One") == 1 and records_titled("Renamed") == 1
 
 
-def test_each_checkbox_of_a_group_is_described_by_its_own_write(world, scripted, login):
+def test_each_checkbox_and_edit_of_a_group_is_described_by_its_own_write(world, scripted, login):
     # Forty boxes all named "Include this change" tell a screen reader nothing: each one
     # is described by the write it includes: its headline and its before → after.
     conversation_id, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
     page = html(login("member@acme.test").get(f"/chat/conversations/{conversation_id}"))
     boxes = page.select('.call-group input[type="checkbox"][name="selected"]')
+    edits = page.select(".call-group .call-pick-row button")
+    assert [e.get_text() for e in edits] == ["Edit", "Edit"]
+    assert [e["aria-describedby"] for e in edits] == [b["aria-describedby"] for b in boxes]
     said = []
     for box, call in zip(boxes, calls, strict=True):
         parts = [page.select_one(f'[id="{i}"]') for i in box["aria-describedby"].split()]
