@@ -630,3 +630,30 @@ def test_an_edit_landing_between_the_checks_and_the_confirm_runs_nothing(
     call = now(call)
     assert call.status == "PROPOSED" and call.input["values"] == {"status": "doing"}
     assert status_of(record_id) == "todo"
+
+
+@pytest.mark.parametrize("typed", ["1_000", "١٢", "0x10", "1e309", "NaN", "Infinity", "--1"])
+def test_a_number_is_written_as_a_number_input_sends_one(world, scripted, login, typed):
+    # float() reads "1_000" and other scripts' digits; a number control never sends them,
+    # so they are refused like any other text, not stored as 1000 or 12.
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    browser = login("member@acme.test")
+    refused = browser.post(
+        f"/chat/calls/{call.id}/edit", {"arg.values.status": "done", "arg.values.points": typed}
+    )
+    assert refused.status_code == 422
+    assert "Points must be" in html(refused).select_one(f"#edit-{call.id}-values-points-error").text
+    assert now(call).original_input is None
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored"), [("12", 12), ("-0.5", -0.5), ("1e3", 1000), (".5", 0.5)]
+)
+def test_numbers_a_number_input_sends_are_read(world, scripted, login, typed, stored):
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    browser = login("member@acme.test")
+    saved = browser.post(
+        f"/chat/calls/{call.id}/edit", {"arg.values.status": "done", "arg.values.points": typed}
+    )
+    assert saved.status_code == 200
+    assert now(call).input["values"]["points"] == stored

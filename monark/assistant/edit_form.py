@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +27,7 @@ Widget = Literal[
     "text", "textarea", "number", "date", "datetime", "select", "yesno", "multi", "json", "group"
 ]
 PREFIX = "arg."
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 MAX_JSON_DEPTH = 32  # far past any graph's nesting; well inside the stack of what follows
 YES_NO = [("", "—"), ("true", "Yes"), ("false", "No")]
 
@@ -273,10 +275,11 @@ def _parse(text: str, prop: Mapping[str, Any], widget: Widget) -> Any:
             raise ValueError("must be Yes or No")
         return text == "true"
     if widget == "number":
-        try:
-            number = float(text.strip())
-        except ValueError:
-            raise ValueError("must be a number") from None
+        # What a number control sends: float() alone also reads "1_000" and other
+        # scripts' digits, which no number input would send.
+        if not _NUMBER.fullmatch(text.strip()):
+            raise ValueError("must be a number")
+        number = float(text.strip())
         if not math.isfinite(number):
             raise ValueError("must be a finite number")
         if prop.get("type") == "integer":
