@@ -638,3 +638,26 @@ def test_allowing_a_tool_twice_keeps_one_allowance(world, scripted):
     allowances.grant(member, second, {s.name: s for s in tool_executor().specs()}["records_update"])
     db.session.commit()
     assert len(db.session.scalars(select(Allowance)).all()) == 1
+
+
+def test_an_undo_in_an_idle_conversation_does_not_revive_its_allowances(world, scripted, app):
+    # Undo stores a note, which makes the conversation active again: the allowances it
+    # held must lapse first, as for a message, or coming back with Undo would revive them.
+    member = world.a.principal("member")
+    conversation_id = allowed_conversation(world, scripted, member)
+    (done,) = calls_of(conversation_id)
+    idle = app.config["CHAT_ALLOWANCE_IDLE"]
+    db.session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation_id)
+        .values(last_activity_at=utcnow() - timedelta(seconds=idle + 60))
+    )
+    db.session.commit()
+    undone = undo.undo_tool_call(member, done.id)
+    assert undone.status == "SUCCEEDED"
+    (granted,) = db.session.scalars(select(Allowance)).all()
+    assert granted.revoked_at is not None
+    assert len(events("chat.allowance.lapsed", granted.id)) == 1
+    scripted.script.add([update_call(world, "done")])
+    result = send(member, "Finish it", conversation_id=conversation_id)
+    assert result.status == "awaiting_confirmation"

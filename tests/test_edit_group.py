@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
@@ -150,8 +151,8 @@ def test_an_edit_the_fields_refuse_names_the_field_and_stores_nothing(world, scr
     form = html(typed)
     errors = {e["id"]: e.get_text() for e in form.select(".field-error")}
     assert errors == {
-        "edit-values-title-error": "Title is required.",
-        "edit-values-points-error": "Points must be a number.",
+        f"edit-{call.id}-values-title-error": "Title is required.",
+        f"edit-{call.id}-values-points-error": "Points must be a number.",
     }
     # What was typed stays on the form.
     assert form.select_one('input[name="arg.values.points"]')["value"] == "lots"
@@ -162,7 +163,7 @@ def test_an_edit_the_fields_refuse_names_the_field_and_stores_nothing(world, scr
     assert too_long.status_code == 422
     assert (
         "at most 1000 characters"
-        in html(too_long).select_one("#edit-values-title-error").get_text()
+        in html(too_long).select_one(f"#edit-{call.id}-values-title-error").get_text()
     )
     call = now(call)
     assert call.input["values"] == {"title": "Draft"} and call.original_input is None
@@ -392,3 +393,267 @@ def test_the_step_budget_starts_again_after_each_decision(app, world, scripted, 
         )
     ).all()
     assert notes == []
+
+
+def test_confirm_selected_is_refused_while_a_line_of_the_group_is_being_edited(
+    world, scripted, login
+):
+    # A line whose Edit form is open has no checkbox: Confirm selected must not read it as
+    # unticked and reject it. The form says it is open, and the decision waits for it.
+    _, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    browser = login("member@acme.test")
+    form = html(browser.get(f"/chat/calls/{calls[0].id}/edit"))
+    marker = form.select_one('input[name="editing"]')
+    assert marker["form"] == "chat-decide-group" and marker["value"] == str(calls[0].id)
+    refused = browser.post(
+        "/chat/decide-group",
+        {
+            "decision": f"confirm:{calls[0].message_id}",
+            "selected": [str(calls[1].id)],
+            "editing": [str(calls[0].id)],
+        },
+    )
+    assert refused.status_code == 409
+    assert "Save or cancel" in refused.get_data(as_text=True)
+    assert [now(c).status for c in calls] == ["PROPOSED", "PROPOSED"]
+    assert records_titled("Two") == 0
+    # An edit open in another step's group does not hold this one back; Reject all needs
+    # no finished edit.
+    scripted.script.add([Say("None, then.")])
+    read(
+        browser.post(
+            "/chat/decide-group",
+            {"decision": f"reject:{calls[0].message_id}", "editing": [str(calls[0].id)]},
+        )
+    )
+    assert [now(c).status for c in calls] == ["REJECTED", "REJECTED"]
+
+
+def test_a_lone_cards_edit_form_carries_no_group_marker(world, scripted, login):
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    form = html(login("member@acme.test").get(f"/chat/calls/{call.id}/edit"))
+    assert form.select_one('input[name="editing"]') is None
+
+
+def test_two_open_edit_forms_never_share_a_control_id(world, scripted, login):
+    # Two lines of a group edited at once are on one page: each label must name the
+    # control of its own form (a shared id sends a click, and a screen reader, to the other).
+    _, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    browser = login("member@acme.test")
+    page = html(browser.get(f"/chat/calls/{calls[0].id}/edit"))
+    page.append(html(browser.get(f"/chat/calls/{calls[1].id}/edit")))
+    ids = [e["id"] for e in page.select("[id]")]
+    assert len(ids) == len(set(ids))
+    for form in page.select("form.call-editing"):
+        for label in form.select("label[for]"):
+            assert form.select_one(f'[id="{label["for"]}"]') is not None, label
+
+
+def test_the_model_reads_that_an_edited_call_it_was_refused_never_ran(world, scripted, login):
+    # Edited, then rejected: the model learns what the user changed, never that the call
+    # "used" those arguments (it did not run at all).
+    record_id = world.a.public.id
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    browser = login("member@acme.test")
+    browser.post(f"/chat/calls/{call.id}/edit", {"arg.values.status": "doing"})
+    scripted.script.add([Say("Left as it was.")])
+    read(browser.post("/chat/decide", {"decision": f"reject:{call.id}"}))
+    (result,) = [
+        b for b in scripted.requests[-1].messages[-1].content if isinstance(b, ToolResultBlock)
+    ]
+    assert "edited your arguments" in result.content and "values.status" in result.content
+    assert "used these arguments" not in result.content
+    assert "rejected this action" in result.content and result.is_error
+    assert status_of(record_id) == "todo"
+
+
+def test_a_control_left_at_its_default_is_no_change(world, scripted, login):
+    # The create form shows the route's default visibility; saving it as shown adds no
+    # argument the model did not give, and the model is not told it changed.
+    _, (call,) = propose(
+        scripted,
+        world.a.principal("member"),
+        Call("records_create", {"model": "tasks", "values": {"title": "Draft"}}),
+    )
+    browser = login("member@acme.test")
+    form = html(browser.get(f"/chat/calls/{call.id}/edit"))
+    shown = form.select_one('select[name="arg.visibility"] option[selected]')
+    assert shown["value"] == "org"
+    browser.post(
+        f"/chat/calls/{call.id}/edit",
+        {"arg.values.title": "Draft", "arg.values.status": "doing", "arg.visibility": "org"},
+    )
+    call = now(call)
+    assert call.input == {"model": "tasks", "values": {"title": "Draft", "status": "doing"}}
+    (edited,) = db.session.scalars(
+        select(Event).where(Event.type == "chat.tool_call.edited", Event.subject_id == call.id)
+    )
+    assert edited.payload["fields"] == ["values.status"]
+    # Choosing another visibility is a change, and so is keeping one the model gave.
+    browser.post(
+        f"/chat/calls/{call.id}/edit",
+        {"arg.values.title": "Draft", "arg.values.status": "doing", "arg.visibility": "private"},
+    )
+    assert now(call).input["visibility"] == "private"
+
+
+def shown_token(browser, conversation_id: int, call_id: int, form: str) -> dict[str, str]:
+    """What the thread's card of ``call_id`` sends with a decision on ``form``: the
+    arguments it shows, as a token."""
+    page = html(browser.get(f"/chat/conversations/{conversation_id}"))
+    (token,) = page.select(f'input[name="shown_{call_id}"][form="{form}"]')
+    return {token["name"]: token["value"]}
+
+
+def test_confirm_from_a_card_drawn_before_an_edit_elsewhere_runs_nothing(world, scripted, login):
+    # Tab one shows the card as proposed; tab two edits it; Confirm in tab one must not run
+    # the edit it never showed: the card is drawn again, to confirm again.
+    record_id = world.a.public.id
+    conversation_id, (call,) = propose(
+        scripted, world.a.principal("member"), update_call(world, status="done")
+    )
+    tab_one, tab_two = login("member@acme.test"), login("member@acme.test")
+    seen = shown_token(tab_one, conversation_id, call.id, "chat-decide")
+    tab_two.post(f"/chat/calls/{call.id}/edit", {"arg.values.status": "doing"})
+    stale = read(tab_one.post("/chat/decide", {"decision": f"confirm:{call.id}", **seen}))
+    assert stale.status_code == 409
+    assert "edited since" in stale.get_data(as_text=True)
+    assert f'hx-target="#call-{call.id}"' in stale.get_data(as_text=True)
+    assert now(call).status == "PROPOSED" and status_of(record_id) == "todo"
+    # The same goes for Allow; the card as it is now confirms what it shows.
+    allow = read(tab_one.post("/chat/allow", {"tool_call_id": str(call.id), **seen}))
+    assert allow.status_code == 409 and now(call).status == "PROPOSED"
+    fresh = shown_token(tab_one, conversation_id, call.id, "chat-decide")
+    assert fresh != seen
+    assert shown_token(tab_one, conversation_id, call.id, "chat-allow") == fresh
+    scripted.script.add([Say("Set to doing.")])
+    read(tab_one.post("/chat/decide", {"decision": f"confirm:{call.id}", **fresh}))
+    assert status_of(record_id) == "doing"
+
+
+def test_confirm_selected_from_a_group_drawn_before_an_edit_elsewhere_runs_nothing(
+    world, scripted, login
+):
+    conversation_id, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    tab_one, tab_two = login("member@acme.test"), login("member@acme.test")
+    seen = {}
+    for c in calls:
+        seen |= shown_token(tab_one, conversation_id, c.id, "chat-decide-group")
+    tab_two.post(f"/chat/calls/{calls[1].id}/edit", {"arg.values.title": "Renamed"})
+    data = {
+        "decision": f"confirm:{calls[0].message_id}",
+        "selected": [str(c.id) for c in calls],
+    }
+    stale = read(tab_one.post("/chat/decide-group", {**data, **seen}))
+    assert stale.status_code == 409
+    assert [now(c).status for c in calls] == ["PROPOSED", "PROPOSED"]
+    assert records_titled("One") == 0 and records_titled("Renamed") == 0
+    fresh = {}
+    for c in calls:
+        fresh |= shown_token(tab_one, conversation_id, c.id, "chat-decide-group")
+    scripted.script.add([Say("Both added.")])
+    read(tab_one.post("/chat/decide-group", {**data, **fresh}))
+    assert records_titled("One") == 1 and records_titled("Renamed") == 1
+
+
+def test_each_checkbox_and_edit_of_a_group_is_described_by_its_own_write(world, scripted, login):
+    # Forty boxes all named "Include this change" tell a screen reader nothing: each one
+    # is described by the write it includes: its headline and its before → after.
+    conversation_id, calls = propose(scripted, world.a.principal("member"), *creates("One", "Two"))
+    page = html(login("member@acme.test").get(f"/chat/conversations/{conversation_id}"))
+    boxes = page.select('.call-group input[type="checkbox"][name="selected"]')
+    edits = page.select(".call-group .call-pick-row button")
+    assert [e.get_text() for e in edits] == ["Edit", "Edit"]
+    assert [e["aria-describedby"] for e in edits] == [b["aria-describedby"] for b in boxes]
+    said = []
+    for box, call in zip(boxes, calls, strict=True):
+        parts = [page.select_one(f'[id="{i}"]') for i in box["aria-describedby"].split()]
+        assert all(p.find_parent(class_="call")["id"] == f"call-{call.id}" for p in parts)
+        said.append(" ".join(p.get_text(" ", strip=True) for p in parts))
+    assert said == [
+        "Wants to create a record in Tasks Title One",
+        "Wants to create a record in Tasks Title Two",
+    ]
+
+
+@pytest.mark.parametrize("depth", [100_000, 500, 300])
+def test_json_nested_too_deep_is_refused_beside_its_field(world, scripted, login, depth):
+    # A JSON control (an automation's graph) took any nesting: deep enough, decoding it,
+    # storing it or checking it blew the stack (a 500). It is refused, naming the field.
+    from tests.test_in_app_tools import VALID
+
+    _, (call,) = propose(
+        scripted,
+        world.a.principal("owner"),
+        Call("automation_create", {"name": "Notes", "graph": VALID}),
+    )
+    browser = login("owner@acme.test")
+    nested = "[" * depth + "]" * depth
+    edit = {"arg.name": "Notes", "arg.graph": nested}
+    refused = browser.post(f"/chat/calls/{call.id}/edit", edit)
+    assert refused.status_code == 422
+    error = html(refused).select_one(f"#edit-{call.id}-graph-error").get_text()
+    assert "nested" in error
+    assert now(call).input["graph"] == VALID and now(call).original_input is None
+
+
+def test_an_edit_landing_between_the_checks_and_the_confirm_runs_nothing(
+    app, world, scripted, monkeypatch
+):
+    # The other tab's edit commits after this Confirm checked the card and before it
+    # decided: the decision must not then run the edit it never checked.
+    import threading
+
+    from monark.chat import decisions, service
+    from monark.chat.edits import shown_token
+
+    record_id = world.a.public.id
+    member = world.a.principal("member")
+    _, (call,) = propose(scripted, member, update_call(world, status="done"))
+    checked = decisions.check_fresh
+
+    def edit_elsewhere() -> None:
+        with app.app_context():
+            service.edit_tool_call(member, call.id, {"values": {"status": "doing"}})
+            db.session.remove()
+
+    def check_then_race(executor, principal, decided):
+        checked(executor, principal, decided)
+        other = threading.Thread(target=edit_elsewhere)
+        other.start()
+        other.join()
+
+    monkeypatch.setattr(decisions, "check_fresh", check_then_race)
+    shown = shown_token(now(call).input)
+    with pytest.raises(decisions.ProposalChanged):
+        service.begin_decision(member, call.id, True, shown=shown)
+    call = now(call)
+    assert call.status == "PROPOSED" and call.input["values"] == {"status": "doing"}
+    assert status_of(record_id) == "todo"
+
+
+@pytest.mark.parametrize("typed", ["1_000", "١٢", "0x10", "1e309", "NaN", "Infinity", "--1"])
+def test_a_number_is_written_as_a_number_input_sends_one(world, scripted, login, typed):
+    # float() reads "1_000" and other scripts' digits; a number control never sends them,
+    # so they are refused like any other text, not stored as 1000 or 12.
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    browser = login("member@acme.test")
+    refused = browser.post(
+        f"/chat/calls/{call.id}/edit", {"arg.values.status": "done", "arg.values.points": typed}
+    )
+    assert refused.status_code == 422
+    assert "Points must be" in html(refused).select_one(f"#edit-{call.id}-values-points-error").text
+    assert now(call).original_input is None
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored"), [("12", 12), ("-0.5", -0.5), ("1e3", 1000), (".5", 0.5)]
+)
+def test_numbers_a_number_input_sends_are_read(world, scripted, login, typed, stored):
+    _, (call,) = propose(scripted, world.a.principal("member"), update_call(world, status="done"))
+    browser = login("member@acme.test")
+    saved = browser.post(
+        f"/chat/calls/{call.id}/edit", {"arg.values.status": "done", "arg.values.points": typed}
+    )
+    assert saved.status_code == 200
+    assert now(call).input["values"]["points"] == stored

@@ -401,3 +401,37 @@ def test_a_four_eyes_tool_is_never_allowed_for_the_conversation(world, scripted,
     conversation = db.session.get(Conversation, call.conversation_id)
     assert not allowances.applies(world.a.principal("member"), conversation, spec, call)
     assert records_titled("Buy milk") == 0
+
+
+def test_an_inbox_confirm_from_a_card_drawn_before_an_edit_runs_nothing(world, scripted, login):
+    record_id, owner_id = world.a.public.id, world.a.users["owner"].id
+    scripted.script.add(
+        [
+            Call(
+                "records_update",
+                {"model": "tasks", "record_id": record_id, "values": {"status": "done"}},
+            )
+        ]
+    )
+    proposed = send(world.a.principal("member"), "Finish it")
+    (call_id,) = (c.id for c in calls_of(proposed.conversation_id))
+    requester = login("member@acme.test")
+    hand(requester, call_id, owner_id)
+    owner = login("owner@acme.test")
+    page = BeautifulSoup(owner.get("/approvals").get_data(as_text=True), "html.parser")
+    shown = page.select_one(f'form[action="/approvals/{call_id}/decide"] input[name="shown"]')
+    # The requester edits the card after the approver's inbox drew it.
+    assert (
+        requester.post(f"/chat/calls/{call_id}/edit", {"arg.values.status": "doing"}).status_code
+        == 200
+    )
+    owner.post(f"/approvals/{call_id}/decide", {"decision": "confirm", "shown": shown["value"]})
+    db.session.expire_all()
+    assert db.session.get(Record, record_id).values["status"] == "todo"
+    assert db.session.get(ToolCall, call_id).status == "PROPOSED"
+    # Drawn again, the card shows the edit, and its Confirm runs it.
+    page = BeautifulSoup(owner.get("/approvals").get_data(as_text=True), "html.parser")
+    shown = page.select_one(f'form[action="/approvals/{call_id}/decide"] input[name="shown"]')
+    owner.post(f"/approvals/{call_id}/decide", {"decision": "confirm", "shown": shown["value"]})
+    db.session.expire_all()
+    assert db.session.get(Record, record_id).values["status"] == "doing"

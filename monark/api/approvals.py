@@ -224,10 +224,11 @@ def decide(
     confirm: bool,
     reason: str | None,
     config: Mapping[str, Any] | None = None,
+    shown: str | None = None,
 ) -> ToolCall:
     """A member's decision on a key's held write, exactly once: confirm runs it as the key
     (whose role caps it, as when it asked) with the approver recorded; reject keeps the
-    reason for the agent."""
+    reason for the agent. ``shown``: the token of what the approver's card showed."""
     config = config if config is not None else current_app.config
     executor = tool_executor()
     call, conversation = handover.get_request(approver, executor, call_id)
@@ -239,10 +240,12 @@ def decide(
         decisions.expire_overdue(approver, conversation.id, config)
         raise decisions.ProposalExpired(decisions.expired_message(config))
     reason = " ".join((reason or "").split())[:500] or None
+    checked_edit = call.edited_at
     if confirm:
+        decisions.check_shown(call, shown)
         decisions.check_fresh(executor, approver, call)
     status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
-    decisions.decide(approver, call, status, reason)
+    decisions.decide(approver, call, status, reason, **decisions.edit_guard(confirm, checked_edit))
     if not confirm:
         return call
     key = key_principal(conversation.org_id, conversation.api_key_id or 0)

@@ -51,11 +51,12 @@ def allow():
     call_id = _call_id()
     if call_id is None:
         return _notice("Choose Allow on a card.", 400)
+    shown = request.form.get(f"shown_{call_id}")
     return decide_call(
         principal,
         call_id,
         lambda: service.begin_decision(
-            principal, call_id, True, on_confirm=allowances.granting(principal)
+            principal, call_id, True, on_confirm=allowances.granting(principal), shown=shown
         ),
         lambda turn: sse(
             partial(

@@ -24,6 +24,10 @@ from monark.core.rbac import Principal
 from monark.extensions import db
 
 CANNOT_EDIT = "This action cannot be edited any more: it was decided, or it has nothing to edit."
+STILL_EDITING = (
+    "Save or cancel the change you are editing first: Confirm selected would otherwise "
+    "reject it, as it has no tick while its form is open."
+)
 
 
 def card_html(call: ToolCall) -> str:
@@ -41,8 +45,14 @@ def _edit_form(
     shown: Any = None,
     status: int = 200,
 ):
-    fields = build_fields(schema, call.input, errors, shown)
-    html = render_template("assistant/_edit.html", c=call_view(call), fields=fields, error=error)
+    fields = build_fields(schema, call.input, errors, shown, scope=str(call.id))
+    html = render_template(
+        "assistant/_edit.html",
+        c=call_view(call),
+        fields=fields,
+        error=error,
+        group_id=group_of(call),
+    )
     return html, status
 
 
@@ -124,8 +134,13 @@ def decide_group():
     reason = request.form.get(f"reason_{message_id}", "")
     try:
         message = store.get_message(principal, message_id)
+        if action == "confirm" and _editing(message_id):
+            # A line with its Edit form open has no checkbox: it is neither chosen nor
+            # unticked, so nothing is decided until its edit is saved or cancelled.
+            return _notice(STILL_EDITING, 409)
+        shown = {i: request.form[f"shown_{i}"] for i in selected if f"shown_{i}" in request.form}
         turn = service.begin_group_decision(
-            principal, message_id, selected, action == "confirm", reason
+            principal, message_id, selected, action == "confirm", reason, shown=shown
         )
     except ValidationFailed as err:
         return _notice(err.message, 422)
@@ -144,6 +159,15 @@ def decide_group():
         return _notice(err.message, err.status)
     # The group's buttons go with the decision: its message is drawn as it is now.
     return _start(principal, turn, sse(_message_frame(principal, message_id)))
+
+
+def _editing(message_id: int) -> bool:
+    """Whether the form says a waiting call of this message has its Edit form open."""
+    try:
+        editing = {parse_id(raw, "editing") for raw in request.form.getlist("editing")}
+    except ValidationFailed:
+        return False  # a bad marker is no open form
+    return any(c.id in editing for c in store.proposed_calls_of(message_id))
 
 
 def _message_frame(principal: Principal, message_id: int) -> str:

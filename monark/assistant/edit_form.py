@@ -7,13 +7,16 @@ Names are the dotted argument paths (``values.status``), the same names validati
 use, so an error lands beside its control.
 
 A blank control leaves its argument out, unless the call had that argument: then blank
-clears it (``None``), as "null or an empty string clears a field" says for records.
+clears it (``None``), as "null or an empty string clears a field" says for records. A
+control left at the default it showed, for an argument the call did not have, is left out
+too (the route applies that default anyway): it is no change.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,6 +27,8 @@ Widget = Literal[
     "text", "textarea", "number", "date", "datetime", "select", "yesno", "multi", "json", "group"
 ]
 PREFIX = "arg."
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+MAX_JSON_DEPTH = 32  # far past any graph's nesting; well inside the stack of what follows
 YES_NO = [("", "—"), ("true", "Yes"), ("false", "No")]
 
 
@@ -41,6 +46,7 @@ class FormField:
     step: str = "any"
     error: str | None = None
     children: list[FormField] = field(default_factory=list)
+    scope: str = ""  # the form's own part of each id: two forms may be open on one page
 
     @property
     def name(self) -> str:
@@ -48,7 +54,8 @@ class FormField:
 
     @property
     def dom_id(self) -> str:
-        return "edit-" + "".join(c if c.isalnum() else "-" for c in self.path)
+        scope = f"{self.scope}-" if self.scope else ""
+        return f"edit-{scope}" + "".join(c if c.isalnum() else "-" for c in self.path)
 
 
 def _resolve(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -120,10 +127,20 @@ def build_fields(
     arguments: Mapping[str, Any],
     errors: Mapping[str, str] | None = None,
     shown: Mapping[str, Any] | None = None,
+    scope: str = "",
 ) -> list[FormField]:
     """The controls for ``schema``, showing ``arguments`` (or what was typed, ``shown``:
-    the raw form after a refused save), with ``errors`` by dotted path."""
-    return _fields(schema, arguments, errors or {}, shown, schema.get("$defs") or {}, "")
+    the raw form after a refused save), with ``errors`` by dotted path; ``scope`` goes
+    into every control's id (a call's id: each open form's ids are its own)."""
+    fields = _fields(schema, arguments, errors or {}, shown, schema.get("$defs") or {}, "")
+    _scoped(fields, scope)
+    return fields
+
+
+def _scoped(fields: list[FormField], scope: str) -> None:
+    for item in fields:
+        item.scope = scope
+        _scoped(item.children, scope)
 
 
 def _fields(
@@ -218,6 +235,8 @@ def _read(
             elif name in arguments:
                 out[name] = None  # the call had it: blank clears it
             continue
+        if name not in arguments and "default" in prop and text == _text(prop["default"]):
+            continue  # left as the form showed it: the route's own default, no change
         try:
             out[name] = _parse(text, prop, widget)
         except ValueError as err:
@@ -233,6 +252,18 @@ def _typed(text: str, prop: Mapping[str, Any]) -> Any:
     return text
 
 
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in a decoded JSON value (without recursing)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _parse(text: str, prop: Mapping[str, Any], widget: Widget) -> Any:
     if widget == "select":
         for value in prop.get("enum") or []:
@@ -244,10 +275,11 @@ def _parse(text: str, prop: Mapping[str, Any], widget: Widget) -> Any:
             raise ValueError("must be Yes or No")
         return text == "true"
     if widget == "number":
-        try:
-            number = float(text.strip())
-        except ValueError:
-            raise ValueError("must be a number") from None
+        # What a number control sends: float() alone also reads "1_000" and other
+        # scripts' digits, which no number input would send.
+        if not _NUMBER.fullmatch(text.strip()):
+            raise ValueError("must be a number")
+        number = float(text.strip())
         if not math.isfinite(number):
             raise ValueError("must be a finite number")
         if prop.get("type") == "integer":
@@ -257,9 +289,15 @@ def _parse(text: str, prop: Mapping[str, Any], widget: Widget) -> Any:
         return int(number) if number.is_integer() and "." not in text else number
     if widget == "json":
         try:
-            return json.loads(text)
+            value = json.loads(text)
+        except RecursionError:  # nested past what the decoder follows
+            raise ValueError(f"must be nested at most {MAX_JSON_DEPTH} levels deep") from None
         except ValueError:
             raise ValueError("must be valid JSON") from None
+        if _depth(value) > MAX_JSON_DEPTH:
+            # Storing, comparing and checking it all recurse: deep nesting would blow the stack.
+            raise ValueError(f"must be nested at most {MAX_JSON_DEPTH} levels deep")
+        return value
     if widget in ("text", "date", "datetime"):
         return text.strip()
     return text

@@ -83,12 +83,13 @@ def decide(call_id: int):
     executor = tool_executor()
     _, conversation = handover.get_request(principal, executor, call_id)
     confirm, reason = action == "confirm", request.form.get("reason", "")
+    shown = request.form.get("shown") or None
     try:
         if conversation.kind == ConversationKind.API:
-            decided = api_approvals.decide(principal, call_id, confirm, reason)
+            decided = api_approvals.decide(principal, call_id, confirm, reason, shown=shown)
         else:
             decided = handover.approve(
-                principal, call_id, confirm, reason, executor, current_app.config
+                principal, call_id, confirm, reason, executor, current_app.config, shown
             )
     except AppError as err:
         db.session.rollback()

@@ -11,6 +11,7 @@ from markupsafe import Markup
 from sqlalchemy import func, select
 
 from monark.chat import allowances, decisions, handover, lease, store, undo
+from monark.chat.edits import shown_token
 from monark.chat.models import (
     Allowance,
     Conversation,
@@ -78,6 +79,8 @@ class CallView:
     undo_of: int | None = None
     can_undo: bool = False
     undone: bool = False
+    # The token of the arguments this card shows, sent with its decision (``chat.edits``).
+    shown: str = ""
 
     @property
     def waiting(self) -> bool:
@@ -188,6 +191,7 @@ def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
         edited_at=as_utc(call.edited_at),
         original_json=pretty_json(call.original_input) if call.original_input else None,
         editable=call.mutates and call.name in editable_tools(),
+        shown=shown_token(call.input) if call.status == ToolCallStatus.PROPOSED else "",
         **_approval_state(call),
     )
     _hand_over_view(view, call)

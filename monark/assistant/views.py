@@ -298,10 +298,13 @@ def decide():
     if action not in ("confirm", "reject") or call_id is None:
         return _notice("Choose Confirm or Reject on a card.", 400)
     reason = request.form.get(f"reason_{call_id}", "")
+    shown = request.form.get(f"shown_{call_id}")
     return decide_call(
         principal,
         call_id,
-        lambda: service.begin_decision(principal, call_id, action == "confirm", reason),
+        lambda: service.begin_decision(
+            principal, call_id, action == "confirm", reason, shown=shown
+        ),
     )
 
 

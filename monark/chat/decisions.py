@@ -16,6 +16,7 @@ from sqlalchemy import select, update
 
 from monark.chat import store
 from monark.chat.calls import preview_of
+from monark.chat.edits import EDITED_SINCE, shows_current
 from monark.chat.models import ToolCall, ToolCallStatus
 from monark.chat.tools import ChatToolExecutor
 from monark.core.errors import Conflict
@@ -80,17 +81,46 @@ def expired_message(config: Mapping[str, Any]) -> str:
     )
 
 
+_ANY_EDIT = object()
+
+
+def _as_checked(edited_at: Any) -> list[Any]:
+    """The condition that the call is still as checked: last edited at ``edited_at``
+    (None: never), so an edit that lands after the checks makes the decision lose."""
+    if edited_at is _ANY_EDIT:
+        return []
+    if edited_at is None:
+        return [ToolCall.edited_at.is_(None)]
+    return [ToolCall.edited_at == edited_at]
+
+
+def _lost(call_id: int, lost_to_edit: bool) -> Conflict:
+    """Why a conditional decision changed nothing: decided meanwhile, or (``lost_to_edit``)
+    edited since it was checked, which asks again."""
+    current = db.session.get(ToolCall, call_id, populate_existing=True)
+    if lost_to_edit and current is not None and current.status == ToolCallStatus.PROPOSED:
+        return ProposalChanged(EDITED_SINCE, call_ids=[call_id])
+    return Conflict("This action was already confirmed or rejected.")
+
+
 def decide(
     principal: Principal,
     call: ToolCall,
     status: ToolCallStatus,
     reason: str | None,
     skipped: bool = False,
+    edited_at: Any = _ANY_EDIT,
 ) -> None:
-    """PROPOSED → ``status`` as one conditional update: exactly one decision wins."""
+    """PROPOSED → ``status`` as one conditional update: exactly one decision wins.
+    ``edited_at``: when the call was last edited as the decision checked it (None: never);
+    an edit since then makes it ``ProposalChanged``, nothing decided."""
     changed = db.session.execute(
         update(ToolCall)
-        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
+        .where(
+            ToolCall.id == call.id,
+            ToolCall.status == ToolCallStatus.PROPOSED,
+            *_as_checked(edited_at),
+        )
         .values(
             status=status,
             decided_by_id=principal.user_id,
@@ -102,7 +132,7 @@ def decide(
     )
     if changed.rowcount != 1:
         db.session.rollback()
-        raise Conflict("This action was already confirmed or rejected.")
+        raise _lost(call.id, edited_at is not _ANY_EDIT)
     db.session.refresh(call)
     store.tool_call_event(
         principal.via_assistant(call.conversation_id),
@@ -112,21 +142,42 @@ def decide(
     db.session.commit()
 
 
+def check_shown(call: ToolCall, shown: str | None) -> None:
+    """``ProposalChanged`` (nothing decided, the card drawn again) when the card that asks
+    showed other arguments than the call has now (an edit elsewhere since)."""
+    if not shows_current(call, shown):
+        raise ProposalChanged(EDITED_SINCE, call_ids=[call.id])
+
+
+def edit_guard(confirm: bool, checked_edit: Any) -> dict[str, Any]:
+    """``decide``'s edit condition for a confirm: it holds only if no edit landed after the
+    checks (a reject stands whatever was edited)."""
+    return {"edited_at": checked_edit} if confirm else {}
+
+
 def decide_group(
     principal: Principal,
     calls: list[ToolCall],
     selected: set[int],
     reason: str | None,
+    edited_at: Mapping[int, Any] | None = None,
 ) -> list[ToolCall]:
     """One decision on a step's writes: the ``selected`` ones EXECUTING, the rest REJECTED,
     in one transaction of conditional updates, each audited. Every call must still be
-    PROPOSED, or nothing is decided (``Conflict``). The confirmed calls, in order."""
+    PROPOSED, or nothing is decided (``Conflict``); a selected one edited since the checks
+    (``edited_at``: by call id, as checked) makes it ``ProposalChanged``. The confirmed
+    calls, in order."""
     now = utcnow()
     for call in calls:
         confirm = call.id in selected
+        checked = (edited_at or {}).get(call.id, _ANY_EDIT) if confirm else _ANY_EDIT
         changed = db.session.execute(
             update(ToolCall)
-            .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
+            .where(
+                ToolCall.id == call.id,
+                ToolCall.status == ToolCallStatus.PROPOSED,
+                *_as_checked(checked),
+            )
             .values(
                 status=ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED,
                 decided_by_id=principal.user_id,
@@ -137,6 +188,9 @@ def decide_group(
         ).rowcount
         if changed != 1:
             db.session.rollback()
+            lost = _lost(call.id, checked is not _ANY_EDIT)
+            if isinstance(lost, ProposalChanged):
+                raise lost
             raise Conflict("These actions were already confirmed or rejected.")
     actor = principal.via_assistant(calls[0].conversation_id) if calls else principal
     for call in calls:

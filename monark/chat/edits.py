@@ -11,6 +11,7 @@ the next step tells the model what the person changed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,22 @@ from monark.extensions import db
 
 NOT_EDITABLE = "This action cannot be edited: Confirm or Reject it as it is."
 ALREADY_DECIDED = "This action was already decided, so it can no longer be edited."
+EDITED_SINCE = (
+    "This card was edited since it was drawn here (in another tab or window), so nothing "
+    "ran: check it as it is now, and confirm again."
+)
+
+
+def shown_token(arguments: Mapping[str, Any]) -> str:
+    """A short token of a call's arguments: a card sends the one it was drawn with, so a
+    decision on a card drawn before an edit elsewhere never runs what it did not show."""
+    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def shows_current(call: ToolCall, shown: str | None) -> bool:
+    """Whether a card's token (None: the request sent none) names the call's arguments."""
+    return shown is None or shown == shown_token(call.input)
 
 
 def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
@@ -109,13 +126,21 @@ def _with_input(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
     return ToolCall(name=call.name, input=arguments, mutates=call.mutates, status=call.status)
 
 
-def edit_note(original: Mapping[str, Any] | None, ran: Mapping[str, Any]) -> str:
+def edit_note(
+    original: Mapping[str, Any] | None, edited: Mapping[str, Any], ran: bool = True
+) -> str:
     """What the model reads before an edited call's result: which arguments the person
-    changed, and what the call ran with."""
+    changed, and what the call ran with (``ran`` False: it never ran, rejected or expired,
+    so the note says only what the arguments became)."""
     if not original:
         return ""
-    changed = ", ".join(changed_paths(original, ran)) or "nothing"
-    shown = json.dumps(ran, ensure_ascii=False, sort_keys=True, default=str)
+    changed = ", ".join(changed_paths(original, edited)) or "nothing"
+    shown = json.dumps(edited, ensure_ascii=False, sort_keys=True, default=str)
+    if not ran:
+        return (
+            f"The user edited your arguments (changed: {changed}) to these: {shown}; "
+            "it did not run. "
+        )
     return (
         f"The user edited your arguments before deciding (changed: {changed}); "
         f"the call used these arguments instead: {shown}. "

@@ -223,9 +223,12 @@ def approve(
     reason: str | None,
     executor: ChatToolExecutor,
     config: Mapping[str, Any],
+    shown: str | None = None,
 ) -> ToolCall:
     """The approver's decision on a call handed to them: confirm runs the write as the
     approver via the assistant, on the requester's request; reject stores the reason.
+    ``shown``: the token of the arguments the approver's card showed (an edit since, by
+    the requester or in another tab, refuses the confirm: ``ProposalChanged``).
     Exactly once (the conditional update), holding the requester's conversation meanwhile
     (``Conflict`` while a turn runs there)."""
     call, conversation = get_request(approver, executor, call_id)
@@ -243,10 +246,12 @@ def approve(
         if call.status == ToolCallStatus.EXPIRED or decisions.is_expired(call, config):
             decisions.expire_overdue(actor, conversation_id, config)
             raise decisions.ProposalExpired(decisions.expired_message(config))
+        checked_edit = call.edited_at
         if confirm and call.status == ToolCallStatus.PROPOSED:
+            decisions.check_shown(call, shown)
             decisions.check_fresh(executor, actor, call)
         status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
-        decisions.decide(actor, call, status, reason)
+        decisions.decide(actor, call, status, reason, **decisions.edit_guard(confirm, checked_edit))
         if confirm:
             run_tool_call(actor, call, executor, TurnHooks())
         raised = False

@@ -157,6 +157,7 @@ def begin_decision(
     reason: str | None = None,
     config: Mapping[str, Any] | None = None,
     on_confirm: Callable[[ToolCall], None] | None = None,
+    shown: str | None = None,
 ) -> Turn:
     """Confirm (run the write with the arguments stored at proposal) or reject a proposed
     write, exactly once, under a new turn that then advances the conversation.
@@ -164,7 +165,9 @@ def begin_decision(
     A proposal past its time is refused (``ProposalExpired``); a confirmed update or delete
     whose target changed since its card was drawn does not run (``ProposalChanged``): its
     card is drawn again, to be decided again. ``on_confirm`` adds to the confirm's own
-    transaction (an allowance, say); what it raises refuses the confirm."""
+    transaction (an allowance, say); what it raises refuses the confirm. ``shown``: the
+    token of the arguments the card showed (``edits.shown_token``); a confirm from a card
+    drawn before an edit elsewhere is refused the same way (``ProposalChanged``)."""
     config = _checked(config, principal)
     call = store.get_tool_call(principal, tool_call_id)
     conversation_id = call.conversation_id
@@ -175,14 +178,19 @@ def begin_decision(
         if decided.status == ToolCallStatus.EXPIRED or decisions.is_expired(decided, config):
             decisions.expire_overdue(principal, conversation_id, config)
             raise decisions.ProposalExpired(decisions.expired_message(config))
+        checked_edit = decided.edited_at  # the decision holds only if no edit lands after
         if confirm and decided.status == ToolCallStatus.PROPOSED:
             # Handed to someone else, or a four-eyes tool: not the requester's to confirm.
             handover.check_may_confirm(principal, decided)
+            decisions.check_shown(decided, shown)
             decisions.check_fresh(tool_executor(), principal, decided)
         status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
         if confirm and on_confirm is not None and decided.status == ToolCallStatus.PROPOSED:
             on_confirm(decided)
-        decisions.decide(principal, decided, status, reason)
+        if confirm:
+            decisions.decide(principal, decided, status, reason, edited_at=checked_edit)
+        else:
+            decisions.decide(principal, decided, status, reason)
         return []
 
     def work(hooks: TurnHooks) -> TurnResult:
@@ -230,6 +238,7 @@ def begin_group_decision(
     confirm: bool,
     reason: str | None = None,
     config: Mapping[str, Any] | None = None,
+    shown: Mapping[int, str] | None = None,
 ) -> Turn:
     """One decision on the writes a step proposed together: confirm the ``selected`` ones
     and reject the rest (``confirm`` False: reject them all), exactly once, under a new
@@ -237,8 +246,9 @@ def begin_group_decision(
     and audit row; one that fails shows on its line and does not stop the others.
 
     As for one card: past its time the group is refused (``ProposalExpired``); when the
-    target of a selected update or delete changed since its card was drawn, nothing runs
-    and the cards are drawn again (``ProposalChanged``)."""
+    target of a selected update or delete changed since its card was drawn, or a selected
+    line was edited elsewhere since (``shown``: each line's token, by call id), nothing
+    runs and the cards are drawn again (``ProposalChanged``)."""
     config = _checked(config, principal)
     message = store.get_message(principal, message_id)
     conversation_id = message.conversation_id
@@ -266,10 +276,14 @@ def begin_group_decision(
         if confirm and not chosen:
             raise nothing
         fresh = [c for c in calls if c.id in chosen]
+        checked_edits = {c.id: c.edited_at for c in fresh}  # as checked: no edit may land after
+        edited = [c.id for c in fresh if not edits.shows_current(c, (shown or {}).get(c.id))]
+        if edited:
+            raise decisions.ProposalChanged(edits.EDITED_SINCE, call_ids=edited)
         changed = [c.id for c in fresh if decisions.redrawn(executor, principal, c)]
         if changed:
             raise decisions.ProposalChanged(decisions.CHANGED_MESSAGE, call_ids=changed)
-        done = decisions.decide_group(principal, calls, chosen, reason)
+        done = decisions.decide_group(principal, calls, chosen, reason, checked_edits)
         confirmed_ids.extend(c.id for c in done)
         return [{"k": "c", "id": c.id} for c in calls]
 

@@ -56,7 +56,8 @@ def cut(text: str, limit: int) -> str:
 def _result_text(call: ToolCall | store.TranscriptCall, spec: ToolSpec | None) -> tuple[str, bool]:
     text, is_error = _outcome_text(call, spec)
     # An edited call: the model asked for other arguments than those that were decided on.
-    note = edit_note(call.original_input, call.input)
+    ran = call.status in (ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED)
+    note = edit_note(call.original_input, call.input, ran)
     limit = spec.result_limit if spec is not None else RESULT_LIMIT
     return cut(scrub(note) + text, limit), is_error
 

@@ -35,7 +35,7 @@ from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from monark.chat import store, turns
+from monark.chat import allowances, store, turns
 from monark.chat.calls import run_tool_call
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
@@ -161,6 +161,9 @@ def undo_tool_call(
     conversation_id = call.conversation_id
     turn_id = turns.claim(conversation_id, config)  # one thing at a time in a conversation
     try:
+        # The undo's note makes the conversation active again: an idle one's allowances
+        # end first, as at any claim (``service._claimed``), so an undo never revives them.
+        allowances.lapse_idle(principal, conversation_id, config)
         if changed := changes_since(executor, actor, call.undo):
             raise TargetChanged(
                 "This cannot be undone: it changed since — " + "; ".join(changed) + "."
