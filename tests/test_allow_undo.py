@@ -661,3 +661,19 @@ def test_an_undo_in_an_idle_conversation_does_not_revive_its_allowances(world, s
     scripted.script.add([update_call(world, "done")])
     result = send(member, "Finish it", conversation_id=conversation_id)
     assert result.status == "awaiting_confirmation"
+
+
+def test_an_undo_after_a_reply_that_broke_off_keeps_retry(world, scripted, login):
+    from monark.assistant.thread import thread_tail, thread_view
+    from tests.llm_script import Fail
+
+    member = world.a.principal("member")
+    scripted.script.add([update_call(world, "done")], [Say("Half"), Fail()])
+    proposed = send(member, "Finish it")
+    (call,) = calls_of(proposed.conversation_id)
+    service.confirm_tool_call(member, call.id)
+    assert thread_view(member, proposed.conversation_id).foot.retry
+    undo.undo_tool_call(member, call.id)
+    # The undo's note is no step: the broken-off reply is still the last word.
+    assert thread_view(member, proposed.conversation_id).foot.retry
+    assert thread_tail(member, proposed.conversation_id)[1].retry

@@ -611,3 +611,12 @@ def test_a_deleted_records_id_is_never_given_to_a_new_one(world):
     gone = newest.id
     services.delete_record(owner, world.a.model, gone)
     assert factories.make_record(owner, world.a.model, "Next").id > gone
+
+
+def test_a_key_with_a_trailing_newline_is_refused(world):
+    from monark.core.errors import ValidationFailed
+    from monark.records import services
+
+    owner = world.a.principal("owner")
+    with pytest.raises(ValidationFailed):
+        services.create_model(owner, "notes\n", "Notes", "")

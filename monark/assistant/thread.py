@@ -116,6 +116,15 @@ class MessageView:
     calls: list[CallView] = field(default_factory=list)
     provider: str | None = None  # which provider and model wrote a reply
     model: str | None = None
+    author_kind: str = "agent"
+
+    @property
+    def is_step(self) -> bool:
+        """A step of the conversation, for its foot (Retry): not a summary, and not a
+        person's own note (an undo), which leaves the reply before it as the last word."""
+        return self.role != MessageRole.SUMMARY and not (
+            self.role == MessageRole.NOTE and self.author_kind == "user"
+        )
 
     @property
     def waiting_writes(self) -> list[CallView]:
@@ -265,6 +274,7 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
     )
     html = render_markdown(message.text) if markdown else Markup("")
     return MessageView(
+        author_kind=message.author_kind,
         id=message.id,
         conversation_id=message.conversation_id,
         role=message.role,
@@ -327,8 +337,8 @@ class ThreadView:
     @property
     def foot(self) -> ThreadFoot:
         waiting = any(c.waiting for m in self.messages for c in m.calls)
-        # A summary is no step of the conversation: the message before it says where it is.
-        steps = [m for m in self.messages if m.role != MessageRole.SUMMARY]
+        # A summary or an undo is no step: the message before it says where things are.
+        steps = [m for m in self.messages if m.is_step]
         last = (steps[-1].role, steps[-1].status) if steps else None
         foot = ThreadFoot.of(waiting, self.running, last)
         open_calls = [c for m in self.messages for c in m.calls if c.waiting]

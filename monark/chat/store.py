@@ -286,11 +286,16 @@ def tail_state(
     conversation_id: int, proposed_since: datetime | None = None
 ) -> tuple[tuple[str, str] | None, bool]:
     """The last message's ``(role, status)``, and whether a proposed call waits (one made
-    ``proposed_since`` or later, when given; a summary is no step of the conversation: the
-    message before it counts)."""
+    ``proposed_since`` or later, when given; a summary, or a person's own note such as an
+    undo, is no step of the conversation: the message before it counts)."""
+    person_note = (Message.role == MessageRole.NOTE) & (Message.author_kind == "user")
     last = db.session.execute(
         select(Message.role, Message.status)
-        .where(Message.conversation_id == conversation_id, Message.role != MessageRole.SUMMARY)
+        .where(
+            Message.conversation_id == conversation_id,
+            Message.role != MessageRole.SUMMARY,
+            ~person_note,
+        )
         .order_by(Message.seq.desc())
         .limit(1)
     ).one_or_none()

@@ -63,7 +63,7 @@ def get_model(principal: Principal, key: str) -> RecordModel:
 
 
 def _check_key(key: str, field: str) -> None:
-    if not KEY_RE.match(key or ""):
+    if not KEY_RE.fullmatch(key or ""):
         raise ValidationFailed(
             "Invalid key.",
             [
