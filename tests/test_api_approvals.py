@@ -13,7 +13,7 @@ from monark.core.keys import create_key
 from monark.core.models import ApiKey, Event
 from monark.extensions import db
 from monark.records.models import Record
-from tests.factories import make_key
+from tests.factories import add_member, make_key, make_user
 from tests.test_mcp_server import mcp_run, text_of  # noqa: F401  (the fixture, and a helper)
 
 
@@ -272,3 +272,29 @@ def test_a_key_revoked_before_approval_runs_nothing(app, world, login):
     db.session.refresh(call)
     assert call.status == "FAILED" and "revoked" in call.error
     assert titled("Orphan") == 0
+
+
+def test_the_inbox_shows_a_held_write_only_as_the_member_may_read_its_record(app, world, login):
+    # An admin key may update a member's private record; another member holds
+    # records.update but may not see that record, so their inbox must not show it either.
+    other = make_user("second@acme.test", "Second Member")
+    add_member(other, world.a.org, "member")
+    token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
+    record_id = world.a.private.id
+    response = app.test_client().patch(
+        f"/api/v1/models/tasks/records/{record_id}",
+        json={"values": {"notes": "Nobody else should read this"}},
+        headers=bearer(token),
+    )
+    assert response.status_code == 202
+    approval_id = response.get_json()["id"]
+    second = login("second@acme.test")
+    assert second.get(f"/models/tasks/records/{record_id}").status_code == 404
+    entry = BeautifulSoup(second.get("/approvals").get_data(as_text=True), "html.parser")
+    card = entry.select_one(f"#approval-{approval_id}")
+    assert card is not None and "Acme private task" not in card.get_text()
+    card = second.get(f"/approvals/{approval_id}/card").get_data(as_text=True)
+    assert "Acme private task" not in card
+    # The admin, who may see private records, reads the card as it was drawn.
+    admin = login("admin@acme.test").get("/approvals").get_data(as_text=True)
+    assert "Acme private task" in admin

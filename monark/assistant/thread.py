@@ -146,11 +146,16 @@ def _hand_over_view(view: CallView, call: ToolCall) -> None:
     view.four_eyes = call.name in handover.four_eyes_tools(call.org_id)
 
 
-def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
-    """A card's data for one tool call."""
+def call_view(
+    call: ToolCall,
+    names: dict[int, str] | None = None,
+    preview: dict[str, Any] | None = None,
+) -> CallView:
+    """A card's data for one tool call (``preview``: the card as drawn for someone else
+    than the one it was stored for)."""
     if names is None:
         names = _user_names(people_of([call]))
-    preview = call.preview or {}
+    preview = preview or call.preview or {}
     headline = preview.get("headline") or f"run {call.name}"
     result = call.result
     nav_path = nav_label = None
