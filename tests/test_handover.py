@@ -401,3 +401,23 @@ def test_a_four_eyes_tool_is_never_allowed_for_the_conversation(world, scripted,
     conversation = db.session.get(Conversation, call.conversation_id)
     assert not allowances.applies(world.a.principal("member"), conversation, spec, call)
     assert records_titled("Buy milk") == 0
+
+
+def test_once_handed_over_the_requester_can_no_longer_edit_what_the_approver_reviews(
+    world, scripted, login
+):
+    # Otherwise the requester could change the write after the approver opened it, and the
+    # approver's Confirm would run arguments they never saw (a way around four eyes).
+    call = propose(world, scripted, "Buy milk")
+    member = login("member@acme.test")
+    handed = card_of(
+        hand(member, call.id, world.a.users["owner"].id).get_data(as_text=True), call.id
+    )
+    assert handed.find("button", string="Edit") is None
+    assert member.get(f"/chat/calls/{call.id}/edit").status_code == 409
+    saved = member.post(f"/chat/calls/{call.id}/edit", {"arg.values.title": "Buy a boat"})
+    assert saved.status_code == 409
+    db.session.refresh(call)
+    assert call.input["values"]["title"] == "Buy milk" and call.edited_by_id is None
+    decide(login("owner@acme.test"), call.id, "confirm")
+    assert records_titled("Buy milk") == 1 and records_titled("Buy a boat") == 0
