@@ -298,3 +298,27 @@ def test_the_inbox_shows_a_held_write_only_as_the_member_may_read_its_record(app
     # The admin, who may see private records, reads the card as it was drawn.
     admin = login("admin@acme.test").get("/approvals").get_data(as_text=True)
     assert "Acme private task" in admin
+
+
+def test_a_confirm_from_a_card_edited_since_it_was_opened_runs_nothing(app, world, login):
+    approval = create(app.test_client(), held_key(world), "As asked").get_json()
+    admin, owner = login("admin@acme.test"), login("owner@acme.test")
+    page = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    form = page.select_one(f"#approval-{approval['id']} form.call-actions")
+    seen = {i["name"]: i.get("value", "") for i in form.select("input[type=hidden]")}
+    assert "seen" in seen
+    # Another approver edits it while the admin still has the old card open.
+    edited = owner.post(f"/approvals/{approval['id']}/edit", {"arg.values.title": "Changed"})
+    assert edited.status_code == 200
+    response = admin.post(f"/approvals/{approval['id']}/decide", {**seen, "decision": "confirm"})
+    assert response.status_code == 303
+    assert titled("Changed") == 0 and titled("As asked") == 0
+    assert db.session.get(ToolCall, approval["id"]).status == "PROPOSED"
+    flashes = admin.get("/approvals").get_data(as_text=True)
+    assert "edited since you opened it" in flashes
+    # Decided from the card as it is now, it runs.
+    page = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    form = page.select_one(f"#approval-{approval['id']} form.call-actions")
+    seen = {i["name"]: i.get("value", "") for i in form.select("input[type=hidden]")}
+    admin.post(f"/approvals/{approval['id']}/decide", {**seen, "decision": "confirm"})
+    assert titled("Changed") == 1

@@ -24,7 +24,7 @@ from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.htmx import is_htmx
 from monark.core.ids import parse_id
-from monark.core.models import User
+from monark.core.models import User, as_utc
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
 
@@ -81,6 +81,18 @@ def inbox():
     )
 
 
+EDITED_SINCE = (
+    "This request was edited since you opened it, so nothing was decided: check the card "
+    "as it is now and decide again."
+)
+
+
+def _seen(call) -> str:
+    """Which version of a request's card was drawn (the inbox form sends it back)."""
+    edited = as_utc(call.edited_at)
+    return edited.isoformat() if edited else ""
+
+
 @bp.post("/approvals/<int:call_id>/decide")
 @guard()
 def decide(call_id: int):
@@ -92,7 +104,12 @@ def decide(call_id: int):
             "Choose Confirm or Reject.", [{"field": "decision", "message": "confirm or reject"}]
         )
     executor = tool_executor()
-    _, conversation = handover.get_request(principal, executor, call_id)
+    call, conversation = handover.get_request(principal, executor, call_id)
+    if request.form.get("seen", _seen(call)) != _seen(call):
+        # Edited (by another approver, say) after this card was drawn: the approver has not
+        # seen what Confirm would run now.
+        flash(EDITED_SINCE, "error")
+        return see_other("approvals.inbox")
     confirm, reason = action == "confirm", request.form.get("reason", "")
     try:
         if conversation.kind == ConversationKind.API:
