@@ -322,3 +322,29 @@ def test_a_confirm_from_a_card_edited_since_it_was_opened_runs_nothing(app, worl
     seen = {i["name"]: i.get("value", "") for i in form.select("input[type=hidden]")}
     admin.post(f"/approvals/{approval['id']}/decide", {**seen, "decision": "confirm"})
     assert titled("Changed") == 1
+
+
+def test_a_held_update_whose_record_was_deleted_meanwhile_fails_cleanly(app, world, login):
+    from monark.records import services as records
+
+    token, record_id = held_key(world), world.a.public.id
+    approval = (
+        app.test_client()
+        .patch(
+            f"/api/v1/models/tasks/records/{record_id}",
+            json={"values": {"status": "done"}},
+            headers=bearer(token),
+        )
+        .get_json()
+    )
+    records.delete_record(world.a.principal("owner"), world.a.model, record_id)
+    admin = login("admin@acme.test")
+    decide(admin, approval["id"], "confirm")  # drawn again: the record is gone
+    assert "changed since the card was drawn" in admin.get("/approvals").get_data(as_text=True)
+    assert decide(admin, approval["id"], "confirm").status_code == 303
+    flashes = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    assert flashes.select_one(".flash-error").get_text() == (
+        f"Confirmed, but it failed: No record {record_id} in Tasks."
+    )
+    out = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert out["status"] == "failed" and out["error"] == f"No record {record_id} in Tasks."

@@ -128,7 +128,8 @@ def decide(call_id: int):
     elif decided.status == "SUCCEEDED":
         flash(f"Confirmed and done: {card.headline}.", "info")
     else:
-        flash(f"Confirmed, but it failed: {decided.error or card.status_text}.", "error")
+        why = (decided.error or card.status_text).rstrip(".")
+        flash(f"Confirmed, but it failed: {why}.", "error")
     return see_other("approvals.inbox")
 
 
