@@ -245,7 +245,7 @@ def _approval_state(call: ToolCall) -> dict[str, Any]:
             state["allow_tool"] = call.name
     if undo.undoable(call):
         undone = undo.undo_of(call.id) is not None
-        state |= {"undone": undone, "can_undo": not undone}
+        state |= {"undone": undone, "can_undo": not undone and not undo.four_eyes_refusal(call)}
     return state
 
 
