@@ -421,3 +421,26 @@ def test_once_handed_over_the_requester_can_no_longer_edit_what_the_approver_rev
     assert call.input["values"]["title"] == "Buy milk" and call.edited_by_id is None
     decide(login("owner@acme.test"), call.id, "confirm")
     assert records_titled("Buy milk") == 1 and records_titled("Buy a boat") == 0
+
+
+def test_each_write_of_a_group_may_be_handed_over(world, scripted, login):
+    scripted.script.add(
+        [
+            Call("records_create", {"model": "tasks", "values": {"title": "Tea"}}),
+            Call("records_create", {"model": "tasks", "values": {"title": "Cake"}}),
+        ]
+    )
+    proposed = send(world.a.principal("viewer"), "Add both")
+    tea, cake = calls_of(proposed.conversation_id)
+    viewer = login("viewer@acme.test")
+    page = viewer.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True)
+    for call in (tea, cake):
+        card = card_of(page, call.id)
+        assert card.select_one("select[name=approver_id]") is not None, card
+    handed = card_of(
+        hand(viewer, tea.id, world.a.users["member"].id).get_data(as_text=True), tea.id
+    )
+    assert "Waiting for Acme Member" in handed.get_text()
+    assert handed.select_one('input[name="selected"]') is None
+    decide(login("member@acme.test"), tea.id, "confirm")
+    assert records_titled("Tea") == 1 and records_titled("Cake") == 0
