@@ -444,3 +444,26 @@ def test_each_write_of_a_group_may_be_handed_over(world, scripted, login):
     assert handed.select_one('input[name="selected"]') is None
     decide(login("member@acme.test"), tea.id, "confirm")
     assert records_titled("Tea") == 1 and records_titled("Cake") == 0
+
+
+def test_when_the_approver_can_no_longer_approve_the_requester_may_ask_someone_else(
+    world, scripted, login
+):
+    from monark.core.models import Membership
+
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    hand(member, call.id, world.a.users["admin"].id)
+    membership = db.session.scalar(
+        select(Membership).where(Membership.user_id == world.a.users["admin"].id)
+    )
+    membership.role = "viewer"  # or they left the org: either way, they cannot decide it
+    db.session.commit()
+    page = member.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    card = card_of(page, call.id)
+    assert "can no longer approve" in card.get_text()
+    options = {o.get_text() for o in card.select("select[name=approver_id] option")}
+    assert options == {"Acme Owner"}
+    assert hand(member, call.id, world.a.users["owner"].id).status_code == 200
+    decide(login("owner@acme.test"), call.id, "confirm")
+    assert records_titled("Buy milk") == 1

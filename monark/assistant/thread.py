@@ -65,6 +65,7 @@ class CallView:
     # left out by the card); whether the org's four eyes keep the requester's Confirm away.
     approvers: list[tuple[int, str]] = field(default_factory=list)
     four_eyes: bool = False
+    approver_gone: bool = False  # handed to a member who can no longer approve it
     # Edited before the decision: by whom, when, and what the assistant had proposed.
     edited_by: str | None = None
     edited_at: datetime | None = None
@@ -138,11 +139,17 @@ def _hand_over_view(view: CallView, call: ToolCall) -> None:
         return
     executor = tool_executor()
     permission = handover.permission_of(executor, call.name)
-    if call.approver_id is None and permission is not None:
+    if permission is not None:
         requester = db.session.scalar(
             select(Conversation.creator_id).where(Conversation.id == call.conversation_id)
         )
-        view.approvers = [m for m in handover.holders(call.org_id, permission) if m[0] != requester]
+        holders = [m for m in handover.holders(call.org_id, permission) if m[0] != requester]
+        # Handed to someone whose role lost the permission (or who left): ask someone else.
+        view.approver_gone = call.approver_id is not None and call.approver_id not in {
+            uid for uid, _ in holders
+        }
+        if call.approver_id is None or view.approver_gone:
+            view.approvers = holders
     view.four_eyes = call.name in handover.four_eyes_tools(call.org_id)
 
 
