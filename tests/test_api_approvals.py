@@ -348,3 +348,31 @@ def test_a_held_update_whose_record_was_deleted_meanwhile_fails_cleanly(app, wor
     )
     out = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
     assert out["status"] == "failed" and out["error"] == f"No record {record_id} in Tasks."
+
+
+def test_a_member_who_could_not_make_the_change_cannot_approve_it(app, world, login):
+    other = make_user("second@acme.test", "Second Member")
+    add_member(other, world.a.org, "member")
+    token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
+    record_id = world.a.private.id
+    approval = (
+        app.test_client()
+        .patch(
+            f"/api/v1/models/tasks/records/{record_id}",
+            json={"values": {"status": "done"}},
+            headers=bearer(token),
+        )
+        .get_json()
+    )
+    second = login("second@acme.test")
+    for _ in range(2):  # not once, and not after the card was drawn again either
+        assert decide(second, approval["id"], "confirm").status_code == 303
+        flashes = second.get("/approvals").get_data(as_text=True)
+        assert "could not make this change yourself" in flashes
+    db.session.expire_all()
+    assert db.session.get(Record, record_id).values.get("status") != "done"
+    assert db.session.get(ToolCall, approval["id"]).status == "PROPOSED"
+    # A member who may see the record approves it, and it runs.
+    decide(login("member@acme.test"), approval["id"], "confirm")
+    db.session.expire_all()
+    assert db.session.get(Record, record_id).values["status"] == "done"
