@@ -376,3 +376,25 @@ def test_a_member_who_could_not_make_the_change_cannot_approve_it(app, world, lo
     decide(login("member@acme.test"), approval["id"], "confirm")
     db.session.expire_all()
     assert db.session.get(Record, record_id).values["status"] == "done"
+
+
+def test_the_status_shows_a_private_records_answer_only_to_who_may_read_it(app, world, login):
+    other = make_user("second@acme.test", "Second Member")
+    add_member(other, world.a.org, "member")
+    token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
+    approval = (
+        app.test_client()
+        .patch(
+            f"/api/v1/models/tasks/records/{world.a.private.id}",
+            json={"values": {"notes": "Secret plans"}},
+            headers=bearer(token),
+        )
+        .get_json()
+    )
+    decide(login("admin@acme.test"), approval["id"], "confirm")
+    mine = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert mine["status"] == "succeeded" and mine["result"]["values"]["notes"] == "Secret plans"
+    assert login("admin@acme.test").get(approval["status_url"]).get_json()["result"] is not None
+    # Another member holds records.update but may not see the record: how it ended only.
+    seen = login("second@acme.test").get(approval["status_url"]).get_json()
+    assert seen["status"] == "succeeded" and seen["result"] is None

@@ -322,12 +322,13 @@ def find_approval(principal: Principal, approval_id: int) -> ToolCall:
 
 
 def _shows_result(principal: Principal, call: ToolCall) -> bool:
-    """The route's answer goes to the key that asked, and to members who could have
-    approved the write; the rest of the org reads only how it ended."""
+    """The route's answer goes to the key that asked and to the member who approved it
+    (who could make the write themselves, see ``check_approver_could_make_it``); the rest
+    of the org reads only how it ended: the answer may hold what only the key's role may
+    see (a private record's values, say)."""
     if principal.actor_kind == "api_key":
         return True
-    permission = handover.permission_of(tool_executor(), call.name)
-    return permission is not None and principal.can(permission)
+    return principal.user_id is not None and principal.user_id == call.decided_by_id
 
 
 def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
