@@ -398,3 +398,16 @@ def test_the_status_shows_a_private_records_answer_only_to_who_may_read_it(app, 
     # Another member holds records.update but may not see the record: how it ended only.
     seen = login("second@acme.test").get(approval["status_url"]).get_json()
     assert seen["status"] == "succeeded" and seen["result"] is None
+
+
+def test_each_requests_decision_is_named_after_its_card(app, world, login):
+    token = held_key(world)
+    ids = [create(app.test_client(), token, title).get_json()["id"] for title in ("One", "Two")]
+    page = BeautifulSoup(
+        login("admin@acme.test").get("/approvals").get_data(as_text=True), "html.parser"
+    )
+    for approval_id, title in zip(ids, ("One", "Two"), strict=True):
+        form = page.select_one(f"#approval-{approval_id} form.call-actions")
+        named = page.find(id=form["aria-labelledby"])  # its buttons say which request
+        assert "create a record in Tasks" in named.get_text()
+        assert title in page.find(id=form["aria-describedby"]).get_text()
