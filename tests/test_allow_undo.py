@@ -677,3 +677,20 @@ def test_an_undo_after_a_reply_that_broke_off_keeps_retry(world, scripted, login
     # The undo's note is no step: the broken-off reply is still the last word.
     assert thread_view(member, proposed.conversation_id).foot.retry
     assert thread_tail(member, proposed.conversation_id)[1].retry
+
+
+def test_an_undo_whose_write_is_a_four_eyes_tool_is_refused(world, scripted, login):
+    # The undo of an update is an update: with records_update under four eyes, the member
+    # would otherwise write it alone, with nobody else approving.
+    member = world.a.principal("member")
+    call = confirmed(member, scripted, [update_call(world, "done")])
+    db.session.get(Org, world.a.org.id).chat_four_eyes = ["records_update"]
+    db.session.commit()
+    page = login("member@acme.test").get(f"/chat/conversations/{call.conversation_id}")
+    card = card_of(page.get_data(as_text=True), call.id)
+    assert card is not None
+    assert card.find("button", string="Undo") is None
+    with pytest.raises(Forbidden, match="four eyes"):
+        undo.undo_tool_call(member, call.id)
+    assert status_of(world.a.public.id) == "done"
+    assert undo.undo_of(call.id) is None

@@ -13,7 +13,7 @@ from monark.core.keys import create_key
 from monark.core.models import ApiKey, Event
 from monark.extensions import db
 from monark.records.models import Record
-from tests.factories import make_key
+from tests.factories import add_member, make_key, make_user
 from tests.test_mcp_server import mcp_run, text_of  # noqa: F401  (the fixture, and a helper)
 
 
@@ -272,3 +272,142 @@ def test_a_key_revoked_before_approval_runs_nothing(app, world, login):
     db.session.refresh(call)
     assert call.status == "FAILED" and "revoked" in call.error
     assert titled("Orphan") == 0
+
+
+def test_the_inbox_shows_a_held_write_only_as_the_member_may_read_its_record(app, world, login):
+    # An admin key may update a member's private record; another member holds
+    # records.update but may not see that record, so their inbox must not show it either.
+    other = make_user("second@acme.test", "Second Member")
+    add_member(other, world.a.org, "member")
+    token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
+    record_id = world.a.private.id
+    response = app.test_client().patch(
+        f"/api/v1/models/tasks/records/{record_id}",
+        json={"values": {"notes": "Nobody else should read this"}},
+        headers=bearer(token),
+    )
+    assert response.status_code == 202
+    approval_id = response.get_json()["id"]
+    second = login("second@acme.test")
+    assert second.get(f"/models/tasks/records/{record_id}").status_code == 404
+    entry = BeautifulSoup(second.get("/approvals").get_data(as_text=True), "html.parser")
+    card = entry.select_one(f"#approval-{approval_id}")
+    assert card is not None and "Acme private task" not in card.get_text()
+    card = second.get(f"/approvals/{approval_id}/card").get_data(as_text=True)
+    assert "Acme private task" not in card
+    # The admin, who may see private records, reads the card as it was drawn.
+    admin = login("admin@acme.test").get("/approvals").get_data(as_text=True)
+    assert "Acme private task" in admin
+
+
+def test_a_confirm_from_a_card_edited_since_it_was_opened_runs_nothing(app, world, login):
+    approval = create(app.test_client(), held_key(world), "As asked").get_json()
+    admin, owner = login("admin@acme.test"), login("owner@acme.test")
+    page = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    form = page.select_one(f"#approval-{approval['id']} form.call-actions")
+    seen = {i["name"]: i.get("value", "") for i in form.select("input[type=hidden]")}
+    assert "shown" in seen
+    # Another approver edits it while the admin still has the old card open.
+    edited = owner.post(f"/approvals/{approval['id']}/edit", {"arg.values.title": "Changed"})
+    assert edited.status_code == 200
+    response = admin.post(f"/approvals/{approval['id']}/decide", {**seen, "decision": "confirm"})
+    assert response.status_code == 303
+    assert titled("Changed") == 0 and titled("As asked") == 0
+    assert db.session.get(ToolCall, approval["id"]).status == "PROPOSED"
+    flashes = admin.get("/approvals").get_data(as_text=True)
+    assert "edited since it was drawn here" in flashes
+    # Decided from the card as it is now, it runs.
+    page = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    form = page.select_one(f"#approval-{approval['id']} form.call-actions")
+    seen = {i["name"]: i.get("value", "") for i in form.select("input[type=hidden]")}
+    admin.post(f"/approvals/{approval['id']}/decide", {**seen, "decision": "confirm"})
+    assert titled("Changed") == 1
+
+
+def test_a_held_update_whose_record_was_deleted_meanwhile_fails_cleanly(app, world, login):
+    from monark.records import services as records
+
+    token, record_id = held_key(world), world.a.public.id
+    approval = (
+        app.test_client()
+        .patch(
+            f"/api/v1/models/tasks/records/{record_id}",
+            json={"values": {"status": "done"}},
+            headers=bearer(token),
+        )
+        .get_json()
+    )
+    records.delete_record(world.a.principal("owner"), world.a.model, record_id)
+    admin = login("admin@acme.test")
+    decide(admin, approval["id"], "confirm")  # drawn again: the record is gone
+    assert "changed since the card was drawn" in admin.get("/approvals").get_data(as_text=True)
+    assert decide(admin, approval["id"], "confirm").status_code == 303
+    flashes = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    assert flashes.select_one(".flash-error").get_text() == (
+        f"Confirmed, but it failed: No record {record_id} in Tasks."
+    )
+    out = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert out["status"] == "failed" and out["error"] == f"No record {record_id} in Tasks."
+
+
+def test_a_member_who_could_not_make_the_change_cannot_approve_it(app, world, login):
+    other = make_user("second@acme.test", "Second Member")
+    add_member(other, world.a.org, "member")
+    token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
+    record_id = world.a.private.id
+    approval = (
+        app.test_client()
+        .patch(
+            f"/api/v1/models/tasks/records/{record_id}",
+            json={"values": {"status": "done"}},
+            headers=bearer(token),
+        )
+        .get_json()
+    )
+    second = login("second@acme.test")
+    for _ in range(2):  # not once, and not after the card was drawn again either
+        assert decide(second, approval["id"], "confirm").status_code == 303
+        flashes = second.get("/approvals").get_data(as_text=True)
+        assert "could not make this change yourself" in flashes
+    db.session.expire_all()
+    assert db.session.get(Record, record_id).values.get("status") != "done"
+    assert db.session.get(ToolCall, approval["id"]).status == "PROPOSED"
+    # A member who may see the record approves it, and it runs.
+    decide(login("member@acme.test"), approval["id"], "confirm")
+    db.session.expire_all()
+    assert db.session.get(Record, record_id).values["status"] == "done"
+
+
+def test_the_status_shows_a_private_records_answer_only_to_who_may_read_it(app, world, login):
+    other = make_user("second@acme.test", "Second Member")
+    add_member(other, world.a.org, "member")
+    token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
+    approval = (
+        app.test_client()
+        .patch(
+            f"/api/v1/models/tasks/records/{world.a.private.id}",
+            json={"values": {"notes": "Secret plans"}},
+            headers=bearer(token),
+        )
+        .get_json()
+    )
+    decide(login("admin@acme.test"), approval["id"], "confirm")
+    mine = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert mine["status"] == "succeeded" and mine["result"]["values"]["notes"] == "Secret plans"
+    assert login("admin@acme.test").get(approval["status_url"]).get_json()["result"] is not None
+    # Another member holds records.update but may not see the record: how it ended only.
+    seen = login("second@acme.test").get(approval["status_url"]).get_json()
+    assert seen["status"] == "succeeded" and seen["result"] is None
+
+
+def test_each_requests_decision_is_named_after_its_card(app, world, login):
+    token = held_key(world)
+    ids = [create(app.test_client(), token, title).get_json()["id"] for title in ("One", "Two")]
+    page = BeautifulSoup(
+        login("admin@acme.test").get("/approvals").get_data(as_text=True), "html.parser"
+    )
+    for approval_id, title in zip(ids, ("One", "Two"), strict=True):
+        form = page.select_one(f"#approval-{approval_id} form.call-actions")
+        named = page.find(id=form["aria-labelledby"])  # its buttons say which request
+        assert "create a record in Tasks" in named.get_text()
+        assert title in page.find(id=form["aria-describedby"]).get_text()

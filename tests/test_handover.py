@@ -420,10 +420,9 @@ def test_an_inbox_confirm_from_a_card_drawn_before_an_edit_runs_nothing(world, s
     owner = login("owner@acme.test")
     page = BeautifulSoup(owner.get("/approvals").get_data(as_text=True), "html.parser")
     shown = page.select_one(f'form[action="/approvals/{call_id}/decide"] input[name="shown"]')
-    # The requester edits the card after the approver's inbox drew it.
+    # The approver edits it in another tab after this inbox page drew the card.
     assert (
-        requester.post(f"/chat/calls/{call_id}/edit", {"arg.values.status": "doing"}).status_code
-        == 200
+        owner.post(f"/approvals/{call_id}/edit", {"arg.values.status": "doing"}).status_code == 200
     )
     owner.post(f"/approvals/{call_id}/decide", {"decision": "confirm", "shown": shown["value"]})
     db.session.expire_all()
@@ -435,3 +434,69 @@ def test_an_inbox_confirm_from_a_card_drawn_before_an_edit_runs_nothing(world, s
     owner.post(f"/approvals/{call_id}/decide", {"decision": "confirm", "shown": shown["value"]})
     db.session.expire_all()
     assert db.session.get(Record, record_id).values["status"] == "doing"
+
+
+def test_once_handed_over_the_requester_can_no_longer_edit_what_the_approver_reviews(
+    world, scripted, login
+):
+    # Otherwise the requester could change the write after the approver opened it, and the
+    # approver's Confirm would run arguments they never saw (a way around four eyes).
+    call = propose(world, scripted, "Buy milk")
+    member = login("member@acme.test")
+    handed = card_of(
+        hand(member, call.id, world.a.users["owner"].id).get_data(as_text=True), call.id
+    )
+    assert handed.find("button", string="Edit") is None
+    assert member.get(f"/chat/calls/{call.id}/edit").status_code == 409
+    saved = member.post(f"/chat/calls/{call.id}/edit", {"arg.values.title": "Buy a boat"})
+    assert saved.status_code == 409
+    db.session.refresh(call)
+    assert call.input["values"]["title"] == "Buy milk" and call.edited_by_id is None
+    decide(login("owner@acme.test"), call.id, "confirm")
+    assert records_titled("Buy milk") == 1 and records_titled("Buy a boat") == 0
+
+
+def test_each_write_of_a_group_may_be_handed_over(world, scripted, login):
+    scripted.script.add(
+        [
+            Call("records_create", {"model": "tasks", "values": {"title": "Tea"}}),
+            Call("records_create", {"model": "tasks", "values": {"title": "Cake"}}),
+        ]
+    )
+    proposed = send(world.a.principal("viewer"), "Add both")
+    tea, cake = calls_of(proposed.conversation_id)
+    viewer = login("viewer@acme.test")
+    page = viewer.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True)
+    for call in (tea, cake):
+        card = card_of(page, call.id)
+        assert card.select_one("select[name=approver_id]") is not None, card
+    handed = card_of(
+        hand(viewer, tea.id, world.a.users["member"].id).get_data(as_text=True), tea.id
+    )
+    assert "Waiting for Acme Member" in handed.get_text()
+    assert handed.select_one('input[name="selected"]') is None
+    decide(login("member@acme.test"), tea.id, "confirm")
+    assert records_titled("Tea") == 1 and records_titled("Cake") == 0
+
+
+def test_when_the_approver_can_no_longer_approve_the_requester_may_ask_someone_else(
+    world, scripted, login
+):
+    from monark.core.models import Membership
+
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    hand(member, call.id, world.a.users["admin"].id)
+    membership = db.session.scalar(
+        select(Membership).where(Membership.user_id == world.a.users["admin"].id)
+    )
+    membership.role = "viewer"  # or they left the org: either way, they cannot decide it
+    db.session.commit()
+    page = member.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    card = card_of(page, call.id)
+    assert "can no longer approve" in card.get_text()
+    options = {o.get_text() for o in card.select("select[name=approver_id] option")}
+    assert options == {"Acme Owner"}
+    assert hand(member, call.id, world.a.users["owner"].id).status_code == 200
+    decide(login("owner@acme.test"), call.id, "confirm")
+    assert records_titled("Buy milk") == 1

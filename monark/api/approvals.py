@@ -22,6 +22,7 @@ from sqlalchemy import select, update
 
 from monark.api import schemas as s
 from monark.api.dispatch import dispatch
+from monark.api.routes import V1_ROUTES
 from monark.chat import decisions, handover, store
 from monark.chat.calls import run_tool_call
 from monark.chat.hooks import TurnHooks
@@ -34,7 +35,7 @@ from monark.chat.models import (
 )
 from monark.chat.runtime import tool_executor
 from monark.chat.tools import ChatToolExecutor, ToolOutcome
-from monark.core.errors import AppError, Conflict, NotFound
+from monark.core.errors import AppError, Conflict, Forbidden, NotFound
 from monark.core.jsonbody import request_json
 from monark.core.keys import key_principal
 from monark.core.models import ApiKey, User, as_utc
@@ -218,6 +219,28 @@ class _AsKey:
         return []
 
 
+def check_approver_could_make_it(approver: Principal, key: Principal, call: ToolCall) -> None:
+    """``Forbidden`` when the key could make this write but the approver could not (a
+    record only the key's role may see, say): approving it would change what they cannot
+    see. Both are dry runs, rolled back; when the key's fails too, the write is left to
+    fail when it runs, saying why."""
+    route = next((r for r in V1_ROUTES if r.name == call.name), None)
+    if route is None:
+        return
+    arguments = dict(call.input)
+    try:
+        dry_run(approver.via_assistant(call.conversation_id), route, arguments)
+    except Refused as refused:
+        try:
+            dry_run(key, route, arguments)
+        except Refused:
+            return
+        raise Forbidden(
+            "You could not make this change yourself, so you cannot approve it "
+            f"({refused.message}): a member who may make it can."
+        ) from None
+
+
 def decide(
     approver: Principal,
     call_id: int,
@@ -241,14 +264,16 @@ def decide(
         raise decisions.ProposalExpired(decisions.expired_message(config))
     reason = " ".join((reason or "").split())[:500] or None
     checked_edit = call.edited_at
+    key = key_principal(conversation.org_id, conversation.api_key_id or 0)
     if confirm:
         decisions.check_shown(call, shown)
+        if key is not None:
+            check_approver_could_make_it(approver, key, call)
         decisions.check_fresh(executor, approver, call)
     status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
     decisions.decide(approver, call, status, reason, **decisions.edit_guard(confirm, checked_edit))
     if not confirm:
         return call
-    key = key_principal(conversation.org_id, conversation.api_key_id or 0)
     if key is None:
         db.session.execute(
             update(ToolCall)
@@ -301,12 +326,13 @@ def find_approval(principal: Principal, approval_id: int) -> ToolCall:
 
 
 def _shows_result(principal: Principal, call: ToolCall) -> bool:
-    """The route's answer goes to the key that asked, and to members who could have
-    approved the write; the rest of the org reads only how it ended."""
+    """The route's answer goes to the key that asked and to the member who approved it
+    (who could make the write themselves, see ``check_approver_could_make_it``); the rest
+    of the org reads only how it ended: the answer may hold what only the key's role may
+    see (a private record's values, say)."""
     if principal.actor_kind == "api_key":
         return True
-    permission = handover.permission_of(tool_executor(), call.name)
-    return permission is not None and principal.can(permission)
+    return principal.user_id is not None and principal.user_id == call.decided_by_id
 
 
 def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:

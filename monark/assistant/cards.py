@@ -15,7 +15,7 @@ from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import call_view, group_of, message_view
 from monark.assistant.views import _busy, _notice, _start, bp
-from monark.chat import decisions, service, store
+from monark.chat import decisions, handover, service, store
 from monark.chat.models import ToolCall
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, ValidationFailed
@@ -56,12 +56,25 @@ def _edit_form(
     return html, status
 
 
+def _not_theirs_to_edit(principal, call: ToolCall):
+    """The card with a notice when the call was handed to another member (theirs to edit)."""
+    try:
+        handover.check_may_edit(principal, call)
+    except Conflict as err:
+        notice, status = _notice(err.message, 409)
+        return card_html(call) + notice, status
+    return None
+
+
 @bp.get("/calls/<int:call_id>/edit")
 @guard("chat.use")
 def edit_call(call_id: int):
     """The edit form of a proposed write, in place of its card."""
     principal = require_principal()
     call = store.get_tool_call(principal, call_id)
+    refused = _not_theirs_to_edit(principal, call)
+    if refused is not None:
+        return refused
     schema = service.edit_schema_of(principal, call_id)
     if schema is None:
         notice, status = _notice(CANNOT_EDIT, 409)
@@ -76,6 +89,9 @@ def save_edit(call_id: int):
     again from them; the call stays proposed."""
     principal = require_principal()
     call = store.get_tool_call(principal, call_id)
+    refused = _not_theirs_to_edit(principal, call)
+    if refused is not None:
+        return refused
     schema = service.edit_schema_of(principal, call_id)
     if schema is None:
         notice, status = _notice(CANNOT_EDIT, 409)

@@ -17,6 +17,7 @@ from monark.api import approvals as api_approvals
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.thread import CallView, call_view, group_of
 from monark.chat import decisions, edits, handover, store
+from monark.chat.calls import preview_of
 from monark.chat.models import ConversationKind
 from monark.chat.runtime import tool_executor
 from monark.core.auth import guard, require_principal
@@ -49,8 +50,18 @@ class Request:
     asked_at: Any
 
 
-def _entry(call, conversation) -> Request:
-    card = call_view(call)
+def _card(principal, call, conversation) -> CallView:
+    """A request's card as this member may read it. A key's held write was drawn as the
+    key, whose role may see records the member may not (another member's private one,
+    say): its card is drawn again as the member, so it shows only what they could read."""
+    if conversation.kind != ConversationKind.API:
+        return call_view(call)
+    actor = principal.via_assistant(conversation.id)
+    return call_view(call, preview=preview_of(tool_executor(), actor, call))
+
+
+def _entry(principal, call, conversation) -> Request:
+    card = _card(principal, call, conversation)
     if conversation.kind == ConversationKind.API:
         return Request(card, conversation.title, "api_key", call.created_at)
     asker = db.session.get(User, call.handed_by_id) if call.handed_by_id else None
@@ -65,7 +76,7 @@ def inbox():
     rows = handover.inbox(principal, tool_executor(), current_app.config)
     return render_template(
         "approvals/inbox.html",
-        requests=[_entry(c, conv) for c, conv in rows],
+        requests=[_entry(principal, c, conv) for c, conv in rows],
         partial_badge=is_htmx(),
     )
 
@@ -95,13 +106,14 @@ def decide(call_id: int):
         db.session.rollback()
         flash(err.message, "error")
         return see_other("approvals.inbox")
-    card = call_view(decided)
+    card = _card(principal, decided, conversation)
     if decided.status == "REJECTED":
         flash(f"Rejected: {card.headline}.", "info")
     elif decided.status == "SUCCEEDED":
         flash(f"Confirmed and done: {card.headline}.", "info")
     else:
-        flash(f"Confirmed, but it failed: {decided.error or card.status_text}.", "error")
+        why = (decided.error or card.status_text).rstrip(".")
+        flash(f"Confirmed, but it failed: {why}.", "error")
     return see_other("approvals.inbox")
 
 
@@ -133,15 +145,18 @@ def hand_over(call_id: int):
 # ---- Edit, by the approver -------------------------------------------------------------------
 
 
-def _inbox_card(call) -> str:
-    return render_template("assistant/_call.html", c=call_view(call), inbox=True)
+def _inbox_card(principal, call, conversation) -> str:
+    card = _card(principal, call, conversation)
+    return render_template("assistant/_call.html", c=card, inbox=True)
 
 
-def _edit_form(call, schema, errors=None, error=None, shown=None, status: int = 200):
+def _edit_form(
+    principal, call, conversation, schema, errors=None, error=None, shown=None, status: int = 200
+):
     fields = build_fields(schema, call.input, errors, shown)
     html = render_template(
         "assistant/_edit.html",
-        c=call_view(call),
+        c=_card(principal, call, conversation),
         fields=fields,
         error=error,
         save_url=url_for("approvals.save_edit", call_id=call.id),
@@ -153,30 +168,32 @@ def _edit_form(call, schema, errors=None, error=None, shown=None, status: int = 
 def _editable(principal, call_id: int):
     """The request and what its approver may change in it (``Conflict`` when nothing)."""
     executor = tool_executor()
-    call, _ = handover.get_request(principal, executor, call_id)
+    call, conversation = handover.get_request(principal, executor, call_id)
     schema = None
     if call.status == "PROPOSED":
         actor = principal.via_assistant(call.conversation_id)
         schema = executor.edit_schema(actor, call.name, dict(call.input))
     if schema is None:
         raise Conflict("This request cannot be edited: it was decided, or has nothing to edit.")
-    return executor, call, schema
+    return executor, call, conversation, schema
 
 
 @bp.get("/approvals/<int:call_id>/card")
 @guard()
 def card(call_id: int):
     """A request's card as it is now (Cancel on its edit form)."""
-    call, _ = handover.get_request(require_principal(), tool_executor(), call_id)
-    return _inbox_card(call)
+    principal = require_principal()
+    call, conversation = handover.get_request(principal, tool_executor(), call_id)
+    return _inbox_card(principal, call, conversation)
 
 
 @bp.get("/approvals/<int:call_id>/edit")
 @guard()
 def edit(call_id: int):
     """The approver's edit form of a request, in place of its card."""
-    _, call, schema = _editable(require_principal(), call_id)
-    return _edit_form(call, schema)
+    principal = require_principal()
+    _, call, conversation, schema = _editable(principal, call_id)
+    return _edit_form(principal, call, conversation, schema)
 
 
 @bp.post("/approvals/<int:call_id>/edit")
@@ -185,19 +202,23 @@ def save_edit(call_id: int):
     """Store the approver's edit (checked by the route's own models) and draw the card
     again; the request stays pending, and Confirm runs what the card shows."""
     principal = require_principal()
-    executor, call, schema = _editable(principal, call_id)
+    executor, call, conversation, schema = _editable(principal, call_id)
     if decisions.is_expired(call, current_app.config):
         raise decisions.ProposalExpired(decisions.expired_message(current_app.config))
     arguments, problems = read_form(schema, request.form, call.input)
     if problems:
         message = "Some values cannot be used; nothing was saved."
-        return _edit_form(call, schema, problems, message, request.form, 422)
+        return _edit_form(
+            principal, call, conversation, schema, problems, message, request.form, 422
+        )
     try:
         edits.edit_call(executor, principal, call, arguments)
     except ValidationFailed as err:
         db.session.rollback()
         errors = {str(d.get("field")): str(d.get("message")) for d in err.details}
-        return _edit_form(call, schema, errors, err.message, request.form, 422)
+        return _edit_form(
+            principal, call, conversation, schema, errors, err.message, request.form, 422
+        )
     db.session.rollback()
-    call, _ = handover.get_request(principal, executor, call_id)
-    return _inbox_card(call)
+    call, conversation = handover.get_request(principal, executor, call_id)
+    return _inbox_card(principal, call, conversation)

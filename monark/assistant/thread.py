@@ -66,6 +66,7 @@ class CallView:
     # left out by the card); whether the org's four eyes keep the requester's Confirm away.
     approvers: list[tuple[int, str]] = field(default_factory=list)
     four_eyes: bool = False
+    approver_gone: bool = False  # handed to a member who can no longer approve it
     # Edited before the decision: by whom, when, and what the assistant had proposed.
     edited_by: str | None = None
     edited_at: datetime | None = None
@@ -150,19 +151,30 @@ def _hand_over_view(view: CallView, call: ToolCall) -> None:
         return
     executor = tool_executor()
     permission = handover.permission_of(executor, call.name)
-    if call.approver_id is None and permission is not None:
+    if permission is not None:
         requester = db.session.scalar(
             select(Conversation.creator_id).where(Conversation.id == call.conversation_id)
         )
-        view.approvers = [m for m in handover.holders(call.org_id, permission) if m[0] != requester]
+        holders = [m for m in handover.holders(call.org_id, permission) if m[0] != requester]
+        # Handed to someone whose role lost the permission (or who left): ask someone else.
+        view.approver_gone = call.approver_id is not None and call.approver_id not in {
+            uid for uid, _ in holders
+        }
+        if call.approver_id is None or view.approver_gone:
+            view.approvers = holders
     view.four_eyes = call.name in handover.four_eyes_tools(call.org_id)
 
 
-def call_view(call: ToolCall, names: dict[int, str] | None = None) -> CallView:
-    """A card's data for one tool call."""
+def call_view(
+    call: ToolCall,
+    names: dict[int, str] | None = None,
+    preview: dict[str, Any] | None = None,
+) -> CallView:
+    """A card's data for one tool call (``preview``: the card as drawn for someone else
+    than the one it was stored for)."""
     if names is None:
         names = _user_names(people_of([call]))
-    preview = call.preview or {}
+    preview = preview or call.preview or {}
     headline = preview.get("headline") or f"run {call.name}"
     result = call.result
     nav_path = nav_label = None
@@ -253,7 +265,7 @@ def _approval_state(call: ToolCall) -> dict[str, Any]:
             state["allow_tool"] = call.name
     if undo.undoable(call):
         undone = undo.undo_of(call.id) is not None
-        state |= {"undone": undone, "can_undo": not undone}
+        state |= {"undone": undone, "can_undo": not undone and not undo.four_eyes_refusal(call)}
     return state
 
 

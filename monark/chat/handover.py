@@ -103,6 +103,16 @@ def check_may_confirm(principal: Principal, call: ToolCall) -> None:
         )
 
 
+def check_may_edit(principal: Principal, call: ToolCall) -> None:
+    """Refuse the requester's edit of a call handed to someone else (``Conflict``): the
+    approver decides what they reviewed, so only they may change it now."""
+    if call.approver_id is not None and call.approver_id != principal.user_id:
+        raise Conflict(
+            f"Waiting for {user_name(call.approver_id) or 'another member'} to approve this: "
+            "only they may edit it now. Reject it to withdraw."
+        )
+
+
 def hand_over(
     principal: Principal,
     call_id: int,

@@ -216,6 +216,7 @@ def edit_tool_call(
     if decisions.is_expired(call, config):
         decisions.expire_overdue(principal, call.conversation_id, config)
         raise decisions.ProposalExpired(decisions.expired_message(config))
+    handover.check_may_edit(principal, call)  # handed over: the approver's to edit
     return edits.edit_call(tool_executor(), principal, call, edited)
 
 

@@ -35,7 +35,7 @@ from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from monark.chat import allowances, store, turns
+from monark.chat import allowances, handover, store, turns
 from monark.chat.calls import run_tool_call
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
@@ -84,6 +84,20 @@ def undoable(call: ToolCall) -> bool:
         and isinstance(call.undo, dict)
         and isinstance(call.undo.get("reverse"), dict)
     )
+
+
+def four_eyes_refusal(call: ToolCall) -> str | None:
+    """Why an undo may not run alone: its write is of a four-eyes tool of the org (the
+    undo of an update is an update), which needs another member's approval."""
+    reverse = call.undo.get("reverse") if isinstance(call.undo, dict) else None
+    tool = str(reverse.get("tool")) if isinstance(reverse, dict) else None
+    if tool and tool in handover.four_eyes_tools(call.org_id):
+        return (
+            f"This cannot be undone here: undoing it runs {tool}, which needs another "
+            "member's approval in this organization (four eyes). Ask the assistant to put "
+            "it back, and ask someone to approve that."
+        )
+    return None
 
 
 def _at(data: Any, path: list[Any]) -> Any:
@@ -157,6 +171,8 @@ def undo_tool_call(
         raise Forbidden(
             f"Your role ({principal.role}) lacks {spec.permission}: you cannot undo this."
         )
+    if refusal := four_eyes_refusal(call):
+        raise Forbidden(refusal)
     actor = principal.via_assistant(call.conversation_id)
     conversation_id = call.conversation_id
     turn_id = turns.claim(conversation_id, config)  # one thing at a time in a conversation

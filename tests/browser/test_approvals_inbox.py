@@ -81,6 +81,7 @@ def test_an_mcp_agents_write_is_approved_in_the_inbox_and_read_by_the_status_too
     b.goto("/approvals")
     request = b.page.locator(f"#approval-{approval_id}")
     expect(request).to_contain_text("From API key Claude Desktop")
+    expect(request).to_have_css("list-style-type", "none")  # a card, not a bulleted item
     expect(request).to_contain_text("Book the venue")
     request.get_by_role("button", name="Confirm").click()
     expect(b.page.locator(f"#approval-{approval_id}")).to_have_count(0)
