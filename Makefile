@@ -24,9 +24,11 @@ run: install
 	$(FLASK) seed-demo
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
-## Set up and run the whole test suite (SQLite unless DATABASE_URL is set)
+## Set up and run the whole test suite (SQLite unless DATABASE_URL is set), on two
+## processes (each test file stays on one, so its module fixtures start once)
+PYTEST_WORKERS ?= 2
 test: install-dev browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 ## Debian's Chromium for the browser tests (never a downloaded browser build)
 browser:

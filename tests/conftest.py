@@ -7,11 +7,13 @@ import re
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from flask import Flask, g
 from flask.testing import FlaskClient
-from sqlalchemy import event, text
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
 from monark import create_app
@@ -26,10 +28,34 @@ def _database_url(tmpdir: str) -> str:
     return os.environ.get("DATABASE_URL") or f"sqlite:///{tmpdir}/test.db"
 
 
+@contextmanager
+def _worker_database(url: str) -> Iterator[str]:
+    """Under pytest-xdist each worker gets a database of its own on the PostgreSQL server of
+    ``url`` (made here, dropped afterwards); SQLite files are per worker already."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not url.startswith(("postgres://", "postgresql")):
+        yield url
+        return
+    server = make_url(url.replace("postgres://", "postgresql+psycopg://", 1))
+    if server.drivername == "postgresql":
+        server = server.set(drivername="postgresql+psycopg")
+    name = f"{server.database}_{worker}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
 @pytest.fixture(scope="session")
 def app() -> Iterator[Flask]:
-    with tempfile.TemporaryDirectory() as tmpdir:
-        os.environ["DATABASE_URL"] = _database_url(tmpdir)
+    with tempfile.TemporaryDirectory() as tmpdir, _worker_database(_database_url(tmpdir)) as url:
+        os.environ["DATABASE_URL"] = url
         app = create_app(
             {
                 "TESTING": True,
