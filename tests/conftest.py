@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 from flask import Flask, g
 from flask.testing import FlaskClient
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
@@ -20,6 +20,7 @@ from monark import create_app
 from monark.core.throttle import login_throttle
 from monark.extensions import db
 from tests import factories
+from tests.databases import is_postgres, new_postgres_database
 
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -33,23 +34,11 @@ def _worker_database(url: str) -> Iterator[str]:
     """Under pytest-xdist each worker gets a database of its own on the PostgreSQL server of
     ``url`` (made here, dropped afterwards); SQLite files are per worker already."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker or not url.startswith(("postgres://", "postgresql")):
+    if not worker or not is_postgres(url):
         yield url
         return
-    server = make_url(url.replace("postgres://", "postgresql+psycopg://", 1))
-    if server.drivername == "postgresql":
-        server = server.set(drivername="postgresql+psycopg")
-    name = f"{server.database}_{worker}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with new_postgres_database(url, f"{make_url(url).database}_{worker}") as own:
+        yield own
 
 
 @pytest.fixture(scope="session")

@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
+from tests.databases import is_postgres, new_postgres_database
 from tests.fake_anthropic import FakeAnthropic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,23 +51,12 @@ def empty_database() -> Iterator[str]:
     """An empty database URL: a new PostgreSQL database when ``DATABASE_URL`` points at
     PostgreSQL, a temporary SQLite file otherwise; dropped afterwards."""
     url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql")):
+    if not is_postgres(url):
         with tempfile.TemporaryDirectory() as tmp:
             yield f"sqlite:///{tmp}/instances.db"
         return
-    server = make_url(url.replace("postgres://", "postgresql+psycopg://", 1))
-    if server.drivername == "postgresql":
-        server = server.set(drivername="postgresql+psycopg")
-    name = f"monark_inst_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with new_postgres_database(url, f"monark_inst_{uuid.uuid4().hex[:12]}") as fresh:
+        yield fresh
 
 
 @dataclass

@@ -12,8 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from flask import Flask, current_app
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import column, create_engine, func, insert, inspect, select, table, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import column, func, insert, inspect, select, table, text
 
 from monark import create_app
 from monark.cli import DEMO_PASSWORD
@@ -21,28 +20,18 @@ from monark.core.models import Event, Membership, Org, User, utcnow
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel
 from tests import factories
+from tests.databases import is_postgres, new_postgres_database
 
 
 @pytest.fixture
 def empty_database_url(tmp_path) -> Iterator[str]:
     """A fresh, empty database: a temp SQLite file, or a new PostgreSQL database."""
     url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql")):
+    if not is_postgres(url):
         yield f"sqlite:///{tmp_path}/migrations.db"
         return
-    server = make_url(url.replace("postgres://", "postgresql+psycopg://", 1))
-    if server.drivername == "postgresql":
-        server = server.set(drivername="postgresql+psycopg")
-    name = f"monark_migr_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with new_postgres_database(url, f"monark_migr_{uuid.uuid4().hex[:12]}") as fresh:
+        yield fresh
 
 
 @pytest.fixture
