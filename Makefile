@@ -24,11 +24,11 @@ run: install
 	$(FLASK) seed-demo
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
-## Set up and run the whole test suite (SQLite unless DATABASE_URL is set), on two
-## processes (each test file stays on one, so its module fixtures start once)
-PYTEST_WORKERS ?= 2
+## Set up and run the whole test suite (SQLite unless DATABASE_URL is set); PYTEST_WORKERS=2
+## runs it on two processes (each test file on one, so its module fixtures start once)
+PYTEST_WORKERS ?= 0
 test: install-dev browser
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 ## Debian's Chromium for the browser tests (never a downloaded browser build)
 browser:

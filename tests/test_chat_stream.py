@@ -269,8 +269,9 @@ def test_no_database_connection_is_held_while_the_model_streams(world, login, fa
         if "w10" in seen and len(held) < 20:
             held.append(db.engine.pool.checkedout())
     response.close()
-    # The turn saves its reply about once a second, for a millisecond: a sample may catch it.
-    assert held and held.count(0) >= len(held) - 2, held
+    # The turn saves its reply about once a second, for a moment (longer on a loaded
+    # machine): a sample may catch it; a connection held for the stream would be in all.
+    assert held and held.count(0) >= len(held) // 2, held
     assert "event: done" in seen
 
 
