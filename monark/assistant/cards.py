@@ -66,19 +66,28 @@ def _not_theirs_to_edit(principal, call: ToolCall):
     return None
 
 
+def _edit_target(principal: Principal, call_id: int):
+    """The call to edit and its edit schema, or the answer that refuses it (another's
+    handed-over card, a decided call, nothing to edit)."""
+    call = store.get_tool_call(principal, call_id)
+    refused = _not_theirs_to_edit(principal, call)
+    if refused is not None:
+        return call, None, refused
+    schema = service.edit_schema_of(principal, call_id)
+    if schema is None:
+        notice, status = _notice(CANNOT_EDIT, 409)
+        return call, None, (card_html(call) + notice, status)
+    return call, schema, None
+
+
 @bp.get("/calls/<int:call_id>/edit")
 @guard("chat.use")
 def edit_call(call_id: int):
     """The edit form of a proposed write, in place of its card."""
     principal = require_principal()
-    call = store.get_tool_call(principal, call_id)
-    refused = _not_theirs_to_edit(principal, call)
+    call, schema, refused = _edit_target(principal, call_id)
     if refused is not None:
         return refused
-    schema = service.edit_schema_of(principal, call_id)
-    if schema is None:
-        notice, status = _notice(CANNOT_EDIT, 409)
-        return card_html(call) + notice, status
     return _edit_form(principal, call, schema)
 
 
@@ -88,14 +97,9 @@ def save_edit(call_id: int):
     """Store the edited arguments (checked by the route's own models) and draw the card
     again from them; the call stays proposed."""
     principal = require_principal()
-    call = store.get_tool_call(principal, call_id)
-    refused = _not_theirs_to_edit(principal, call)
+    call, schema, refused = _edit_target(principal, call_id)
     if refused is not None:
         return refused
-    schema = service.edit_schema_of(principal, call_id)
-    if schema is None:
-        notice, status = _notice(CANNOT_EDIT, 409)
-        return card_html(call) + notice, status
     arguments, problems = read_form(schema, request.form, call.input)
     if problems:
         message = "Some values cannot be used; nothing was saved."

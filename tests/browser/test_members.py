@@ -38,6 +38,9 @@ def test_an_admin_invites_and_the_newcomer_joins_from_the_link(world, browse, ch
         assert page.url.endswith("/invite")  # the token left the address bar (and history)
         page.get_by_role("button", name="Create account and join").click()
         expect(page.locator("#name-error")).to_contain_text("Give your name")
+        # The page focuses the first invalid field once it is drawn: wait for that, or it
+        # may move the focus while the password is being typed.
+        expect(page.get_by_label("Your name")).to_be_focused()
         page.get_by_label("Your name").fill("Nia Newcomer")
         page.get_by_label("Password").fill("a long enough secret")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
