@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from monark.api.routes import V1_ROUTES
 from monark.automations import services as automations
@@ -572,6 +572,13 @@ WEB_CASES: tuple[WebCase, ...] = (
             lambda c: f"/automations/{_automation(c)}/enabled",
             row(owner=303, admin=303, member=403, viewer=403, other=404),
             data=lambda c, who: {"enabled": "true"}, writes="same"),
+    WebCase("automations.take_ownership", "POST", "acme's, its owner demoted",
+            lambda c: f"/automations/{_orphaned_automation(c)}/owner",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
+    WebCase("automations.set_private_records", "POST", "acme's",
+            lambda c: f"/automations/{_automation(c)}/private-records",
+            row(owner=303, admin=303, member=403, viewer=403, other=404),
+            data=lambda c, who: {"private_records": "keep"}, writes="same"),
     WebCase("automations.test_run", "POST", "acme's",
             lambda c: f"/automations/{_automation(c)}/test",
             row(owner=303, admin=303, member=403, viewer=403, other=404), writes="own"),
@@ -1015,6 +1022,17 @@ AUTHZ_PAGE = "Handbook"
 def _acme_owner(c: Ctx) -> Principal:
     user_id = db.session.scalar(select(User.id).where(User.email == "owner@acme.test"))
     return Principal.for_user(user_id, c.acme_org, "owner")
+
+
+def _orphaned_automation(c: Ctx) -> int:
+    """Acme's automation owned by its member (an admin who was demoted since)."""
+    automation_id = _automation(c)
+    member = db.session.scalar(select(User.id).where(User.email == "member@acme.test"))
+    db.session.execute(
+        update(Automation).where(Automation.id == automation_id).values(owner_id=member)
+    )
+    db.session.commit()
+    return automation_id
 
 
 def _authz_graph_text() -> str:

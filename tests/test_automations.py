@@ -266,8 +266,14 @@ def test_a_graph_of_every_node_type_is_valid(acme):
 # ---- the engine -------------------------------------------------------------------------
 
 
-def make_automation(org: factories.OrgWorld, raw: dict, name: str = "Auto", enabled=True):
-    return services.create_automation(org.principal("owner"), name, raw, enabled)
+def make_automation(
+    org: factories.OrgWorld, raw: dict, name: str = "Auto", enabled=True, private_records=None
+):
+    """An automation by the org's owner; ``private_records`` opts it in to private records."""
+    automation = services.create_automation(org.principal("owner"), name, raw, enabled)
+    if private_records is not None:
+        services.set_private_records(org.principal("owner"), automation.id, private_records)
+    return automation
 
 
 FOLLOW_UP = graph(
@@ -607,7 +613,7 @@ def test_update_record_changes_the_triggering_record(acme):
 
 
 def test_a_test_run_uses_the_chosen_record_even_when_disabled(acme):
-    automation = make_automation(acme, FOLLOW_UP, enabled=False)
+    automation = make_automation(acme, FOLLOW_UP, enabled=False, private_records="keep")
     owner = acme.principal("owner")
     run = services.run_test(owner, automation.id, acme.public.id)
     assert run.is_test and run.status == "succeeded" and run.record_id == acme.public.id
@@ -827,7 +833,7 @@ def test_internal_endpoints_answer_json_and_take_no_api_keys(acme, app):
 
 
 def test_private_record_runs_hide_step_data_from_roles_that_cannot_see_it(acme, login):
-    automation = make_automation(acme, FOLLOW_UP)
+    automation = make_automation(acme, FOLLOW_UP, private_records="keep")
     run = services.run_test(acme.principal("owner"), automation.id, acme.private.id)
     assert run.record_private
     viewer = login("viewer@acme.test").api("GET", f"{INTERNAL}/runs/{run.id}").get_json()

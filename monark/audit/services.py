@@ -45,6 +45,8 @@ class AuditPage:
     users: dict[int, User] = field(default_factory=dict)  # actors and members named
     models: dict[int, str] = field(default_factory=dict)  # model id: name
     records: dict[int, str] = field(default_factory=dict)  # record id: its model's key
+    # Events written for a private record the reader may not read: their content is hidden.
+    withheld: set[int] = field(default_factory=set)
 
 
 def _filtered(principal: Principal, filters: AuditFilters) -> Select[Any]:
@@ -75,10 +77,32 @@ def audit_page(principal: Principal, filters: AuditFilters) -> AuditPage:
     page.users = _users(page.events)
     page.models = _model_names(principal, page.events)
     page.records = _record_models(principal, page.events)
+    page.withheld = {e.id for e in page.events if not readable_event(principal, e)}
     return page
 
 
-PAYLOAD_MEMBERS = ("user_id", "requested_by_id", "approved_by_id", "approver_id")
+# Payload keys that carry content rather than ids (an automation's note).
+CONTENT_KEYS = ("note",)
+
+
+def readable_event(principal: Principal, event: Event) -> bool:
+    """Whether the principal may read the content of an event that a run for a private
+    record wrote (``Principal.confined_to``): only who may read that record."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    private_to = payload.get("private_to")
+    if private_to is None or principal.can("records.view_private"):
+        return True
+    return principal.user_id is not None and private_to == principal.user_id
+
+
+PAYLOAD_MEMBERS = (
+    "user_id",
+    "requested_by_id",
+    "approved_by_id",
+    "approver_id",
+    "owner_id",
+    "private_to",
+)
 
 
 def _users(events: list[Event]) -> dict[int, User]:

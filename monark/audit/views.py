@@ -40,6 +40,7 @@ def audit_log():
         "event_type": filters.event_type,
         "hide_chat": filters.hide_chat,
         "before": filters.before,
+        "content_keys": services.CONTENT_KEYS,
         **vars(page),  # the events, the next page's cursor, and the names they show
     }
     return render_swap("audit-table", "audit/_table.html", "audit/list.html", **context)

@@ -13,6 +13,7 @@ from typing import Any
 import httpx2
 
 from monark.automations import configs
+from monark.automations.privacy import WITHHELD_WEBHOOK
 from monark.automations.template import render
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
@@ -27,6 +28,11 @@ class StepFailed(Exception):
     """An action could not do its job; the message is shown in the run history."""
 
 
+class StepWithheld(Exception):
+    """An action the privacy rule keeps from running (``privacy``): the step is skipped and
+    the message says why."""
+
+
 @dataclass
 class RunContext:
     """What a run's nodes may read: the principal to act as and the placeholder values."""
@@ -36,6 +42,8 @@ class RunContext:
     trigger_model: str | None
     values: dict[str, Any] = field(default_factory=dict)  # record, trigger, automation, nodes
     allow_private_webhooks: bool = False
+    # For a run confined to a private record's readers: whether webhooks still go out.
+    sends_private: bool = False
 
 
 # ---- condition ------------------------------------------------------------------------
@@ -134,7 +142,12 @@ def webhook_client(timeout: float) -> httpx2.Client:
 
 
 def send_webhook(config: configs.SendWebhookConfig, ctx: RunContext) -> dict[str, Any]:
-    """POST JSON to the URL; any answer but 2xx, or no answer in time, fails the step."""
+    """POST JSON to the URL; any answer but 2xx, or no answer in time, fails the step.
+
+    A run for a private record sends nothing unless the automation was opted in to it.
+    """
+    if ctx.principal.confined_to is not None and not ctx.sends_private:
+        raise StepWithheld(WITHHELD_WEBHOOK)
     checked = [None] if ctx.allow_private_webhooks else _public_addresses(config.url)
     if config.payload is not None:
         payload = render(config.payload, ctx.values)

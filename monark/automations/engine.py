@@ -10,7 +10,10 @@ The runner works in a fresh app context, hence a fresh session and transaction: 
 caller's commit is already done and nothing a run does (or fails to do) reaches the caller.
 
 Tenancy: an event triggers only automations of its own org, whose actions run as
-``Principal.for_automation`` in that org. Depth: events written by a run's actions carry
+``Principal.for_automation`` in that org, within the owner's current rights
+(``ownership``; an automation whose owner lapsed is switched off instead of run). Privacy:
+a private record's event runs only automations opted in, confined to the record's readers
+(``privacy``). Depth: events written by a run's actions carry
 that run's depth; an event at ``AUTOMATION_MAX_DEPTH`` triggers a stored ``skipped`` run
 instead of another execution, which stops an automation that retriggers itself. Breadth:
 all the runs one change sets off, however they branch, share a budget of
@@ -31,10 +34,12 @@ from sqlalchemy import event as sa_event
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from monark.automations.actions import RunContext, StepFailed
+from monark.automations import privacy
+from monark.automations.actions import RunContext, StepFailed, StepWithheld
 from monark.automations.graph import Graph, Node, parse_graph
 from monark.automations.models import Automation, AutomationRun
 from monark.automations.nodes import RECORD_EVENTS, REGISTRY
+from monark.automations.ownership import Owner, install_ownership, owner_of, switch_off
 from monark.automations.template import render
 from monark.core.errors import AppError
 from monark.core.models import Event, utcnow
@@ -63,6 +68,7 @@ class Trigger:
     record_id: int | None = None
     values: dict[str, Any] = field(default_factory=dict)
     private: bool = False
+    creator_id: int | None = None  # the record's, for a private one's readers
     event_id: int | None = None
     model_id: int | None = None
     fields: tuple[str, ...] = ()
@@ -100,6 +106,7 @@ def _collect(session: Any, _flush_context: Any) -> None:
                 record_id=event.subject_id,
                 values=dict(record.values or {}) if record is not None else {},
                 private=record is not None and record.visibility == "private",
+                creator_id=record.creator_id if record is not None else None,
                 event_id=event.id,
                 model_id=(event.payload or {}).get("model_id"),
                 fields=tuple((event.payload or {}).get("fields") or ()),
@@ -151,6 +158,7 @@ def install_engine() -> None:
     ):
         if not sa_event.contains(Session, name, listener):
             sa_event.listen(Session, name, listener)
+    install_ownership()
 
 
 # ---- running --------------------------------------------------------------------------
@@ -182,6 +190,13 @@ def run_triggered(trigger: Trigger) -> list[int]:
     for automation in automations:
         if not _fields_match(automation, trigger):
             continue
+        owner = owner_of(db.session, automation)
+        if owner.lapse:  # missed when the owner's rights changed: switched off now
+            switch_off(automation, owner)
+            db.session.commit()
+            continue
+        if not admits(automation, owner, trigger):
+            continue  # a private record it may not run for: no run, nothing stored
         if trigger.depth >= max_depth:
             reason = (
                 f"Not run: this event was written by a chain of {trigger.depth} automation "
@@ -199,8 +214,15 @@ def run_triggered(trigger: Trigger) -> list[int]:
         else:
             if budget is not None:
                 budget[0] -= 1
-            run_ids.append(execute(automation, trigger))
+            run_ids.append(execute(automation, trigger, owner))
     return run_ids
+
+
+def admits(automation: Automation, owner: Owner, trigger: Trigger) -> bool:
+    """Whether ``automation`` may run for the trigger's record (``privacy.runs_for``)."""
+    return privacy.runs_for(
+        automation.private_records, owner.user_id, owner.role, trigger.private, trigger.creator_id
+    )
 
 
 def _fields_match(automation: Automation, trigger: Trigger) -> bool:
@@ -237,18 +259,28 @@ def _skip(automation: Automation, trigger: Trigger, reason: str) -> int:
 def execute(
     automation: Automation,
     trigger: Trigger,
+    owner: Owner,
     *,
     is_test: bool = False,
     started_by_id: int | None = None,
 ) -> int:
-    """Run one automation's graph for ``trigger`` and store the run with its steps."""
+    """Run one automation's graph for ``trigger`` and store the run with its steps.
+
+    Its actions act within ``owner``'s current role, and for a private record confined to
+    that record's readers (``privacy``).
+    """
     graph, _ = parse_graph(automation.graph, REGISTRY)
     run = _new_run(automation, trigger, is_test=is_test, started_by_id=started_by_id)
     db.session.commit()
     run_id, depth = run.id, run.depth
     record = {**trigger.values, "id": trigger.record_id} if trigger.model_key else {}
     ctx = RunContext(
-        principal=Principal.for_automation(automation.id, automation.org_id),
+        principal=Principal.for_automation(
+            automation.id,
+            automation.org_id,
+            owner.role,
+            confined_to=privacy.confinement(trigger.private, trigger.creator_id),
+        ),
         automation_id=automation.id,
         trigger_model=trigger.model_key,
         values={
@@ -262,6 +294,7 @@ def execute(
             "nodes": {},
         },
         allow_private_webhooks=bool(current_app.config.get("AUTOMATION_WEBHOOK_ALLOW_PRIVATE")),
+        sends_private=privacy.sends_private(automation.private_records),
     )
     token = _depth.set(depth)
     try:
@@ -288,9 +321,13 @@ def _error_text(err: Exception) -> str:
 
 
 def _run_node(node: Node, ctx: RunContext) -> tuple[str, Any, str | None]:
-    """Execute one node: (status, output, error). A node's failure is its step's, only."""
+    """Execute one node: (status, output, error). A node's failure is its step's, only;
+    a node withheld by the privacy rule is ``withheld``, its error the reason."""
     try:
         return "succeeded", node.node_type.run(node.config, ctx), None
+    except StepWithheld as err:
+        db.session.rollback()
+        return "withheld", None, str(err)
     except Exception as err:  # the step boundary: any failure becomes the step's error
         db.session.rollback()
         if not isinstance(err, AppError | StepFailed):
@@ -302,6 +339,8 @@ def _skip_reason(graph: Graph, node_id: str, status: dict[str, str]) -> str:
     sources = [status.get(e.source) for e in graph.incoming(node_id)]
     if any(state in ("failed", "blocked") for state in sources):
         return "An earlier step failed."
+    if "withheld" in sources:
+        return "Not reached: an earlier step was not run for this private record."
     return "Not reached: a condition before it did not let the run through."
 
 
@@ -327,6 +366,8 @@ def _walk(graph: Graph, ctx: RunContext) -> list[dict[str, Any]]:
             step["input"] = render(node.raw_config, ctx.values)
             state, output, error = _run_node(node, ctx)
         status[node_id] = "blocked" if reason == "An earlier step failed." else state
+        if state == "withheld":  # stored as skipped, with why
+            state, reason, error = "skipped", error, None
         ctx.values["nodes"][node_id] = output or {}
         if state == "succeeded":
             fired |= {

@@ -32,10 +32,18 @@ class Automation(db.Model):
     trigger_type: Mapped[str] = mapped_column(String(40))
     trigger_model: Mapped[str | None] = mapped_column(String(40), default=None)
     created_by_id: Mapped[UserRef]
+    # Whose rights it acts within, checked at every run (the author, until an admin takes
+    # ownership): when the owner leaves or loses automation.manage it is switched off, and
+    # ``disabled_reason`` says why until someone enables it again.
+    owner_id: Mapped[UserRef]
+    disabled_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    # What a private record's events do (``privacy.PrivateRecords``): nothing by default.
+    private_records: Mapped[str] = mapped_column(String(8), default="skip")
     created_at: Mapped[CreatedAt]
     updated_at: Mapped[UpdatedAt]
 
-    created_by: Mapped[User | None] = relationship()
+    created_by: Mapped[User | None] = relationship(foreign_keys="Automation.created_by_id")
+    owner: Mapped[User | None] = relationship(foreign_keys="Automation.owner_id")
 
 
 class AutomationRun(db.Model):

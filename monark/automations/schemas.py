@@ -91,6 +91,12 @@ class AutomationSummary(RowOut):
     version: int
     trigger: Trigger
     node_count: int
+    owner_id: int | None = Field(description="The member whose current rights it acts within.")
+    private_records: str = Field(
+        description="skip: private records trigger nothing; keep: it runs for them and what "
+        "it writes stays private, no webhook is sent; send: as keep, with webhooks sent."
+    )
+    disabled_reason: str | None = Field(None, description="Why it was switched off, if it was.")
     created_at: UtcTime | None
     updated_at: UtcTime | None
     url: str

@@ -8,10 +8,12 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import func, select
 
-from monark.automations.engine import Trigger, execute
+from monark.automations.engine import Trigger, admits, execute
 from monark.automations.graph import parse_graph, validate_graph
 from monark.automations.models import Automation, AutomationRun
 from monark.automations.nodes import REGISTRY, NodeType, trigger_types
+from monark.automations.ownership import owner_of
+from monark.automations.privacy import PrivateRecords
 from monark.automations.references import OrgSchema, load_org_schema
 from monark.core.errors import Conflict, NotFound, ValidationFailed
 from monark.core.events import record_event, save_new
@@ -20,6 +22,7 @@ from monark.core.uow import for_update
 from monark.extensions import db
 from monark.records import queries
 from monark.records import services as records
+from monark.records.models import Record, RecordModel
 
 NAME_MAX = 120
 RUNS_PAGE = 20
@@ -223,6 +226,8 @@ def create_automation(
         trigger_type=trigger_type,
         trigger_model=trigger_model,
         created_by_id=principal.user_id,
+        owner_id=principal.user_id,
+        private_records=PrivateRecords.SKIP,
     )
     payload = {"version": 1, "enabled": automation.enabled}
     return save_new(
@@ -269,14 +274,77 @@ def update_automation(
     return automation
 
 
+def _require_owner(automation: Automation, doing: str) -> None:
+    """Refuse ``doing`` while the automation's owner may not vouch for it."""
+    owner = owner_of(db.session, automation)
+    if owner.lapse:
+        raise Conflict(f"{owner.reason()} Take ownership of {automation.name} to {doing} it.")
+
+
 def set_enabled(principal: Principal, automation_id: int, enabled: bool) -> Automation:
-    """Turn an automation on or off."""
+    """Turn an automation on or off; on only while its owner may manage automations."""
     principal.require("automation.manage")
     automation = get_automation(principal, automation_id)
+    if enabled:
+        _require_owner(automation, "enable")
+    automation.disabled_reason = None
     if automation.enabled != enabled:
         automation.enabled = enabled
         kind = "automation.enabled" if enabled else "automation.disabled"
         record_event(principal, kind, "automation", automation.id, {"automation_id": automation.id})
+    db.session.commit()
+    return automation
+
+
+def take_ownership(principal: Principal, automation_id: int) -> Automation:
+    """Make the acting member the automation's owner: its runs act within their rights."""
+    principal.require("automation.manage")
+    if principal.user_id is None:
+        raise ValidationFailed(
+            "Only a member can own an automation.",
+            [{"field": "owner", "message": "Sign in as the member who will own it."}],
+        )
+    automation = get_automation(principal, automation_id, lock=True)
+    if automation.owner_id != principal.user_id:
+        automation.owner_id = principal.user_id
+        record_event(
+            principal,
+            "automation.owner_changed",
+            "automation",
+            automation.id,
+            {"automation_id": automation.id, "user_id": principal.user_id},
+        )
+    db.session.commit()
+    return automation
+
+
+def set_private_records(principal: Principal, automation_id: int, setting: str) -> Automation:
+    """Choose what a private record's events do to the automation (``privacy``)."""
+    principal.require("automation.manage")
+    try:
+        choice = PrivateRecords(setting)
+    except ValueError:
+        choices = ", ".join(c.value for c in PrivateRecords)
+        raise ValidationFailed(
+            "Unknown choice for private records.",
+            [{"field": "private_records", "message": f"Choose one of: {choices}."}],
+        ) from None
+    automation = get_automation(principal, automation_id, lock=True)
+    if automation.private_records != choice:
+        automation.private_records = choice
+        automation.version += 1
+        record_event(
+            principal,
+            "automation.updated",
+            "automation",
+            automation.id,
+            {
+                "automation_id": automation.id,
+                "version": automation.version,
+                "fields": ["private_records"],
+                "private_records": choice.value,
+            },
+        )
     db.session.commit()
     return automation
 
@@ -297,6 +365,25 @@ def delete_automation(principal: Principal, automation_id: int) -> None:
     db.session.commit()
 
 
+def _newest_record(principal: Principal, model: RecordModel, setting: str) -> Record | None:
+    """The newest record of ``model`` the principal sees (of the org's only, for an
+    automation that skips private records), or None."""
+    newest = queries.list_records(principal, model, limit=1).items
+    if newest and newest[0].visibility == "private" and setting == PrivateRecords.SKIP:
+        stmt = (
+            select(Record)
+            .where(
+                Record.org_id == principal.org_id,
+                Record.model_id == model.id,
+                Record.visibility == "org",
+            )
+            .order_by(Record.id.desc())
+            .limit(1)
+        )
+        return db.session.scalar(stmt)
+    return newest[0] if newest else None
+
+
 def run_test(
     principal: Principal, automation_id: int, record_id: int | None = None
 ) -> AutomationRun:
@@ -306,14 +393,15 @@ def run_test(
     """
     principal.require("automation.run")
     automation = get_automation(principal, automation_id)
+    _require_owner(automation, "run")
+    owner = owner_of(db.session, automation)
     trigger = Trigger(type=automation.trigger_type, org_id=principal.org_id, model_key=None)
     if automation.trigger_model:
         model = records.get_model(principal, automation.trigger_model)
         if record_id is not None:
             record = records.get_record(principal, model, record_id)
         else:
-            newest = queries.list_records(principal, model, limit=1).items
-            record = newest[0] if newest else None
+            record = _newest_record(principal, model, automation.private_records)
         trigger = Trigger(
             type=automation.trigger_type,
             org_id=principal.org_id,
@@ -322,7 +410,19 @@ def run_test(
             record_id=record.id if record else None,
             values=dict(record.values) if record else {},
             private=record is not None and record.visibility == "private",
+            creator_id=record.creator_id if record else None,
         )
+        if not admits(automation, owner, trigger):
+            raise ValidationFailed(
+                f"Record {trigger.record_id} is private, and this automation does not run for it.",
+                [
+                    {
+                        "field": "record_id",
+                        "message": "Choose a record of the organization, or let the "
+                        "automation run for private records first.",
+                    }
+                ],
+            )
     elif record_id is not None:
         raise ValidationFailed(
             "This automation's trigger has no model.",
@@ -333,7 +433,7 @@ def run_test(
                 }
             ],
         )
-    run_id = execute(automation, trigger, is_test=True, started_by_id=principal.user_id)
+    run_id = execute(automation, trigger, owner, is_test=True, started_by_id=principal.user_id)
     record_event(
         principal,
         "automation.test_run",

@@ -10,9 +10,10 @@ from flask import Blueprint, flash, render_template, request
 from monark.automations import services
 from monark.automations.models import Automation
 from monark.automations.nodes import REGISTRY
+from monark.automations.privacy import PrivateRecords
 from monark.core import jsonbody
 from monark.core.auth import guard, require_principal
-from monark.core.errors import ValidationFailed
+from monark.core.errors import Conflict, ValidationFailed
 from monark.core.ids import form_id
 from monark.core.rbac import Principal
 from monark.core.web import see_other
@@ -117,6 +118,7 @@ def _detail(
         "automations/detail.html",
         automation=automation,
         registry=REGISTRY,
+        private_choices=list(PrivateRecords),
         graph=services.shown_graph(principal, automation.graph),
         runs=services.list_runs(principal, automation, limit=5),
         name=automation.name if name is None else name,
@@ -158,8 +160,35 @@ def detail(automation_id: int):
 def set_enabled(automation_id: int):
     """Turn an automation on or off."""
     enabled = request.form.get("enabled") == "true"
-    automation = services.set_enabled(require_principal(), automation_id, enabled)
+    try:
+        automation = services.set_enabled(require_principal(), automation_id, enabled)
+    except Conflict as err:  # its owner lapsed: the page says who may take it over
+        flash(err.message, "error")
+        return _to_detail(automation_id)
     flash(f"{automation.name} is {'on' if enabled else 'off'}.")
+    return _to_detail(automation_id)
+
+
+@bp.post("/<int:automation_id>/owner")
+@guard("automation.manage")
+def take_ownership(automation_id: int):
+    """Become the automation's owner: its runs act within your rights from now on."""
+    automation = services.take_ownership(require_principal(), automation_id)
+    flash(f"You own {automation.name} now.")
+    return _to_detail(automation_id)
+
+
+@bp.post("/<int:automation_id>/private-records")
+@guard("automation.manage")
+def set_private_records(automation_id: int):
+    """Choose what a private record's events do to the automation."""
+    choice = request.form.get("private_records", "")
+    try:
+        automation = services.set_private_records(require_principal(), automation_id, choice)
+    except ValidationFailed as err:
+        flash(err.details[0]["message"], "error")
+        return _to_detail(automation_id)
+    flash(f"{automation.name}: {PrivateRecords(automation.private_records).label}.")
     return _to_detail(automation_id)
 
 
@@ -174,7 +203,14 @@ def test_run(automation_id: int):
         rule = err.details[0]["message"]
         flash(f"Record id: {rule} Or leave it empty for the newest record.", "error")
         return _to_detail(automation_id)
-    run = services.run_test(principal, automation_id, record_id)
+    try:
+        run = services.run_test(principal, automation_id, record_id)
+    except Conflict as err:
+        flash(err.message, "error")
+        return _to_detail(automation_id)
+    except ValidationFailed as err:
+        flash(f"{err.message} {err.details[0]['message']}", "error")
+        return _to_detail(automation_id)
     flash(f"Test run {run.status}.", "info" if run.status == "succeeded" else "error")
     return see_other("automations.run_detail", automation_id=automation_id, run_id=run.id)
 

@@ -30,6 +30,10 @@ def record_event(
         payload["requested_by_id"] = principal.requested_by_id
     if principal.approved_by_id is not None:
         payload["approved_by_id"] = principal.approved_by_id
+    # Written by a run for a private record: readers of the event (the audit log) see its
+    # content only if they may read that record (``readable_event``).
+    if principal.confined_to is not None:
+        payload["private_to"] = principal.confined_to
     event = Event(
         org_id=principal.org_id,
         type=type,

@@ -35,8 +35,8 @@ PERMISSIONS: tuple[str, ...] = (
 _VIEWER = frozenset({"records.view", "automation.view", "wiki.view", "chat.use"})
 _MEMBER = _VIEWER | {"records.create", "records.update", "records.delete", "wiki.edit"}
 _ADMIN = frozenset(PERMISSIONS)
-# An automation acts for the org on records only: it reads every record (private ones too,
-# like the admins who write automations) and creates or updates them, in its own org.
+# An automation acts for the org on records only: it reads records and creates or updates
+# them, in its own org, and never beyond what its owner's role grants now (``for_automation``).
 _AUTOMATION = frozenset(
     {"records.view", "records.view_private", "records.create", "records.update"}
 )
@@ -79,6 +79,10 @@ class Principal:
     # inbox): who asked (a hand-over), or who approved it (an API key's held write).
     requested_by_id: int | None = None
     approved_by_id: int | None = None
+    # An automation run for a private record: whatever it writes may be read only by who
+    # may read that record, i.e. private to this creator's id (0: no creator, so only roles
+    # with records.view_private). None: not confined.
+    confined_to: int | None = None
 
     @classmethod
     def for_user(cls, user_id: int, org_id: int, role: str) -> Principal:
@@ -91,9 +95,19 @@ class Principal:
         return cls._acting("api_key", key_id, org_id, role)
 
     @classmethod
-    def for_automation(cls, automation_id: int, org_id: int) -> Principal:
-        """The principal an automation's actions run as: no user, records rights only."""
-        return cls._acting("automation", automation_id, org_id, "automation")
+    def for_automation(
+        cls,
+        automation_id: int,
+        org_id: int,
+        owner_role: str | None,
+        *,
+        confined_to: int | None = None,
+    ) -> Principal:
+        """The principal an automation's actions run as: no user, records rights only, and
+        only those its owner's current role (None: no owner) grants too."""
+        acting = cls._acting("automation", automation_id, org_id, "automation")
+        owner = ROLE_PERMISSIONS.get(owner_role or "", frozenset())
+        return replace(acting, permissions=acting.permissions & owner, confined_to=confined_to)
 
     @classmethod
     def _acting(

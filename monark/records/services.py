@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import joinedload, selectinload
 
-from monark.core.errors import NotFound, ValidationFailed
+from monark.core.errors import Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event, save_new
 from monark.core.models import MAX_ID
 from monark.core.rbac import Principal
@@ -280,12 +280,33 @@ def can_change_visibility(principal: Principal, record: Record) -> bool:
     return principal.user_id is not None and record.creator_id == principal.user_id
 
 
+def _check_confined(principal: Principal, record: Record) -> None:
+    """A principal confined to a private record's readers (``Principal.confined_to``)
+    writes only records that no one else may read: private ones of the same creator, or of
+    none (which only roles with records.view_private read)."""
+    if principal.confined_to is None:
+        return
+    if record.visibility == "private" and (record.creator_id or 0) in (0, principal.confined_to):
+        return
+    raise Forbidden(
+        f"Not written: record {record.id} may be read by people who may not read the "
+        "private record this automation run is for."
+    )
+
+
 def create_record(
     principal: Principal, model: RecordModel, values: dict[str, Any], visibility: str | None = None
 ) -> Record:
-    """Validate and store a new record, with its ``record.created`` event."""
+    """Validate and store a new record, with its ``record.created`` event.
+
+    A confined principal's record is private to the same people as the record it was
+    confined by: private, with that record's creator.
+    """
     principal.require("records.create")
     visibility = _check_visibility(visibility)
+    creator_id = principal.user_id
+    if principal.confined_to is not None:
+        visibility, creator_id = "private", principal.confined_to or None
     clean, problems = validate_values(
         model.fields, values, partial=False, member_ids=_member_ids_for(model, principal.org_id)
     )
@@ -299,7 +320,7 @@ def create_record(
         title=display_title(model.fields, clean),
         search_text=search_text(model.fields, clean),
         visibility=visibility,
-        creator_id=principal.user_id,
+        creator_id=creator_id,
     )
     payload = {"model_id": model.id, "fields": sorted(clean)}
     return save_new(principal, record, "record.created", "record", payload)
@@ -315,6 +336,7 @@ def update_record(
     """Apply a partial update; returns the record and the names of the fields that changed."""
     principal.require("records.update")
     record = get_record(principal, model, record_id, lock=True)
+    _check_confined(principal, record)
     clean, problems = validate_values(
         model.fields, values, partial=True, member_ids=_member_ids_for(model, principal.org_id)
     )
@@ -324,7 +346,9 @@ def update_record(
         except ValidationFailed as err:
             problems.extend(err.details)
         else:
-            if visibility != record.visibility and not can_change_visibility(principal, record):
+            if visibility != record.visibility and (
+                principal.confined_to is not None or not can_change_visibility(principal, record)
+            ):
                 problems.append(
                     {
                         "field": "visibility",
