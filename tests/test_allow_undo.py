@@ -356,7 +356,7 @@ def test_a_call_naming_no_model_cannot_be_allowed(world):
     spec = {s.name: s for s in tool_executor().specs()}["records_update"]
     call = ToolCall(name="records_update", input={"record_id": 1, "values": {}}, mutates=True)
     assert allowances.reach(spec, call) is None
-    with pytest.raises(Forbidden, match="names no target"):
+    with pytest.raises(Forbidden, match="records_update names no model"):
         allowances.grant(member, call, spec)
 
 

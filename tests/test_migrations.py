@@ -168,7 +168,7 @@ def test_allowances_of_record_tools_end_when_they_gain_a_scope(migrated_app):
     # Those of record tools covered every model: they end; the others stay tool-wide.
     assert db.session.execute(open_ones).all() == [("wiki_set_icon", None)]
     db.session.add(
-        Allowance(org_id=1, conversation_id=3, user_id=5, tool="records_update", scope="t")
+        Allowance(id=4, org_id=1, conversation_id=3, user_id=5, tool="records_update", scope="t")
     )
     db.session.commit()
     db.session.close()

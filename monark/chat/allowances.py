@@ -88,7 +88,8 @@ def reach(spec: ToolSpec | None, call: ToolCall) -> Reach | None:
         return None
     if spec.allow_scope is None:
         return Reach(call.name)
-    target = (call.input or {}).get(spec.allow_scope.argument)
+    arguments = call.input if isinstance(call.input, dict) else {}
+    target = arguments.get(spec.allow_scope.argument)
     if not isinstance(target, str) or not target:
         return None
     return Reach(call.name, target)
@@ -172,8 +173,9 @@ def grant(principal: Principal, call: ToolCall, spec: ToolSpec | None) -> Allowa
     if reason is not None:
         raise Forbidden(reason)
     wanted = reach(spec, call)
-    if wanted is None:
-        raise Forbidden(f"{call.name} names no target here: it cannot be allowed.")
+    if wanted is None or spec is None:
+        argument = spec.allow_scope.argument if spec and spec.allow_scope else "target"
+        raise Forbidden(f"{call.name} names no {argument}: it cannot be allowed.")
     conversation = db.session.get(Conversation, call.conversation_id)
     held = next((a for a in active(principal, conversation) if _reach_of(a) == wanted), None)
     if held is not None:  # allowed already (a second card of the same reach): one is enough
