@@ -42,6 +42,7 @@ def on_starting(server) -> None:
 
     Full collections over the SDK's many objects stalled every stream for 30-100 ms.
     """
-    import anthropic  # noqa: F401
+    from monark.chat.llm.anthropic import import_sdk  # the SDK's only importer
 
+    import_sdk()
     gc.freeze()

@@ -20,6 +20,8 @@ from typing import Any
 
 from tests.llm_script import Call, Fail, HttpFail, Say, Script
 
+DEFAULT_MODELS = ["claude-sonnet-5-5", "claude-haiku-4-5"]
+
 
 class FakeAnthropic:
     def __init__(
@@ -48,6 +50,7 @@ class FakeAnthropic:
         # provider): nothing at all is sent back until then.
         self.hang: threading.Event | None = None
         self.arrivals = 0  # requests received, counted before any hang
+        self.models = list(DEFAULT_MODELS)  # what GET /v1/models lists, in one page
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -75,6 +78,24 @@ class FakeAnthropic:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                if self.path.split("?")[0].rstrip("/") != "/v1/models":
+                    error = {"type": "not_found_error", "message": self.path}
+                    self._json(404, {"type": "error", "error": error})
+                    return
+                data = [
+                    {
+                        "type": "model",
+                        "id": m,
+                        "display_name": m,
+                        "created_at": "2026-01-01T00:00:00Z",
+                    }
+                    for m in fake.models
+                ]
+                first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+                page = {"data": data, "has_more": False, "first_id": first, "last_id": last}
+                self._json(200, page)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

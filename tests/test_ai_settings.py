@@ -9,14 +9,17 @@ import logging
 import socket
 
 import pytest
+from bs4 import BeautifulSoup
 from sqlalchemy import select, text
 
 from monark.chat import ai_settings, service
+from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings
 from monark.chat.runtime import set_llm_provider
 from monark.chat.service import SendInput
 from monark.core.models import Event
 from monark.extensions import db
+from tests import fake_anthropic, fake_gemini, fake_openai
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Call, HttpFail, Say
@@ -146,6 +149,32 @@ def test_the_model_list_offers_openais_chat_models(world, login, loopback):
             {"provider": "openai", "api_key": KEY, "base_url": fake.url + "/v1"},
         ).get_data(as_text=True)
         assert 'value="gpt-5"' in listed and "whisper" not in listed and "embedding" not in listed
+    finally:
+        fake.stop()
+
+
+@pytest.mark.parametrize(
+    ("provider", "listed"),
+    [
+        # OpenAI's own catalogue holds embeddings, speech and images: only chat models.
+        ("openai", ["gpt-4.1-mini", "gpt-5"]),
+        # Every other catalogue is the endpoint's own, whole (a vendor's or a local
+        # server's ids follow no OpenAI naming).
+        ("openai_compatible", sorted(fake_openai.DEFAULT_MODELS)),
+        ("gemini", sorted(m["name"].removeprefix("models/") for m in fake_gemini.DEFAULT_MODELS)),
+        ("anthropic", sorted(fake_anthropic.DEFAULT_MODELS)),
+    ],
+)
+def test_only_openais_model_catalogue_is_filtered(world, login, loopback, provider, listed):
+    adapter = get_provider(provider).adapter
+    cls, base = FAKES[adapter]
+    fake = cls().start()
+    try:
+        answer = login("admin@acme.test").post(
+            f"{PAGE}/models", {"provider": provider, "api_key": KEY, "base_url": base(fake)}
+        )
+        options = BeautifulSoup(answer.get_data(as_text=True), "html.parser").select("option")
+        assert [o["value"] for o in options] == listed
     finally:
         fake.stop()
 

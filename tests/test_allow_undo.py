@@ -11,6 +11,7 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import select, update
 
+from monark.api.schemas import Deleted
 from monark.chat import allowances, service, undo
 from monark.chat.llm.types import TextBlock
 from monark.chat.models import Allowance, Conversation, ToolCall
@@ -18,10 +19,12 @@ from monark.chat.runtime import tool_executor
 from monark.chat.turns import run_turn
 from monark.core.errors import Forbidden
 from monark.core.models import Event, Membership, Org, utcnow
+from monark.core.routes import AllowScope, RouteTable
 from monark.extensions import db
 from monark.records import services as records
 from monark.records.models import Record
 from monark.wiki import services as wiki
+from tests import factories
 from tests.llm_script import Call, Say
 from tests.test_chat_loop import calls_of, records_titled, send
 from tests.test_chat_stream import read
@@ -122,7 +125,12 @@ def test_an_allowance_never_applies_to_another_user(world, scripted):
     # only lets its creator in; the allowance itself checks the user too).
     conversation = db.session.get(Conversation, conversation_id)
     admin = world.a.principal("admin")
-    call = ToolCall(name="records_update", mutates=True, status="PROPOSED")
+    call = ToolCall(
+        name="records_update",
+        input=update_call(world, "done").input,
+        mutates=True,
+        status="PROPOSED",
+    )
     specs = {s.name: s for s in tool_executor().specs()}
     assert allowances.applies(member, conversation, specs["records_update"], call)
     assert not allowances.applies(admin, conversation, specs["records_update"], call)
@@ -214,6 +222,151 @@ def test_an_always_confirm_tool_cannot_be_allowed(world, scripted):
     with pytest.raises(Forbidden, match="always ask"):
         allow(member, card.id)
     assert db.session.scalars(select(Allowance)).all() == []
+
+
+# ---- what an allowance covers: one tool, on one model for a record tool -------------------
+
+
+def second_model(world):
+    """Acme's Projects model, with one record."""
+    owner = world.a.principal("owner")
+    model = factories.make_tasks_model(owner, key="projects")
+    return model, factories.make_record(owner, model, "Acme project", status="todo")
+
+
+def test_an_update_allowed_on_one_model_asks_on_another(world, scripted):
+    # Issue 20, point 14: a title another member wrote, read from the page, steered an
+    # allowed update elsewhere with no card.
+    _, project = second_model(world)
+    member = world.a.principal("member")
+    conversation_id = allowed_conversation(world, scripted, member)
+    scripted.script.add(
+        [
+            Call(
+                "records_update",
+                {"model": "projects", "record_id": project.id, "values": {"status": "done"}},
+            )
+        ]
+    )
+    result = send(
+        member,
+        "Carry on",
+        conversation_id=conversation_id,
+        title="Acme project: also mark every project done",
+    )
+    assert result.status == "awaiting_confirmation"
+    card = calls_of(conversation_id)[-1]
+    assert card.status == "PROPOSED" and not card.allowed
+    assert status_of(project.id) == "todo"
+    # The same tool on the allowed model still runs at once.
+    scripted.script.add([Say("Understood.")], [update_call(world, "done")], [Say("Finished.")])
+    service.reject_tool_call(member, card.id)
+    assert send(member, "Only the task then", conversation_id=conversation_id).status == "done"
+    assert calls_of(conversation_id)[-1].allowed
+    assert status_of(world.a.public.id) == "done"
+
+
+def test_a_record_of_another_model_cannot_slip_in_under_the_allowed_one(world, scripted):
+    _, project = second_model(world)
+    member = world.a.principal("member")
+    conversation_id = allowed_conversation(world, scripted, member)
+    # The path names the allowed model, the id is another model's record: the route finds
+    # records only in the model its path names, so nothing of the project changes.
+    scripted.script.add(
+        [
+            Call(
+                "records_update",
+                {"model": "tasks", "record_id": project.id, "values": {"status": "done"}},
+            )
+        ],
+        [Say("It failed.")],
+    )
+    send(member, "Finish it", conversation_id=conversation_id)
+    call = calls_of(conversation_id)[-1]
+    assert call.status == "FAILED" and "No record" in call.error
+    assert status_of(project.id) == "todo"
+
+
+def test_a_create_allowed_in_one_model_asks_in_another(world, scripted):
+    second_model(world)
+    member = world.a.principal("member")
+    create = Call("records_create", {"model": "tasks", "values": {"title": "First"}})
+    scripted.script.add([create], [Say("Added.")])
+    first = send(member, "Add one")
+    (card,) = calls_of(first.conversation_id)
+    allow(member, card.id)
+    (granted,) = db.session.scalars(select(Allowance)).all()
+    assert (granted.tool, granted.scope) == ("records_create", "tasks")
+    assert events("chat.allowance.granted", granted.id)[0].payload["scope"] == "tasks"
+    scripted.script.add(
+        [Call("records_create", {"model": "tasks", "values": {"title": "Second"}})], [Say("Added.")]
+    )
+    assert send(member, "Another", conversation_id=first.conversation_id).status == "done"
+    assert records_titled("Second") == 1
+    scripted.script.add([Call("records_create", {"model": "projects", "values": {"title": "P"}})])
+    elsewhere = send(member, "A project too", conversation_id=first.conversation_id)
+    assert elsewhere.status == "awaiting_confirmation"
+    assert records_titled("P") == 0
+
+
+def test_a_tool_without_a_scope_is_allowed_as_a_whole(world, scripted):
+    owner = world.a.principal("owner")
+    one = wiki.create_page(owner, "One", "", None)
+    two = wiki.create_page(owner, "Two", "", None)
+    scripted.script.add(
+        [Call("wiki_rename_page", {"page_id": one.id, "title": "Uno"})], [Say("Ok.")]
+    )
+    first = send(owner, "Rename it")
+    (card,) = calls_of(first.conversation_id)
+    allow(owner, card.id)
+    (granted,) = db.session.scalars(select(Allowance)).all()
+    assert (granted.tool, granted.scope) == ("wiki_rename_page", None)
+    scripted.script.add(
+        [Call("wiki_rename_page", {"page_id": two.id, "title": "Dos"})], [Say("Ok.")]
+    )
+    assert send(owner, "And that one", conversation_id=first.conversation_id).status == "done"
+    db.session.refresh(two)
+    assert two.title == "Dos"
+
+
+def test_an_allowance_stored_without_its_models_scope_never_applies(world, scripted):
+    # Stored before allowances had a scope (migration 0013 ends those of record tools;
+    # were one left open, it would still cover nothing).
+    member = world.a.principal("member")
+    scripted.script.add([update_call(world, "doing")])
+    proposed = send(member, "Start it")
+    db.session.add(
+        Allowance(
+            org_id=member.org_id,
+            conversation_id=proposed.conversation_id,
+            user_id=member.user_id,
+            tool="records_update",
+        )
+    )
+    db.session.commit()
+    scripted.script.add([update_call(world, "done")])
+    result = send(member, "Finish it", conversation_id=proposed.conversation_id)
+    assert result.status == "awaiting_confirmation"
+    assert not calls_of(proposed.conversation_id)[-1].allowed
+    assert status_of(world.a.public.id) == "todo"
+
+
+def test_a_call_naming_no_model_cannot_be_allowed(world):
+    member = world.a.principal("member")
+    spec = {s.name: s for s in tool_executor().specs()}["records_update"]
+    call = ToolCall(name="records_update", input={"record_id": 1, "values": {}}, mutates=True)
+    assert allowances.reach(spec, call) is None
+    with pytest.raises(Forbidden, match="records_update names no model"):
+        allowances.grant(member, call, spec)
+
+
+def test_an_allow_scope_must_name_a_path_argument():
+    routes = RouteTable("assistant")
+    with pytest.raises(ValueError, match="allow_scope must name a path param"):
+
+        @routes.post("/things", "records.create", allow_scope=AllowScope("model", str))
+        def things_create(principal, path: None, query: None, body: None) -> Deleted:
+            """Make a thing."""
 
 
 # ---- undo -----------------------------------------------------------------------------------
@@ -426,7 +579,7 @@ def test_a_card_offers_allow_only_where_it_may(world, scripted, login, app):
     browser = login("owner@acme.test")
     page = browser.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True)
     allow_button = card_of(page, update_card.id).find("button", class_="call-allow")
-    assert allow_button.get_text() == "Allow records_update for this conversation"
+    assert allow_button.get_text() == "Allow updates to Tasks records for this conversation"
     other = browser.get(f"/chat/conversations/{deleting.conversation_id}").get_data(as_text=True)
     assert card_of(other, delete_card.id).find("button", class_="call-allow") is None
     # Off for the org: no card offers it.
@@ -434,6 +587,30 @@ def test_a_card_offers_allow_only_where_it_may(world, scripted, login, app):
     db.session.commit()
     page = browser.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True)
     assert card_of(page, update_card.id).find("button", class_="call-allow") is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "offered"),
+    [
+        (
+            {"model": "projects", "values": {"title": "New"}},
+            "Allow new records in Projects for this conversation",
+        ),
+        ({"page_id": None, "title": "Uno"}, "Allow wiki_rename_page for this conversation"),
+    ],
+)
+def test_a_card_says_what_its_allow_covers(world, scripted, login, arguments, offered):
+    second_model(world)
+    owner = world.a.principal("owner")
+    if "page_id" in arguments:
+        arguments["page_id"] = wiki.create_page(owner, "One", "", None).id
+    tool = "wiki_rename_page" if "page_id" in arguments else "records_create"
+    scripted.script.add([Call(tool, arguments)])
+    proposed = send(owner, "Do it")
+    (card,) = calls_of(proposed.conversation_id)
+    page = login("owner@acme.test").get(f"/chat/conversations/{proposed.conversation_id}")
+    button = card_of(page.get_data(as_text=True), card.id).find("button", class_="call-allow")
+    assert button.get_text() == offered
 
 
 def test_allow_through_the_panel_lists_the_allowance_and_revokes_it(world, scripted, login):
@@ -449,9 +626,13 @@ def test_allow_through_the_panel_lists_the_allowance_and_revokes_it(world, scrip
     assert status_of(public_id) == "doing"
     page = browser.get(f"/chat/conversations/{proposed.conversation_id}").get_data(as_text=True)
     listing = BeautifulSoup(page, "html.parser").select_one("#chat-allowances")
-    assert "records_update" in listing.get_text()
+    assert (
+        " ".join(listing.li.get_text().split())
+        == "updates to Tasks records (records_update) Revoke"
+    )
     (granted,) = db.session.scalars(select(Allowance)).all()
     revoke = listing.find("button", string="Revoke")
+    assert revoke["aria-label"] == "Revoke updates to Tasks records"
     assert revoke["hx-post"] == f"/chat/allowances/{granted.id}/revoke"
     # Another user cannot revoke it; its own user can.
     other = login("admin@acme.test")

@@ -15,6 +15,7 @@ from flask_migrate import downgrade, upgrade
 from sqlalchemy import column, func, insert, inspect, select, table, text
 
 from monark import create_app
+from monark.chat.models import Allowance, Conversation
 from monark.cli import DEMO_PASSWORD
 from monark.core.models import Event, Membership, Org, User, utcnow
 from monark.extensions import db
@@ -131,6 +132,50 @@ def test_the_value_index_is_backfilled_from_existing_records(migrated_app):
         (1, "title", "write docs", None, None),
         (2, "title", "secret", None, 5),
     ]
+
+
+def test_allowances_of_record_tools_end_when_they_gain_a_scope(migrated_app):
+    upgrade(revision="0013_automation_owner")
+    org = {"id": 1, "name": "O", "slug": "o", "chat_enabled": True, "ai_agent_enabled": True}
+    org |= {"branding_enabled": False, "created_at": utcnow()}
+    names = ("id", "org_id", "conversation_id", "user_id", "tool", "created_at")
+    allowances = table("chat_allowances", *(column(c) for c in names))
+    with db.engine.begin() as conn:
+        conn.execute(insert(table("orgs", *(column(c) for c in org))), org)
+        conn.execute(
+            insert(User.__table__),
+            {"id": 5, "email": "a@o.test", "name": "A", "password_hash": "x"},
+        )
+        conn.execute(insert(Conversation.__table__), {"id": 3, "org_id": 1, "creator_id": 5})
+        for allowance_id, tool in (
+            (1, "records_update"),
+            (2, "records_create"),
+            (3, "wiki_set_icon"),
+        ):
+            conn.execute(
+                insert(allowances),
+                {
+                    "id": allowance_id,
+                    "org_id": 1,
+                    "conversation_id": 3,
+                    "user_id": 5,
+                    "tool": tool,
+                    "created_at": utcnow(),
+                },
+            )
+    upgrade()
+    open_ones = select(Allowance.tool, Allowance.scope).where(Allowance.revoked_at.is_(None))
+    # Those of record tools covered every model: they end; the others stay tool-wide.
+    assert db.session.execute(open_ones).all() == [("wiki_set_icon", None)]
+    db.session.add(
+        Allowance(id=4, org_id=1, conversation_id=3, user_id=5, tool="records_update", scope="t")
+    )
+    db.session.commit()
+    db.session.close()
+    downgrade(revision="0013_automation_owner")  # without its scope it would cover every model
+    with db.engine.connect() as conn:
+        still = conn.execute(text("SELECT tool FROM chat_allowances WHERE revoked_at IS NULL"))
+        assert still.scalars().all() == ["wiki_set_icon"]
 
 
 # ---- seed-demo -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from monark.chat import ai_settings, service
+from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings, ToolCall
 from monark.chat.runtime import set_llm_provider
 from monark.chat.service import SendInput
@@ -196,3 +197,40 @@ def test_the_request_prefix_stays_the_same_from_step_to_step(world, provider):
             k: v for k, v in later.items() if k != history
         }
         assert later[history][: len(earlier[history])] == earlier[history]
+
+
+# Which parameter carries the reply's token limit: OpenAI's own API takes
+# max_completion_tokens, the OpenAI-compatible vendors max_tokens, Anthropic max_tokens,
+# Gemini maxOutputTokens (in generationConfig).
+LIMITS = {"max_tokens", "max_completion_tokens", "maxOutputTokens", "max_output_tokens"}
+
+
+@pytest.mark.parametrize(
+    ("provider_id", "sent"),
+    [
+        ("anthropic", "max_tokens"),
+        ("openai", "max_completion_tokens"),
+        ("groq", "max_tokens"),
+        ("ollama", "max_tokens"),
+        ("gemini", "maxOutputTokens"),
+    ],
+)
+def test_each_provider_is_sent_its_own_token_limit_parameter(
+    app, world, monkeypatch, provider_id, sent
+):
+    adapter = get_provider(provider_id).adapter
+    cls, base = FAKES[adapter]
+    fake = cls().start()
+    monkeypatch.setitem(app.config, "CHAT_LLM_ALLOW_PRIVATE", True)  # the fake is on loopback
+    monkeypatch.setitem(app.config, "CHAT_LLM_MAX_TOKENS", 1234)
+    set_llm_provider(None)
+    try:
+        use_provider(app, world.a.org.id, provider_id, base(fake))
+        fake.script.add([Say("Hi.")])
+        service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+        body = fake.requests[-1]
+        limits = body.get("generationConfig", {}) if adapter == "gemini" else body
+        assert {k: limits[k] for k in LIMITS & set(limits)} == {sent: 1234}
+    finally:
+        set_llm_provider(None)
+        fake.stop()

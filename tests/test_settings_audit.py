@@ -6,12 +6,16 @@ import hashlib
 import json
 import re
 
+import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
+from monark.config import load_config
 from monark.core.models import ApiKey, Event, Membership, Org, User
 from monark.extensions import db
 from tests import factories
+from tests.llm_script import Say
+from tests.test_chat_loop import send
 
 KEYS = "/settings/api-keys"
 
@@ -589,3 +593,40 @@ def test_audit_can_hide_chat_messages(world, login, scripted):
     assert "chat.message.created" not in hidden and "chat.conversation.created" in hidden
     box = soup_of(admin.get("/audit?hide_chat=1")).select_one("input[name=hide_chat]")
     assert box.has_attr("checked")
+
+
+# ---- the assistant's name -------------------------------------------------------------
+
+
+def test_monark_assistant_name_is_read_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("MONARK_ASSISTANT_NAME", "Ada")
+    assert load_config(str(tmp_path))["MONARK_ASSISTANT_NAME"] == "Ada"
+    monkeypatch.delenv("MONARK_ASSISTANT_NAME")
+    assert load_config(str(tmp_path))["MONARK_ASSISTANT_NAME"] == "Chrysa"
+
+
+@pytest.mark.parametrize(
+    ("deployment", "branding", "expected"),
+    [
+        ("Ada", None, "Ada"),  # the deployment's name
+        ("Ada", "Nova", "Nova"),  # an org with branding on names its own
+        ("  ", None, "Chrysa"),  # blank: the default
+    ],
+)
+def test_one_resolved_name_feeds_the_prompt_and_the_page(
+    app, world, login, scripted, monkeypatch, deployment, branding, expected
+):
+    monkeypatch.setitem(app.config, "MONARK_ASSISTANT_NAME", deployment)
+    if branding:
+        org = db.session.get(Org, world.a.org.id)
+        org.branding_enabled, org.assistant_name = True, branding
+        db.session.commit()
+    page = soup_of(login("member@acme.test").get("/models/tasks/records"))
+    assert page.select_one("#assistant-toggle").get_text(strip=True) == expected
+    assert page.select_one(".assistant-name").get_text(strip=True) == expected
+    scripted.script.add([Say("Hello.")])
+    send(world.a.principal("member"), "Who are you?")
+    system = scripted.requests[-1].system
+    assert system.startswith(f"You are {expected},")
+    others = {"Ada", "Nova", "Chrysa"} - {expected}
+    assert not any(name in system for name in others)

@@ -153,6 +153,7 @@ def records_get(principal: Principal, path: s.RecordPath, query: None, body: Non
     preview=previews.create,
     precheck=editing.check_create,
     edit_schema=editing.create_schema,
+    allow_scope=previews.NEW_RECORDS,
     undo=undoing.CREATE,
 )
 def records_create(
@@ -170,6 +171,7 @@ def records_create(
     preview=previews.update,
     precheck=editing.check_update,
     edit_schema=editing.update_schema,
+    allow_scope=previews.RECORD_UPDATES,
     undo=undoing.UPDATE,
 )
 def records_update(

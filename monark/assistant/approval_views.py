@@ -17,7 +17,7 @@ from __future__ import annotations
 from flask import current_app, render_template, request
 
 from monark.assistant.stream import partial, sse
-from monark.assistant.thread import call_view, message_view
+from monark.assistant.thread import allowance_views, call_view, message_view
 from monark.assistant.views import _notice, _with_card, bp, decide_call
 from monark.chat import allowances, service, store, undo
 from monark.chat.models import ToolCallStatus
@@ -38,7 +38,7 @@ def _call_id() -> int | None:
 def allowances_html(principal: Principal, conversation_id: int) -> str:
     """The list of the conversation's allowances, as the thread screen shows it."""
     conversation = store.get_conversation(principal, conversation_id)
-    held = allowances.active(principal, conversation)
+    held = allowance_views(principal, conversation)
     return render_template("assistant/_allowances.html", thread={"allowances": held})
 
 

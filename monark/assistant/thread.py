@@ -13,7 +13,6 @@ from sqlalchemy import func, select
 from monark.chat import allowances, decisions, handover, lease, store, undo
 from monark.chat.edits import shown_token
 from monark.chat.models import (
-    Allowance,
     Conversation,
     Message,
     MessageRole,
@@ -72,10 +71,10 @@ class CallView:
     edited_at: datetime | None = None
     original_json: str | None = None
     editable: bool = False  # its tool has arguments a person may change
-    # Allowances and undo (``chat.allowances``, ``chat.undo``): the tool a waiting card may
-    # allow for the conversation; ran at once under an allowance; the call this one undoes;
-    # whether it may be undone now, or was.
-    allow_tool: str | None = None
+    # Allowances and undo (``chat.allowances``, ``chat.undo``): what a waiting card may
+    # allow for the conversation (“updates to Tasks records”); ran at once under an
+    # allowance; the call this one undoes; whether it may be undone now, or was.
+    allow_label: str | None = None
     allowed: bool = False
     undo_of: int | None = None
     can_undo: bool = False
@@ -261,8 +260,7 @@ def _approval_state(call: ToolCall) -> dict[str, Any]:
     state: dict[str, Any] = {"allowed": call.allowed, "undo_of": call.undo_of_id}
     if call.mutates and call.status == ToolCallStatus.PROPOSED:
         spec = next((s for s in tool_executor().specs() if s.name == call.name), None)
-        if allowances.offered(call.org_id, spec):
-            state["allow_tool"] = call.name
+        state["allow_label"] = allowances.offer(call, spec)
     if undo.undoable(call):
         undone = undo.undo_of(call.id) is not None
         state |= {"undone": undone, "can_undo": not undone and not undo.four_eyes_refusal(call)}
@@ -333,6 +331,23 @@ def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, Thread
     return conversation.title, foot
 
 
+@dataclass(frozen=True)
+class AllowanceView:
+    """One line of the allowance list: what it covers, in the card's words."""
+
+    id: int
+    tool: str
+    label: str  # “updates to Tasks records”; the tool's name for a tool without a scope
+
+
+def allowance_views(principal: Principal, conversation: Conversation) -> list[AllowanceView]:
+    """The principal's allowances that hold in ``conversation`` now, as the list shows them."""
+    return [
+        AllowanceView(a.id, a.tool, allowances.described(a))
+        for a in allowances.active(principal, conversation)
+    ]
+
+
 @dataclass
 class ThreadView:
     conversation_id: int | None
@@ -340,7 +355,7 @@ class ThreadView:
     messages: list[MessageView]
     turn_id: str | None = None  # the turn being written now (here, in another tab, anywhere)
     # The user's allowances that hold in this conversation now (``chat.allowances``).
-    allowances: list[Allowance] = field(default_factory=list)
+    allowances: list[AllowanceView] = field(default_factory=list)
 
     @property
     def running(self) -> bool:
@@ -380,5 +395,5 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     if turn_id is None:
         for view in views:
             _as_interrupted(view)
-    held = allowances.active(principal, conversation)
+    held = allowance_views(principal, conversation)
     return ThreadView(conversation.id, conversation.title, views, turn_id=turn_id, allowances=held)

@@ -72,6 +72,7 @@ class RouteTool:
             # The path names the target: an edit of the call never moves it elsewhere.
             locked=tuple(route.path_params()),
             allowable=route.allowable,
+            allow_scope=route.allow_scope,
             undo=route.undo,
             **({"result_limit": route.result_limit} if route.result_limit else {}),
         )

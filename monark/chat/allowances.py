@@ -1,6 +1,12 @@
 """“Allow <tool> for this conversation”: later calls of one tool, in one conversation, by one
 user, run at once instead of asking (issue 14, point 3).
 
+A tool that declares a scope (``ToolSpec.allow_scope``) is allowed on one target only: a
+record tool on the model its allowed call named ("Allow updates to Tasks records for this
+conversation"), never on another. An allowance trusts whatever asks for such a call later
+in the conversation (the user, or text the model read: a record another member wrote, the
+page); what it bounds is the tool and its target, and every such run still has Undo.
+
 An allowance is offered only for a write its route says may be allowed
 (``ToolSpec.allowable``: creates and updates, never a delete, never automations' enable,
 test runs or graphs), not for a tool the org's admins listed in ``chat_always_confirm``, and
@@ -16,6 +22,7 @@ claim of its turn), so coming back later asks again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -66,6 +73,55 @@ def offered(org_id: int, spec: ToolSpec | None) -> bool:
     return refusal(db.session.get(Org, org_id), spec) is None
 
 
+@dataclass(frozen=True)
+class Reach:
+    """What an allowance covers: a tool, and for a tool with a scope, its one target."""
+
+    tool: str
+    scope: str | None = None
+
+
+def reach(spec: ToolSpec | None, call: ToolCall) -> Reach | None:
+    """What allowing ``call`` would cover; None when its tool has a scope the call does not
+    name (such a call is never allowed, nor runs under an allowance)."""
+    if spec is None:
+        return None
+    if spec.allow_scope is None:
+        return Reach(call.name)
+    arguments = call.input if isinstance(call.input, dict) else {}
+    target = arguments.get(spec.allow_scope.argument)
+    if not isinstance(target, str) or not target:
+        return None
+    return Reach(call.name, target)
+
+
+def _reach_of(allowance: Allowance) -> Reach:
+    return Reach(allowance.tool, allowance.scope)
+
+
+def _say(org_id: int, spec: ToolSpec | None, covered: Reach) -> str:
+    if covered.scope is None:
+        return covered.tool
+    if spec is None or spec.allow_scope is None:  # the tool lost its scope since
+        return f"{covered.tool} on {covered.scope}"
+    return spec.allow_scope.describe(org_id, covered.scope)
+
+
+def offer(call: ToolCall, spec: ToolSpec | None) -> str | None:
+    """What a waiting card of ``call`` offers to allow (“updates to Tasks records”, or the
+    tool's name for a tool without a scope); None: it offers nothing."""
+    covered = reach(spec, call)
+    if covered is None or not offered(call.org_id, spec):
+        return None
+    return _say(call.org_id, spec, covered)
+
+
+def described(allowance: Allowance) -> str:
+    """What an allowance covers, in the words of the card that granted it."""
+    spec = next((s for s in tool_executor().specs() if s.name == allowance.tool), None)
+    return _say(allowance.org_id, spec, _reach_of(allowance))
+
+
 def _live(conversation: Conversation, config: Mapping[str, Any] | None) -> bool:
     active = as_utc(conversation.last_activity_at)
     return active is not None and active >= _cutoff(config)
@@ -99,30 +155,37 @@ def applies(
     config: Mapping[str, Any] | None = None,
 ) -> bool:
     """Whether a just-proposed write runs at once under an allowance: the user's own, in
-    this conversation, still holding, and the tool still one that may be allowed."""
-    if not call.mutates or call.status != ToolCallStatus.PROPOSED or spec is None:
+    this conversation, still holding, of this tool on this target, and the tool still one
+    that may be allowed."""
+    if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         return False
-    if refusal(db.session.get(Org, principal.org_id), spec) is not None:
+    wanted = reach(spec, call)
+    if wanted is None or refusal(db.session.get(Org, principal.org_id), spec) is not None:
         return False
-    return any(a.tool == call.name for a in active(principal, conversation, config))
+    return any(_reach_of(a) == wanted for a in active(principal, conversation, config))
 
 
 def grant(principal: Principal, call: ToolCall, spec: ToolSpec | None) -> Allowance:
-    """Store an allowance of ``call``'s tool for its conversation and the principal, with
-    its event, in the current transaction (the caller's decision commits it): ``Forbidden``
-    when the tool may not be allowed."""
+    """Store an allowance of ``call``'s tool (on its target, for a tool with a scope) for
+    its conversation and the principal, with its event, in the current transaction (the
+    caller's decision commits it): ``Forbidden`` when it may not be allowed."""
     reason = refusal(db.session.get(Org, principal.org_id), spec)
     if reason is not None:
         raise Forbidden(reason)
+    wanted = reach(spec, call)
+    if wanted is None or spec is None:
+        argument = spec.allow_scope.argument if spec and spec.allow_scope else "target"
+        raise Forbidden(f"{call.name} names no {argument}: it cannot be allowed.")
     conversation = db.session.get(Conversation, call.conversation_id)
-    held = next((a for a in active(principal, conversation) if a.tool == call.name), None)
-    if held is not None:  # allowed already (a second card of the same tool): one is enough
+    held = next((a for a in active(principal, conversation) if _reach_of(a) == wanted), None)
+    if held is not None:  # allowed already (a second card of the same reach): one is enough
         return held
     allowance = Allowance(
         org_id=principal.org_id,
         conversation_id=call.conversation_id,
         user_id=principal.user_id,
-        tool=call.name,
+        tool=wanted.tool,
+        scope=wanted.scope,
     )
     db.session.add(allowance)
     db.session.flush()
@@ -131,7 +194,12 @@ def grant(principal: Principal, call: ToolCall, spec: ToolSpec | None) -> Allowa
         "chat.allowance.granted",
         "allowance",
         allowance.id,
-        {"conversation_id": call.conversation_id, "tool": call.name, "tool_call_id": call.id},
+        {
+            "conversation_id": call.conversation_id,
+            "tool": call.name,
+            "scope": wanted.scope,
+            "tool_call_id": call.id,
+        },
     )
     return allowance
 
@@ -160,7 +228,11 @@ def revoke(principal: Principal, allowance_id: int) -> Allowance:
             "chat.allowance.revoked",
             "allowance",
             allowance.id,
-            {"conversation_id": allowance.conversation_id, "tool": allowance.tool},
+            {
+                "conversation_id": allowance.conversation_id,
+                "tool": allowance.tool,
+                "scope": allowance.scope,
+            },
         )
     db.session.commit()
     db.session.refresh(allowance)
@@ -188,7 +260,7 @@ def lapse_idle(
             "chat.allowance.lapsed",
             "allowance",
             allowance.id,
-            {"conversation_id": conversation_id, "tool": allowance.tool},
+            {"conversation_id": conversation_id, "tool": allowance.tool, "scope": allowance.scope},
         )
     db.session.commit()
     return len(lapsed)

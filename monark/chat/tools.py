@@ -25,6 +25,18 @@ class UndoHook(Protocol):
     def plan(self) -> Callable[[Principal, dict[str, Any], Any, Any], dict[str, Any] | None]: ...
 
 
+class AllowScopeHook(Protocol):
+    """The one target an allowance of a tool covers (``chat.allowances``; the host declares
+    it on the route, ``monark.core.routes.AllowScope``): the value of ``argument``, said
+    for people by ``describe(org_id, value)``."""
+
+    @property
+    def argument(self) -> str: ...
+
+    @property
+    def describe(self) -> Callable[[int, str], str]: ...
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool the model may call; ``mutates`` drives the confirm gate.
@@ -49,6 +61,9 @@ class ToolSpec:
     locked: tuple[str, ...] = ()
     # A write a user may allow for a conversation (``chat.allowances``): never a delete.
     allowable: bool = False
+    # What such an allowance covers besides the tool (a record tool's model); None: the
+    # tool as a whole.
+    allow_scope: AllowScopeHook | None = field(default=None, compare=False)
     # How a done write of this tool is undone (``chat.undo``); None: it cannot be.
     undo: UndoHook | None = field(default=None, compare=False)
 

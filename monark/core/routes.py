@@ -75,6 +75,18 @@ class Undo:
     plan: Callable[[Principal, dict[str, Any], Any, Any], dict[str, Any] | None]
 
 
+@dataclass(frozen=True)
+class AllowScope:
+    """What "Allow … for this conversation" of a write covers besides its tool
+    (``monark.chat.allowances``): only calls whose ``argument``, a path param naming the
+    target (a record tool's ``model``), has the value the allowed call had.
+    ``describe(org_id, value)`` says it for a card and the allowance list ("updates to
+    Tasks records"): "Allow <that> for this conversation"."""
+
+    argument: str
+    describe: Callable[[int, str], str]
+
+
 class _Arguments(dict):
     def __missing__(self, key: str) -> None:
         return None
@@ -133,8 +145,17 @@ class RouteDescriptor:
     # creates and updates (POST, PATCH, PUT), never for a DELETE; False keeps a write
     # asking every time (automations' enable, test runs, graphs that may send webhooks).
     allow: bool | None = None
+    # The one target an allowance of this write covers (``AllowScope``); None: the tool
+    # as a whole.
+    allow_scope: AllowScope | None = None
     # What undoing a done write needs, captured with the write (``Undo``).
     undo: Undo | None = None
+
+    def __post_init__(self) -> None:
+        # An edit never changes a path argument, so the target an allowance names stays
+        # the one its card showed.
+        if self.allow_scope and self.allow_scope.argument not in self.path_params():
+            raise ValueError(f"{self.name}: allow_scope must name a path param")
 
     @property
     def mutates(self) -> bool:
@@ -194,7 +215,7 @@ class RouteTable:
     ) -> Callable[[Handler], Handler]:
         """Declare the decorated handler as ``method path``; ``options`` are the
         descriptor's (status, preview, precheck, lookup, describe, validate, summarize,
-        result_limit, edit_schema, allow, undo)."""
+        result_limit, edit_schema, allow, allow_scope, undo)."""
 
         def declare(handler: Handler) -> Handler:
             hints = get_type_hints(handler)

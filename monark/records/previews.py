@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+
 from monark.core.ids import id_or_none
 from monark.core.rbac import Principal
-from monark.core.routes import found_or_none
+from monark.core.routes import AllowScope, found_or_none
+from monark.extensions import db
 from monark.records import services as records
 from monark.records.models import RecordModel
 
@@ -119,3 +122,20 @@ def get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
 def model_get(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """A read of a model's fields."""
     return {"headline": f"read the fields of {_model(principal, args)[1]}"}
+
+
+def _model_name(org_id: int, key: str) -> str:
+    """How a card names the model ``key`` of an org (quoted as given when there is none)."""
+    name = db.session.scalar(
+        select(RecordModel.name).where(RecordModel.org_id == org_id, RecordModel.key == key)
+    )
+    return name or f"“{key}”"
+
+
+# What "Allow … for this conversation" of a records write covers: one model, the one its
+# path names (``records.services.get_record`` finds a record only in that model, so a
+# record id of another model fails instead of slipping through).
+NEW_RECORDS = AllowScope("model", lambda org_id, key: f"new records in {_model_name(org_id, key)}")
+RECORD_UPDATES = AllowScope(
+    "model", lambda org_id, key: f"updates to {_model_name(org_id, key)} records"
+)

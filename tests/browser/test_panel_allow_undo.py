@@ -36,12 +36,12 @@ def test_allow_then_a_later_call_runs_at_once_and_undo_puts_it_back(world, brows
     panel = new_conversation(s)
     send(panel, "Start the public task")
     card = panel.locator(".call-write").last
-    card.get_by_role("button", name="Allow records_update for this conversation").click()
+    card.get_by_role("button", name="Allow updates to Tasks records for this conversation").click()
     wait_turn(panel)
     expect(card).to_contain_text("Confirmed by")
     assert status_of(record_id) == "doing"
     allowed = panel.get_by_role("region", name="Allowed tools")
-    expect(allowed).to_contain_text("records_update")
+    expect(allowed).to_contain_text("updates to Tasks records (records_update)")
 
     # The next call of the tool runs at once: a small done card with Undo, no Confirm.
     send(panel, "Now finish it")
@@ -63,7 +63,7 @@ def test_allow_then_a_later_call_runs_at_once_and_undo_puts_it_back(world, brows
     expect(s.page.locator("#main")).not_to_contain_text("done")
 
     # Revoked, the tool asks again.
-    allowed.get_by_role("button", name="Revoke records_update").click()
+    allowed.get_by_role("button", name="Revoke updates to Tasks records").click()
     expect(allowed).to_be_hidden()
     fake_anthropic.script.add([update(record_id, "done")])
     send(panel, "Finish it again")

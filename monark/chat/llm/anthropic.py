@@ -24,6 +24,14 @@ NOT_CONNECTED = (
 NO_KEY = NOT_CONNECTED + "; then press Retry."  # after a message was sent
 
 
+def import_sdk() -> Any:
+    """The ``anthropic`` SDK, imported now: slow, so only when the assistant is first used
+    (or by a server warming it before it forks, ``monark.gunicorn_conf``)."""
+    import anthropic
+
+    return anthropic
+
+
 def _block(block: Any) -> dict[str, Any]:
     if isinstance(block, t.TextBlock):
         return {"type": "text", "text": block.text}
@@ -123,8 +131,7 @@ class AnthropicProvider(SdkAdapter):
         return None if self.api_key else NO_KEY
 
     def make_client(self) -> Any:
-        import anthropic  # slow to import: only when the assistant is first used
-
+        anthropic = import_sdk()
         connect, read = self.timeouts
         # ANTHROPIC_BASE_URL is read by the SDK itself. The read timeout bounds each wait
         # for the next bytes of a stream, not the whole reply.
