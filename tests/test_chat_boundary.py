@@ -10,6 +10,7 @@ from pathlib import Path
 CHAT = Path(__file__).resolve().parent.parent / "monark" / "chat"
 ALLOWED = (
     "monark.chat",
+    "monark.core.bounds",
     "monark.core.broker",
     "monark.core.crypto",
     "monark.core.errors",
