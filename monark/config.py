@@ -126,6 +126,13 @@ def _assistant_config() -> dict[str, Any]:
         # How long an "Allow <tool> for this conversation" holds without activity in the
         # conversation: idle longer, it lapses (each write asks again).
         "CHAT_ALLOWANCE_IDLE": _duration("CHAT_ALLOWANCE_IDLE", "1h"),
+        # How long one tool call may run (reads and writes): past it, its statement is
+        # stopped, its writes are rolled back and the model reads that it timed out.
+        "CHAT_TOOL_TIMEOUT": _duration("CHAT_TOOL_TIMEOUT", "15s"),
+        # Characters of JSON one stored tool result keeps, and one block of a card shows
+        # (its arguments, its result): past them, cut with a marker saying what was left out.
+        "CHAT_TOOL_RESULT_MAX": int(os.environ.get("CHAT_TOOL_RESULT_MAX", "100000")),
+        "CHAT_CARD_MAX": int(os.environ.get("CHAT_CARD_MAX", "20000")),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
     }
