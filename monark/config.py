@@ -160,6 +160,11 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # records_query: seconds one statement may run, and rows one answer shows.
         "RECORDS_QUERY_TIMEOUT": float(os.environ.get("RECORDS_QUERY_TIMEOUT", "3")),
         "RECORDS_QUERY_MAX_ROWS": int(os.environ.get("RECORDS_QUERY_MAX_ROWS", "200")),
+        # ... and how big one answer is (bytes of JSON, whatever its first row), how long
+        # one value it shows (characters), how many columns it may have.
+        "RECORDS_QUERY_MAX_BYTES": int(os.environ.get("RECORDS_QUERY_MAX_BYTES", "20000")),
+        "RECORDS_QUERY_MAX_VALUE": int(os.environ.get("RECORDS_QUERY_MAX_VALUE", "4000")),
+        "RECORDS_QUERY_MAX_COLUMNS": int(os.environ.get("RECORDS_QUERY_MAX_COLUMNS", "200")),
         # Automations: how deep runs may trigger runs, and how many runs one change may set
         # off in all, however the chain branches.
         "AUTOMATION_MAX_DEPTH": int(os.environ.get("AUTOMATION_MAX_DEPTH", "5")),
