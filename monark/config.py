@@ -126,6 +126,13 @@ def _assistant_config() -> dict[str, Any]:
         # How long an "Allow <tool> for this conversation" holds without activity in the
         # conversation: idle longer, it lapses (each write asks again).
         "CHAT_ALLOWANCE_IDLE": _duration("CHAT_ALLOWANCE_IDLE", "1h"),
+        # How long one tool call may run (reads and writes): past it, its statement is
+        # stopped, its writes are rolled back and the model reads that it timed out.
+        "CHAT_TOOL_TIMEOUT": _duration("CHAT_TOOL_TIMEOUT", "15s"),
+        # Characters of JSON one stored tool result keeps, and one block of a card shows
+        # (its arguments, its result): past them, cut with a marker saying what was left out.
+        "CHAT_TOOL_RESULT_MAX": int(os.environ.get("CHAT_TOOL_RESULT_MAX", "100000")),
+        "CHAT_CARD_MAX": int(os.environ.get("CHAT_CARD_MAX", "20000")),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
         "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
     }
@@ -153,6 +160,11 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # records_query: seconds one statement may run, and rows one answer shows.
         "RECORDS_QUERY_TIMEOUT": float(os.environ.get("RECORDS_QUERY_TIMEOUT", "3")),
         "RECORDS_QUERY_MAX_ROWS": int(os.environ.get("RECORDS_QUERY_MAX_ROWS", "200")),
+        # ... and how big one answer is (bytes of JSON, whatever its first row), how long
+        # one value it shows (characters), how many columns it may have.
+        "RECORDS_QUERY_MAX_BYTES": int(os.environ.get("RECORDS_QUERY_MAX_BYTES", "20000")),
+        "RECORDS_QUERY_MAX_VALUE": int(os.environ.get("RECORDS_QUERY_MAX_VALUE", "4000")),
+        "RECORDS_QUERY_MAX_COLUMNS": int(os.environ.get("RECORDS_QUERY_MAX_COLUMNS", "200")),
         # Automations: how deep runs may trigger runs, and how many runs one change may set
         # off in all, however the chain branches.
         "AUTOMATION_MAX_DEPTH": int(os.environ.get("AUTOMATION_MAX_DEPTH", "5")),

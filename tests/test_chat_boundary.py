@@ -19,6 +19,7 @@ SDKS = {
 }
 ALLOWED = (
     "monark.chat",
+    "monark.core.bounds",
     "monark.core.broker",
     "monark.core.crypto",
     "monark.core.errors",

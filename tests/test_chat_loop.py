@@ -133,19 +133,21 @@ def test_a_mixed_message_runs_the_read_and_holds_the_write(world, scripted):
     assert records_titled("Mixed") == 1
 
 
-def test_an_unknown_tool_is_treated_as_a_write_and_fails_closed(world, scripted):
+def test_an_unknown_tool_fails_closed_before_any_card(world, scripted):
     owner = world.a.principal("owner")
     scripted.script.add(
         [Call("drop_everything", {"really": True})], [Say("That tool does not exist.")]
     )
-    proposed = send(owner, "Wipe it all")
-    (call,) = calls_of(proposed.conversation_id)
-    assert proposed.status == "awaiting_confirmation" and call.mutates
-    service.confirm_tool_call(owner, call.id)
-    db.session.refresh(call)
-    assert call.status == "FAILED" and "Unknown tool" in call.error
+    result = send(owner, "Wipe it all")
+    (call,) = calls_of(result.conversation_id)
+    # No card waits for a tool that can never run: the model reads the refusal at once.
+    assert result.status == "done"
+    assert call.status == "FAILED" and call.decided_at is None
+    assert "There is no tool named 'drop_everything'" in call.error
     (res,) = scripted.requests[1].messages[-1].content
-    assert res.is_error and "Unknown tool" in res.content
+    assert res.is_error and "There is no tool named 'drop_everything'" in res.content
+    with pytest.raises(Conflict):
+        service.confirm_tool_call(owner, call.id)
 
 
 def test_the_turn_stops_after_eight_model_steps_with_a_visible_note(world, scripted):

@@ -198,7 +198,7 @@ REFUSED = [
     (
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) "
         "SELECT length(group_concat('xxxxxxxxxx', '')) FROM c",
-        "past 1 MB",
+        "past 250 KB",
     ),
     ("SELECT x'00' || zeroblob(1 << 30)", "zeroblob() is not allowed"),
     ("DELETE FROM tasks", "start with SELECT"),
@@ -234,7 +234,7 @@ def test_a_recursive_bomb_is_stopped_at_the_time_limit(app, acme):
         "WITH RECURSIVE r(s) AS (SELECT 'x' UNION ALL SELECT s || s FROM r) "
         "SELECT max(length(s)) FROM r",
     )
-    assert "past 1 MB" in doubling or "longer than" in doubling
+    assert "past 250 KB" in doubling or "longer than" in doubling
 
 
 def test_words_inside_strings_comments_and_quoted_names_are_only_text(app, acme):
@@ -265,6 +265,69 @@ def test_long_answers_are_cut_with_a_marker(app, acme):
         "SELECT printf('%.*c', 2000, 'y') FROM c",
     ).json
     assert 0 < len(wide["rows"]) < 100 and wide["truncated"] and "20 KB" in wide["note"]
+
+
+def _wide(columns: int, width: int = 200_000) -> str:
+    """One row of ``columns`` values of ``width`` zeros each (past about 250 KB a value is
+    past what a query may build: printf gives NULL)."""
+    return "SELECT " + ", ".join(f"printf('%0{width}d', 0) AS c{i}" for i in range(columns))
+
+
+def test_an_answer_stays_small_whatever_its_first_row(app, acme):
+    response = query(app, acme.keys["viewer"], _wide(20))  # 4 MB of zeros, asked for
+    assert response.status_code == 200
+    assert len(response.get_data()) < app.config["RECORDS_QUERY_MAX_BYTES"] + 1_000
+    body = response.json
+    (row,) = body["rows"]
+    assert len(row) == 20 and body["truncated"]
+    assert all(v.startswith("0") and v.endswith("more characters]") for v in row)
+    assert "20 long values are cut to fit the 20 KB answer" in body["note"]
+
+
+def test_one_long_value_is_cut_with_a_marker(app, acme):
+    body = query(app, acme.keys["viewer"], _wide(1, 5_000) + ", 'short' AS s").json
+    (value, short), limit = body["rows"][0], app.config["RECORDS_QUERY_MAX_VALUE"]
+    assert short == "short" and body["truncated"] and body["row_count"] == 1
+    assert len(value) <= limit and value.startswith("0" * 3_000)
+    assert value.endswith(f"…[cut: {5_000 - value.index('…'):,} more characters]")
+    assert f"1 long value is cut past {limit:,} characters" in body["note"]
+
+
+def test_more_columns_than_the_limit_are_refused(app, acme):
+    limit = app.config["RECORDS_QUERY_MAX_COLUMNS"]
+    many = "SELECT " + ", ".join(f"{i} AS c{i}" for i in range(limit + 1))
+    assert f"more than {limit} columns" in refusal(app, acme.keys["viewer"], many)
+    assert len(rows(app, acme.keys["viewer"], many.rsplit(",", 1)[0])[0]) == limit
+
+
+def test_the_rows_a_query_copies_in_are_bounded(app, acme):
+    from dataclasses import replace
+
+    from monark.core.errors import ValidationFailed
+    from monark.records import sql
+
+    owner = acme.principal("owner")
+    for n in range(20):
+        factories.make_record(owner, acme.model, f"Essay {n}", notes="word " * 3_000)
+    small = replace(sql.QueryLimits.of(app.config), max_memory=256 * 1024)
+    with pytest.raises(ValidationFailed) as refused:
+        sql.run_query(owner, "SELECT count(*) FROM tasks WHERE notes LIKE '%word%'", small)
+    assert "take more than 0.25 MB" in refused.value.detail_text()
+    assert sql.run_query(owner, "SELECT count(*) FROM tasks", small).rows == [[27]]
+
+
+def test_a_wide_answer_stays_small_in_the_conversation_and_on_its_card(app, acme, scripted, login):
+    from monark.chat import service
+    from monark.chat.models import ToolCall
+    from monark.chat.service import SendInput
+    from tests.llm_script import Call, Say
+
+    scripted.script.add([Call("records_query", {"sql": _wide(5)})], [Say("Zeros.")])
+    result = service.send_message(acme.principal("viewer"), SendInput(text="Zeros"))
+    stored = db.session.scalars(select(ToolCall)).one()
+    assert stored.status == "SUCCEEDED" and len(str(stored.result)) < 25_000
+    page = login(acme.users["viewer"].email).get(f"/chat/conversations/{result.conversation_id}")
+    assert page.status_code == 200 and len(page.get_data()) < 100_000
 
 
 def test_odd_values_come_back_as_json(app, acme):

@@ -83,7 +83,7 @@ def compact_query(result: dict[str, Any]) -> dict[str, Any]:
 def check_query(arguments: dict[str, Any]) -> str | None:
     """The keyword guard, before the tool is even called (a clear refusal to the model)."""
     try:
-        sql.check_sql(str(arguments.get("sql") or ""), sql.QueryLimits())
+        sql.check_sql(str(arguments.get("sql") or ""), sql.QueryLimits.of(current_app.config))
     except ValidationFailed as err:
         return err.detail_text()
     return None
@@ -198,13 +198,6 @@ def records_delete(principal: Principal, path: s.RecordPath, query: None, body: 
     return s.Deleted(id=path.record_id)
 
 
-def _query_limits() -> sql.QueryLimits:
-    config = current_app.config
-    return sql.QueryLimits(
-        seconds=config["RECORDS_QUERY_TIMEOUT"], max_rows=config["RECORDS_QUERY_MAX_ROWS"]
-    )
-
-
 def _tables_for(principal: Principal) -> str:
     return "Tables:\n" + sql.describe_tables(sql.catalogue(principal))
 
@@ -227,7 +220,7 @@ def records_query(principal: Principal, path: None, query: s.QueryParams, body: 
     creator_id and visibility. Only the records you may see are there. Prefer aggregates
     (count, sum, GROUP BY) to long lists: at most a few hundred rows come back.
     """
-    result = sql.run_query(principal, query.sql, _query_limits())
+    result = sql.run_query(principal, query.sql)
     return s.QueryOut(
         columns=result.columns,
         rows=result.rows,

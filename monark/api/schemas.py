@@ -73,7 +73,9 @@ class QueryOut(BaseModel):
     columns: list[str]
     rows: list[list[Any]]
     row_count: int = Field(description="Rows the query gave in all (counted up to a million).")
-    truncated: bool = Field(description="Whether rows were left out (see note).")
+    truncated: bool = Field(
+        description="Whether rows, or the end of long values, were left out (see note)."
+    )
     note: str | None = Field(description="What was left out, and how to ask for less.")
 
 

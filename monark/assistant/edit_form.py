@@ -23,12 +23,13 @@ from typing import Any, Literal
 
 from werkzeug.datastructures import MultiDict
 
+from monark.core.bounds import MAX_DEPTH, check_depth
+
 Widget = Literal[
     "text", "textarea", "number", "date", "datetime", "select", "yesno", "multi", "json", "group"
 ]
 PREFIX = "arg."
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-MAX_JSON_DEPTH = 32  # far past any graph's nesting; well inside the stack of what follows
 YES_NO = [("", "—"), ("true", "Yes"), ("false", "No")]
 
 
@@ -252,18 +253,6 @@ def _typed(text: str, prop: Mapping[str, Any]) -> Any:
     return text
 
 
-def _depth(value: Any) -> int:
-    """How deeply lists and objects nest in a decoded JSON value (without recursing)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in children)
-    return deepest
-
-
 def _parse(text: str, prop: Mapping[str, Any], widget: Widget) -> Any:
     if widget == "select":
         for value in prop.get("enum") or []:
@@ -291,12 +280,10 @@ def _parse(text: str, prop: Mapping[str, Any], widget: Widget) -> Any:
         try:
             value = json.loads(text)
         except RecursionError:  # nested past what the decoder follows
-            raise ValueError(f"must be nested at most {MAX_JSON_DEPTH} levels deep") from None
+            raise ValueError(f"must be nested at most {MAX_DEPTH} levels deep") from None
         except ValueError:
             raise ValueError("must be valid JSON") from None
-        if _depth(value) > MAX_JSON_DEPTH:
-            # Storing, comparing and checking it all recurse: deep nesting would blow the stack.
-            raise ValueError(f"must be nested at most {MAX_JSON_DEPTH} levels deep")
+        check_depth(value)  # the rule of every tool's arguments, the model's too
         return value
     if widget in ("text", "date", "datetime"):
         return text.strip()

@@ -21,6 +21,7 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.runtime import tool_executor
+from monark.core.bounds import clip
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
@@ -164,6 +165,11 @@ def _hand_over_view(view: CallView, call: ToolCall) -> None:
     view.four_eyes = call.name in handover.four_eyes_tools(call.org_id)
 
 
+def _shown(value: Any) -> str:
+    """A card's block of JSON (arguments, a result), within ``CHAT_CARD_MAX`` characters."""
+    return clip(pretty_json(value), current_app.config["CHAT_CARD_MAX"])
+
+
 def call_view(
     call: ToolCall,
     names: dict[int, str] | None = None,
@@ -190,9 +196,9 @@ def call_view(
         mutates=call.mutates,
         headline=headline,
         changes=list(preview.get("changes") or []),
-        input_json=pretty_json(call.input),
-        result_json=pretty_json(result) if result is not None else None,
-        error=call.error,
+        input_json=_shown(call.input),
+        result_json=_shown(result) if result is not None else None,
+        error=clip(call.error, current_app.config["CHAT_CARD_MAX"]) if call.error else None,
         decided_by=names.get(call.decided_by_id) if call.decided_by_id else None,
         decided_at=as_utc(call.decided_at),
         reject_reason=call.reject_reason,
@@ -209,7 +215,7 @@ def call_view(
         handed_by=names.get(call.handed_by_id) if call.handed_by_id else None,
         edited_by=names.get(call.edited_by_id) if call.edited_by_id else None,
         edited_at=as_utc(call.edited_at),
-        original_json=pretty_json(call.original_input) if call.original_input else None,
+        original_json=_shown(call.original_input) if call.original_input else None,
         editable=call.mutates and call.name in editable_tools(),
         shown=shown_token(call.input) if call.status == ToolCallStatus.PROPOSED else "",
         **_approval_state(call),

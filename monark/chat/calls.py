@@ -1,7 +1,9 @@
 """Running a tool call as the user via the assistant, and a call's card preview and checks.
 
 The tool boundary: whatever a tool does wrong becomes a failed result the model and the
-user see, never a crash of the turn.
+user see, never a crash of the turn. Every call runs within ``CHAT_TOOL_TIMEOUT`` (its
+statements stop there and its writes roll back), and what it stores is bounded
+(``CHAT_TOOL_RESULT_MAX``, cut with markers), whichever tool it is.
 """
 
 from __future__ import annotations
@@ -16,26 +18,44 @@ from monark.chat import lease, store
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import ToolCall, ToolCallStatus
 from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
+from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
 from monark.core.text import storable
-from monark.core.uow import unit_of_work
+from monark.core.uow import Deadline, time_limit, unit_of_work
 from monark.extensions import db
+
+
+def _kept(value: Any) -> Any:
+    """What is stored of a tool's result (or error, or details): storable, and bounded."""
+    limit = current_app.config["CHAT_TOOL_RESULT_MAX"]
+    if isinstance(value, str):
+        return storable(clip(value, limit))
+    return storable(bounded(value, limit))
 
 
 def _outcome_values(outcome: ToolOutcome, duration_ms: int) -> dict[str, Any]:
     if outcome.ok:
         return {
             "status": ToolCallStatus.SUCCEEDED,
-            "result": storable(outcome.result),
+            "result": _kept(outcome.result),
             "error": None,
             "duration_ms": duration_ms,
         }
     return {
         "status": ToolCallStatus.FAILED,
-        "error": storable(outcome.error or "The tool failed."),
-        "result": {"details": storable(outcome.details)} if outcome.details else None,
+        "error": _kept(outcome.error or "The tool failed."),
+        "result": {"details": _kept(outcome.details)} if outcome.details else None,
         "duration_ms": duration_ms,
     }
+
+
+def timed_out(seconds: float) -> ToolOutcome:
+    """The outcome of a call stopped at its time limit."""
+    return ToolOutcome(
+        ok=False,
+        error=f"The tool ran longer than its {seconds:g} s limit and was stopped; nothing "
+        "it did was kept. Ask for less at a time, or try again later.",
+    )
 
 
 def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> bool:
@@ -101,11 +121,14 @@ def run_tool_call(
     actor = principal.via_assistant(call.conversation_id)
     db.session.commit()  # nothing of ours pending while the tool's own transaction runs
     undo_spec = _undo_spec(executor, call)
+    limit = current_app.config["CHAT_TOOL_TIMEOUT"]
+    deadline: Deadline | None = None
     started = time.perf_counter()
     stored = False
     try:
-        # The tool's writes are kept only if it succeeds (the unit rolls back otherwise).
-        with unit_of_work(read_only=not call.mutates) as unit:
+        # The tool's writes are kept only if it succeeds (the unit rolls back otherwise),
+        # and its statements stop at the time limit (then it fails).
+        with time_limit(limit) as deadline, unit_of_work(read_only=not call.mutates) as unit:
             before = _undo_before(undo_spec, actor, call)
             outcome = executor.execute(actor, call.name, dict(call.input))
             if not outcome.ok:
@@ -126,6 +149,8 @@ def run_tool_call(
             ok=False,
             error=f"The tool failed unexpectedly ({type(err).__name__}); the server logged it.",
         )
+    if not outcome.ok and deadline is not None and deadline.passed():
+        outcome = timed_out(limit)  # whatever its stopped statement made of it
     if not stored:
         duration = int((time.perf_counter() - started) * 1000)
         _store_outcome(actor, call, _outcome_values(outcome, duration))
@@ -139,16 +164,26 @@ def preview_of(
 ) -> dict[str, Any] | None:
     """The card's preview of a call (None when it cannot be made)."""
     try:
-        return storable(executor.preview(actor, call.name, dict(call.input)))
+        preview = executor.preview(actor, call.name, dict(call.input))
+        return storable(bounded(preview, current_app.config["CHAT_CARD_MAX"]))
     except Exception:  # a preview is a courtesy; the call itself must still be stored
         current_app.logger.exception("previewing %s failed", call.name)
         return None
 
 
 def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
-    """The tool's own check of its arguments (``ToolSpec.validate``): why they are refused
-    before anything runs, or None."""
-    if spec is None or spec.validate is None:
+    """Why a call is refused before any card or run, or None: a tool nobody declared
+    (seed 003: it fails closed), arguments nested too deep (then they are not kept:
+    storing them would recurse as deep), or the tool's own check (``ToolSpec.validate``)."""
+    try:
+        check_depth(call.input)
+    except ValueError as err:
+        call.input = {}
+        return f"The arguments {err}; nothing was run."
+    if spec is None:
+        name = clip(call.name, 100)
+        return f"There is no tool named {name!r}; call only the tools you were given."
+    if spec.validate is None:
         return None
     try:
         refused = spec.validate(dict(call.input))

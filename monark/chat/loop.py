@@ -226,7 +226,7 @@ def _proposed_calls(
             provider_meta=asked.meta,
             name=asked.name,
             input=asked.input,
-            # A tool nobody registered fails safe: it is treated as a write.
+            # A tool nobody declared fails closed (``validate``), shown as a refused write.
             mutates=spec.mutates if spec is not None else True,
             status=ToolCallStatus.PROPOSED,
         )

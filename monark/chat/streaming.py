@@ -19,6 +19,7 @@ from monark.chat.llm.types import (
     ToolCallRequested,
     UsageReport,
 )
+from monark.core.bounds import MAX_DEPTH, depth
 from monark.core.text import storable
 
 STOP_POLL_SECONDS = 0.2
@@ -75,10 +76,12 @@ def _apply(step: Step, event: Any) -> str:
         step.text.append(text)
         return text
     if isinstance(event, ToolCallRequested):
+        # Arguments nested too deep are refused unread (``calls.validate``): cleaning them
+        # here would recurse as deep.
+        deep = depth(event.input) > MAX_DEPTH
+        arguments = event.input if deep else storable(event.input)
         step.calls.append(
-            ToolCallRequested(
-                storable(event.id), storable(event.name), storable(event.input), event.meta
-            )
+            ToolCallRequested(storable(event.id), storable(event.name), arguments, event.meta)
         )
     elif isinstance(event, UsageReport):
         step.usage = event

@@ -7,7 +7,13 @@ it reads), and runs the SQL there. Whatever the SQL says, nothing else exists to
 no other org, no ``users`` or ``api_keys``, no catalogue of the real database, no files.
 An authorizer then allows reading those tables and calling an allow-list of functions and
 nothing more (no ``ATTACH``, ``PRAGMA``, writes or extensions), a progress handler stops a
-statement past its time, and SQLite's own limits cap string and SQL sizes.
+statement past its time, and SQLite's own limits cap string, row, column and SQL sizes and
+the database's pages, so one query's memory is bounded whatever it computes.
+
+An answer is bounded whatever its rows: at most ``max_columns`` columns, each value cut at
+``max_value`` characters, and rows while they fit ``max_bytes`` of JSON; a first row that
+alone would not fit has its longest values cut until it does. Each cut is marked in the
+value, and the answer's note says what was left out.
 
 The SQL is SQLite's whatever database Monark runs on, so a question is asked one way.
 ``check_sql`` (seed 003's keyword guard) runs first, as a fast and clear refusal.
@@ -15,21 +21,25 @@ The SQL is SQLite's whatever database Monark runs on, so a question is asked one
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import String, Text, cast, func, select
 from sqlalchemy.orm import selectinload
 
+from monark.core.bounds import clip
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
 from monark.core.text import scrub
+from monark.core.uow import deadline
 from monark.extensions import db
 from monark.records.models import Record, RecordModel
 from monark.records.queries import _sees, _visible_rows, members
@@ -79,13 +89,30 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class QueryLimits:
-    """How much one query may take and give back."""
+    """How much one query may take and give back (the settings: ``of``)."""
 
-    seconds: float = 3.0
-    max_rows: int = 200
-    max_bytes: int = 20_000  # what the model reads of a result is about this much too
+    seconds: float
+    max_rows: int
+    max_bytes: int  # of the answer's JSON; what the model reads of a result is about this
+    max_value: int  # characters of one value shown
+    max_columns: int
     max_sql: int = 10_000
     count_cap: int = 1_000_000  # rows past ``max_rows`` counted at most
+    # Bytes one value (or one sorted row) may grow to while the query runs: past a long
+    # text field's 80 KB, and with ``max_columns`` what one row can hold in memory.
+    max_length: int = 250_000
+    max_memory: int = 256 * 2**20  # bytes of the sandbox's database: the rows read
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> QueryLimits:
+        """The limits the deployment set (``RECORDS_QUERY_*``)."""
+        return cls(
+            seconds=config["RECORDS_QUERY_TIMEOUT"],
+            max_rows=config["RECORDS_QUERY_MAX_ROWS"],
+            max_bytes=config["RECORDS_QUERY_MAX_BYTES"],
+            max_value=config["RECORDS_QUERY_MAX_VALUE"],
+            max_columns=config["RECORDS_QUERY_MAX_COLUMNS"],
+        )
 
 
 @dataclass(frozen=True)
@@ -256,6 +283,23 @@ class _Authorizer:
         return f"The tables are the org's models: {names}."
 
 
+class _Head(str):
+    """The start of a text value too long to show whole, and how long it was."""
+
+    length: int
+
+
+def _text(raw: bytes, limit: int) -> str:
+    """Text as read from the sandbox: stored text can hold anything, so a read never fails
+    on it; past ``limit`` characters only the start is kept (the row is held at once)."""
+    text = raw.decode("utf-8", "replace")
+    if len(text) <= limit:
+        return text
+    head = _Head(text[:limit])
+    head.length = len(text)
+    return head
+
+
 class _Sandbox:
     """A private in-memory database with the model tables, empty until ``fill``."""
 
@@ -263,10 +307,9 @@ class _Sandbox:
         self.limits = limits
         self.tables = {t.name: t for t in tables}
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        # Stored text can hold anything; never fail a read on it.
-        self.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        self.conn.text_factory = lambda raw: _text(raw, limits.max_value)
         for limit, value in (
-            (sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000),
+            (sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000),  # while filling: a record's values JSON
             (sqlite3.SQLITE_LIMIT_SQL_LENGTH, max(limits.max_sql * 4, 100_000)),
             (sqlite3.SQLITE_LIMIT_ATTACHED, 0),
             (sqlite3.SQLITE_LIMIT_EXPR_DEPTH, 200),
@@ -278,22 +321,29 @@ class _Sandbox:
         # Sorting spills to a temporary file, and the page cache stays small.
         self.conn.execute("PRAGMA temp_store = FILE")
         self.conn.execute("PRAGMA cache_size = -16000")
+        # The rows copied in are held in memory: so much and no more.
+        page = self.conn.execute("PRAGMA page_size").fetchone()[0]
+        self.conn.execute(f"PRAGMA max_page_count = {limits.max_memory // page}")
         for table in tables:
             cols = ", ".join(f'"{c.name}" {c.sql_type}' for c in table.columns)
             self.conn.execute(f'CREATE TABLE "{table.name}" ({cols})')
         self.conn.execute("PRAGMA query_only = ON")
         self.has_people = False
-        self.deadline = time.monotonic() + limits.seconds
+        # The statement's own limit, or the tool call's when that ends first.
+        self.deadline = min(time.monotonic() + limits.seconds, deadline() or math.inf)
 
     def close(self) -> None:
         self.conn.close()
 
     @contextmanager
     def guarded(self) -> Iterator[_Authorizer]:
-        """The authorizer and the deadline, in force for the block."""
+        """The authorizer, the deadline and the limits of what a query computes (how many
+        columns, how long a value or a sorted row), in force for the block."""
         authorizer = _Authorizer(self.tables)
         self.conn.set_authorizer(authorizer)
         self.conn.set_progress_handler(lambda: int(time.monotonic() > self.deadline), 2_000)
+        columns = self.conn.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, self.limits.max_columns)
+        length = self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.limits.max_length)
         try:
             yield authorizer
         except sqlite3.Error as err:
@@ -301,6 +351,8 @@ class _Sandbox:
         finally:
             self.conn.set_authorizer(None)
             self.conn.set_progress_handler(None, 0)
+            self.conn.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, columns)
+            self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, length)
 
     def _error(self, err: sqlite3.Error, authorizer: _Authorizer) -> ValidationFailed:
         text = str(err)
@@ -314,7 +366,15 @@ class _Sandbox:
         if text.startswith("no such table"):
             return _invalid(f"{text}. {authorizer._known()}")
         if "too big" in text:
-            return _invalid("A value grew past 1 MB: the query builds too much text.")
+            return _invalid(
+                f"A value grew past {self.limits.max_length // 1000} KB: the query builds "
+                "too much text (or sorts rows too wide: select fewer columns)."
+            )
+        if text.startswith("too many columns"):
+            return _invalid(
+                f"The query asks for more than {self.limits.max_columns} columns: name the "
+                "columns you need."
+            )
         return _invalid(f"SQL error: {text}.")
 
     def plan(self, sql: str) -> dict[str, set[str]]:
@@ -349,9 +409,19 @@ class _Sandbox:
         names = ", ".join(f'"{c.name}"' for c in columns)
         self.conn.execute("PRAGMA query_only = OFF")
         self.conn.execute("BEGIN")
-        self.conn.executemany(
-            f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join(picks)})', rows
-        )
+        try:
+            self.conn.executemany(
+                f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join(picks)})', rows
+            )
+        except sqlite3.OperationalError as err:
+            if "full" not in str(err):
+                raise
+            # Past ``max_memory`` (and rolled back by SQLite).
+            held = f"{self.limits.max_memory / 2**20:g} MB"
+            raise _invalid(
+                f"The rows this query reads take more than {held}: read fewer columns "
+                "(long text above all) or fewer models."
+            ) from err
         self.conn.execute("COMMIT")
         self.conn.execute("PRAGMA query_only = ON")
 
@@ -362,36 +432,72 @@ class _Sandbox:
             return _collect(cursor, columns, self.limits)
 
 
-def _value(value: Any) -> Any:
-    """A result value as JSON can hold it."""
+def _value(value: Any, limit: int) -> tuple[Any, bool]:
+    """A result value as JSON can hold it, a text within ``limit`` characters (a cut one
+    says how many more it had); and whether it was cut."""
     if isinstance(value, str):
-        return scrub(value)
+        length = getattr(value, "length", len(value))
+        return scrub(clip(value, limit, length)), length > limit
     if isinstance(value, bytes):
-        return f"<{len(value)} bytes>"
+        return f"<{len(value)} bytes>", False
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
+        return str(value), False
+    return value, False
+
+
+def _row(row: tuple[Any, ...], limit: int) -> tuple[list[Any], int]:
+    """A row's values as the answer shows them, and how many of them were cut."""
+    shown = [_value(v, limit) for v in row]
+    return [v for v, _ in shown], sum(cut for _, cut in shown)
+
+
+def _size(value: Any) -> int:
+    """The characters ``value`` takes in the answer's JSON (non-ASCII as ``\\u`` escapes,
+    as the API writes it: never less than its UTF-8 bytes)."""
+    return len(json.dumps(value, default=str)) + 1
+
+
+def _squeezed(row: tuple[Any, ...], room: int, limits: QueryLimits) -> tuple[list[Any], int]:
+    """A first row too big for the answer on its own, its texts cut shorter until it fits."""
+    limit = limits.max_value
+    while limit > 1:
+        limit //= 2
+        values, cut = _row(row, limit)
+        if _size(values) <= room:
+            return values, cut
+    raise _invalid(
+        f"One row of {len(row)} columns does not fit the {limits.max_bytes // 1000} KB "
+        "answer: select fewer columns."
+    )
 
 
 def _collect(cursor: sqlite3.Cursor, columns: list[str], limits: QueryLimits) -> QueryResult:
-    """The first rows within the row and byte limits, and how many more there were."""
+    """The first rows within the row and byte limits, and how many more there were. The
+    answer stays within ``max_bytes`` whatever its first row: one too big alone is shown
+    with its texts cut to fit."""
     rows: list[list[Any]] = []
-    size = 2 + sum(len(c) + 3 for c in columns)
+    size = _size(columns)
     cut_for = None
+    cut_values = 0
+    squeezed = False
     for row in cursor:
-        values = [_value(v) for v in row]
-        size += sum(len(str(v)) + 3 for v in values) + 3
         if len(rows) >= limits.max_rows:
-            cut_for = cut_for or "rows"
+            cut_for = "rows"
             break
-        if size > limits.max_bytes and rows:
-            cut_for = "bytes"
-            break
+        values, cut = _row(row, limits.max_value)
+        if size + _size(values) > limits.max_bytes:
+            if rows:
+                cut_for = "bytes"
+                break
+            values, cut = _squeezed(row, limits.max_bytes - size, limits)
+            squeezed = True
+        size += _size(values)
+        cut_values += cut
         rows.append(values)
     more = 0
     if cut_for:
         more = 1 + sum(1 for _ in _take(cursor, limits.count_cap))
-    note = None
+    notes = []
     if more:
         why = (
             f"only the first {len(rows)} rows are shown"
@@ -399,11 +505,23 @@ def _collect(cursor: sqlite3.Cursor, columns: list[str], limits: QueryLimits) ->
             else f"the rows shown fill the {limits.max_bytes // 1000} KB answer"
         )
         counted = f"{more:,}" + ("+" if more > limits.count_cap else "")
-        note = (
+        notes.append(
             f"…and {counted} more rows: {why}. Aggregate (GROUP BY, count), "
             "select fewer columns, or add LIMIT/OFFSET."
         )
-    return QueryResult(columns, rows, len(rows) + more, bool(more), note)
+    if cut_values:
+        why = (
+            f"to fit the {limits.max_bytes // 1000} KB answer"
+            if squeezed
+            else f"past {limits.max_value:,} characters"
+        )
+        notes.append(
+            f"{cut_values:,} long value{'s are' if cut_values > 1 else ' is'} cut {why}, "
+            "each ending in …[cut: N more characters]: select less text (substr) or "
+            "fewer columns."
+        )
+    note = " ".join(notes) or None
+    return QueryResult(columns, rows, len(rows) + more, bool(more or cut_values), note)
 
 
 def _take(rows: Iterable[Any], n: int) -> Iterator[Any]:
@@ -454,7 +572,7 @@ def _raw_rows(stmt: Any, params: dict[str, Any]) -> list[Any]:
 def run_query(principal: Principal, sql: str, limits: QueryLimits | None = None) -> QueryResult:
     """Run one read-only statement over the caller's visible records (see the module)."""
     principal.require("records.view")
-    limits = limits or QueryLimits()
+    limits = limits or QueryLimits.of(current_app.config)
     sql = check_sql(sql, limits)
     sandbox = _Sandbox(catalogue(principal), limits)
     try:

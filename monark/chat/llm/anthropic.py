@@ -203,7 +203,7 @@ def _call(call: dict[str, Any]) -> t.ToolCallRequested:
     the route's validation then tells the model what is wrong)."""
     try:
         arguments = json.loads(call["json"]) if call["json"].strip() else {}
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nested past what the decoder follows
         arguments = {"_unparsed_arguments": call["json"]}
     if not isinstance(arguments, dict):
         arguments = {"_unparsed_arguments": call["json"]}

@@ -131,7 +131,7 @@ class _Calls:
             raw = call["arguments"].strip() or "{}"
             try:
                 arguments = json.loads(raw)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # nested past what it follows
                 arguments = None
             if not call["id"] or not call["name"] or not isinstance(arguments, dict):
                 yield t.ProviderError(

@@ -1,0 +1,222 @@
+"""Every tool call is bounded whatever the tool: in time (``CHAT_TOOL_TIMEOUT``), in what it
+stores and what its card shows (``CHAT_TOOL_RESULT_MAX``, ``CHAT_CARD_MAX``), and in how
+deep the model's arguments may nest (refused before any card)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select, text, update
+from sqlalchemy.exc import OperationalError
+
+from monark.api.routes import V1_ROUTES
+from monark.assistant.tools import build_chat_toolset
+from monark.chat import service
+from monark.chat.models import ToolCall
+from monark.chat.runtime import runtime
+from monark.chat.service import SendInput
+from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.core.bounds import MAX_DEPTH
+from monark.core.models import Org
+from monark.core.uow import time_limit, unit_of_work
+from monark.extensions import db
+from monark.records.models import Record, RecordModel
+from monark.records.services import create_record
+from tests.llm_script import Call, Say
+
+# Counts for a long while (many seconds) on SQLite and PostgreSQL alike.
+LONG_STATEMENT = (
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000000) "
+    "SELECT max(x) FROM c"
+)
+
+
+class _Tool:
+    """A tool of the test's own: ``run`` is what it does."""
+
+    def __init__(self, name: str, mutates: bool, run: Any):
+        self.spec = ToolSpec(
+            name=name,
+            description=name,
+            input_schema={"type": "object", "properties": {}},
+            mutates=mutates,
+        )
+        self._run = run
+
+    def preview(self, principal, arguments):
+        return {"headline": self.spec.name}
+
+    def precheck(self, principal, arguments):
+        return None
+
+    def run(self, principal, arguments):
+        return self._run(principal)
+
+
+@contextmanager
+def extra_tools(*tools: _Tool) -> Iterator[None]:
+    state = runtime()
+    original = state.executor
+    state.executor = build_chat_toolset(V1_ROUTES, tools)
+    try:
+        yield
+    finally:
+        state.executor = original
+
+
+def calls_of(conversation_id: int) -> list[ToolCall]:
+    stmt = select(ToolCall).where(ToolCall.conversation_id == conversation_id)
+    return list(db.session.scalars(stmt.order_by(ToolCall.id)))
+
+
+def last_result(scripted) -> str:
+    (res,) = scripted.requests[-1].messages[-1].content
+    assert res.is_error
+    return res.content
+
+
+def send(principal, message: str):
+    return service.send_message(principal, SendInput(text=message))
+
+
+def titled(title: str) -> int:
+    return db.session.scalar(select(func.count()).where(Record.title == title))
+
+
+@pytest.fixture
+def short_limit(app, monkeypatch):
+    monkeypatch.setitem(app.config, "CHAT_TOOL_TIMEOUT", 0.3)
+    return 0.3
+
+
+# ---- time ----------------------------------------------------------------------------------
+
+
+def test_a_read_past_the_time_limit_fails_and_the_conversation_goes_on(
+    world, scripted, short_limit
+):
+    def counts(principal):
+        return ToolOutcome(ok=True, result=db.session.execute(text(LONG_STATEMENT)).scalar())
+
+    member = world.a.principal("member")
+    scripted.script.add([Call("count_forever")], [Say("That took too long.")])
+    with extra_tools(_Tool("count_forever", False, counts)):
+        result = send(member, "Count")
+    (call,) = calls_of(result.conversation_id)
+    assert result.status == "done"
+    assert call.status == "FAILED" and "longer than its 0.3 s limit" in call.error
+    assert "longer than its 0.3 s limit" in last_result(scripted)
+    # The conversation is usable: the next message gets an answer.
+    scripted.script.add([Call("records_list", {"model": "tasks"})], [Say("Here.")])
+    more = SendInput(text="List", conversation_id=call.conversation_id)
+    again = service.send_message(member, more)
+    assert again.status == "done" and calls_of(call.conversation_id)[-1].status == "SUCCEEDED"
+
+
+def test_a_write_past_the_time_limit_fails_and_keeps_nothing(world, scripted, short_limit):
+    model_id = world.a.model.id
+
+    def writes_then_counts(principal):
+        create_record(principal, db.session.get(RecordModel, model_id), {"title": "Half"})
+        db.session.execute(text(LONG_STATEMENT)).scalar()
+        return ToolOutcome(ok=True, result={"done": True})
+
+    member = world.a.principal("member")
+    scripted.script.add([Call("slow_write")], [Say("It timed out.")])
+    with extra_tools(_Tool("slow_write", True, writes_then_counts)):
+        proposed = service.send_message(member, SendInput(text="Write"))
+        (call,) = calls_of(proposed.conversation_id)
+        result = service.confirm_tool_call(member, call.id)
+    db.session.refresh(call)
+    assert result.status == "done"
+    assert call.status == "FAILED" and "nothing it did was kept" in call.error
+    assert titled("Half") == 0
+
+
+def test_a_unit_waiting_for_a_lock_stops_at_the_deadline(app, world):
+    """A lock another transaction holds: the write lock on SQLite (the busy timeout is cut
+    to the time left), a row lock on PostgreSQL (``statement_timeout``)."""
+    holder = db.engine.connect()
+    sqlite = holder.dialect.name == "sqlite"
+    if sqlite:
+        holder.connection.driver_connection.isolation_level = None
+        holder.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        holder.begin()
+        holder.execute(select(Org.id).where(Org.id == world.a.org.id).with_for_update())
+    try:
+        stop = update(Org).where(Org.id == world.a.org.id).values(name="X")
+        raised = pytest.raises(OperationalError)
+        with time_limit(0.3) as deadline, raised as stopped, unit_of_work():
+            db.session.execute(stop)
+        assert deadline.passed()
+        expected = "database is locked" if sqlite else "statement timeout"
+        assert expected in str(stopped.value)
+    finally:
+        holder.rollback()
+        holder.close()
+    db.session.expire_all()
+    assert db.session.get(Org, world.a.org.id).name == "Acme"
+
+
+# ---- size ----------------------------------------------------------------------------------
+
+
+def test_a_huge_result_is_stored_and_shown_cut_with_markers(app, world, scripted, login):
+    def huge(principal):
+        return ToolOutcome(ok=True, result={"blob": "x" * 5_000_000, "items": list(range(10))})
+
+    viewer = world.a.principal("viewer")
+    scripted.script.add([Call("dump")], [Say("Big.")])
+    with extra_tools(_Tool("dump", False, huge)):
+        result = send(viewer, "Dump")
+        (call,) = calls_of(result.conversation_id)
+        page = login(world.a.users["viewer"].email).get(
+            f"/chat/conversations/{result.conversation_id}"
+        )
+    stored = json.dumps(call.result)
+    assert call.status == "SUCCEEDED"
+    assert len(stored) < app.config["CHAT_TOOL_RESULT_MAX"] + 1_000
+    assert call.result["blob"].startswith("xxx") and "more characters]" in call.result["blob"]
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200 and len(html) < app.config["CHAT_CARD_MAX"] + 50_000
+    assert "more characters]" in html
+
+
+# ---- depth ---------------------------------------------------------------------------------
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"title": "Deep"}
+    for _ in range(levels - 1):
+        value = {"x": value}
+    return value
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 600])
+def test_arguments_nested_too_deep_fail_before_any_card(world, scripted, levels):
+    member = world.a.principal("member")
+    arguments = {"model": "tasks", "values": _nested(levels - 1)}
+    scripted.script.add([Call("records_create", arguments)], [Say("Too deep.")])
+    result = send(member, "Add")
+    (call,) = calls_of(result.conversation_id)
+    assert result.status == "done"
+    assert call.status == "FAILED" and call.decided_at is None and call.preview is None
+    assert f"nested at most {MAX_DEPTH} levels deep" in call.error
+    assert call.input == {}  # not kept: storing it would recurse as deep
+    assert f"nested at most {MAX_DEPTH} levels deep" in last_result(scripted)
+    assert titled("Deep") == 0
+
+
+def test_arguments_at_the_depth_limit_still_reach_their_card(world, scripted):
+    member = world.a.principal("member")
+    scripted.script.add([Call("deep_write", _nested(MAX_DEPTH))])
+    with extra_tools(_Tool("deep_write", True, lambda principal: ToolOutcome(ok=True))):
+        result = send(member, "Write")
+    (call,) = calls_of(result.conversation_id)
+    assert result.status == "awaiting_confirmation" and call.status == "PROPOSED"
+    assert call.input == _nested(MAX_DEPTH)
