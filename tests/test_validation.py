@@ -95,7 +95,11 @@ BAD_CREATE_VALUES = [
     pytest.param({"title": "x", "due": "2026W521"}, "values.due", id="date-iso-week-compact"),
     pytest.param({"title": "x", "due": "2026-001"}, "values.due", id="date-ordinal"),
     pytest.param({"title": "x", "due": "20260105"}, "values.due", id="date-compact"),
-    pytest.param({"title": "x", "due": "\u0662\u0660\u0662\u0666-\u0660\u0661-\u0660\u0665"}, "values.due", id="date-other-digits"),
+    pytest.param(
+        {"title": "x", "due": "\u0662\u0660\u0662\u0666-\u0660\u0661-\u0660\u0665"},
+        "values.due",
+        id="date-arabic-indic-digits",
+    ),
     pytest.param({"title": "x", "due": "today"}, "values.due", id="date-today-is-a-filter-word"),
     pytest.param({"title": "x", "urgent": "true"}, "values.urgent", id="boolean-string"),
     pytest.param({"title": "x", "urgent": 1}, "values.urgent", id="boolean-int"),
