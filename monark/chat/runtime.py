@@ -1,10 +1,11 @@
-"""The chat module's runtime, one per app: its tool executor and its model provider.
+"""The chat module's runtime, one per app: its tool executor and its model providers.
 
-The host installs its executor when it builds the app (``install``); the provider is built
-from the app's config on first use, so a deployment without a key starts normally and the
-SDK is imported only when someone talks to the assistant. Both live on the app
-(``app.extensions``), not in module globals: two apps in one process (tests, say) keep
-their own, and a provider per org can come from here later.
+The host installs its executor when it builds the app (``install``); a provider is built
+from an org's settings (or the deployment's config) on first use, so a deployment without a
+key starts normally and the SDK is imported only when someone talks to the assistant. Both
+live on the app (``app.extensions``), not in module globals: two apps in one process
+(tests, say) keep their own. Providers are kept per configuration, the most recently used
+``CHAT_LLM_CLIENT_CACHE`` of them (``AdapterCache``).
 """
 
 from __future__ import annotations
