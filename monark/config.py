@@ -112,6 +112,9 @@ def _assistant_config() -> dict[str, Any]:
         "CHAT_LLM_TIMEOUT": float(os.environ.get("CHAT_LLM_TIMEOUT", "60")),
         # The SDK's own retries of overloaded and failed requests (with backoff).
         "CHAT_LLM_MAX_RETRIES": int(os.environ.get("CHAT_LLM_MAX_RETRIES", "2")),
+        # Provider clients (one per key and endpoint in use) a process keeps open; the least
+        # recently used beyond this is closed once no reply streams on it.
+        "CHAT_LLM_CLIENT_CACHE": int(os.environ.get("CHAT_LLM_CLIENT_CACHE", "64")),
         # A running turn renews its lease about every second; a turn whose process died
         # frees its conversation when the lease runs out.
         "CHAT_TURN_LEASE_SECONDS": float(os.environ.get("CHAT_TURN_LEASE_SECONDS", "8")),

@@ -31,6 +31,7 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
+from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers
 from monark.core.jsonbody import JSONProvider
@@ -99,6 +100,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
 
     register_web(app)
+    install_request_log_filter()  # ``flask run``'s access log: gunicorn's rule
     register_panel(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)

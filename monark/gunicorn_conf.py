@@ -7,9 +7,10 @@ fast while turns stream. bench/stream_bench.py measures how many one process hol
 
 import gc
 import os
-import re
 
 from gunicorn.glogging import Logger
+
+from monark.core.accesslog import redact, safe_query
 
 bind = os.environ.get("MONARK_BIND", "127.0.0.1:8000")
 worker_class = "gthread"
@@ -19,18 +20,21 @@ threads = int(os.environ.get("MONARK_THREADS", "32"))
 preload_app = True
 accesslog = "-"
 
-# An invitation link carries its token in the path (monark.settings.joining.invite_link).
-_INVITE_TOKEN = re.compile(r"(/invite/)[^/?#\s\"]+")
+# The environ atoms that hold a bare query string (``a=1&b=2``, no ``?`` to find it by).
+_QUERY_ATOMS = ("q", "{query_string}e")
 
 
 class AccessLogger(Logger):
-    """gunicorn's logger, with invitation tokens cut out of everything the access log writes."""
+    """gunicorn's logger; the access log writes no query string and no token in a path,
+    whatever its format names (``monark.core.accesslog``, the rule ``flask run`` uses too)."""
 
     def atoms(self, resp, req, environ, request_time):
         atoms = super().atoms(resp, req, environ, request_time)
         for key, value in atoms.items():
-            if isinstance(value, str) and "/invite/" in value:
-                atoms[key] = _INVITE_TOKEN.sub(r"\1[redacted]", value)
+            if key in _QUERY_ATOMS:
+                atoms[key] = safe_query(value)
+            elif isinstance(value, str):
+                atoms[key] = redact(value)
         return atoms
 
 

@@ -90,6 +90,8 @@ def test_an_admin_saves_a_key_that_is_stored_encrypted_and_never_shown(world, lo
         ({"base_url": "http://[::127.0.0.1]:5097/v1"}, "base_url"),  # IPv4-compatible
         ({"base_url": "http://[64:ff9b::a9fe:a9fe]/"}, "base_url"),  # NAT64 of 169.254.169.254
         ({"base_url": "http://[2002:a9fe:a9fe::1]/"}, "base_url"),  # 6to4 of the same
+        ({"base_url": "http://224.0.0.1:5077/v1"}, "base_url"),  # multicast
+        ({"base_url": "http://[::ffff:224.0.0.1]/v1"}, "base_url"),  # mapped multicast
         ({"provider": "ollama"}, "base_url"),  # its default endpoint is this host
     ],
 )

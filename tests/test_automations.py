@@ -487,6 +487,12 @@ def test_webhooks_to_private_addresses_are_refused_by_default(acme, app):
     assert server.received == []
 
 
+@pytest.mark.parametrize("url", ["http://224.0.0.1:9/in", "http://[ff02::1]:9/in"])
+def test_webhooks_to_multicast_addresses_are_refused(acme, url):
+    hook = _hook_run(acme, url)
+    assert hook["status"] == "failed" and "non-public address" in hook["error"]
+
+
 def _fake_network(monkeypatch, dns, answer) -> None:
     """Webhooks see ``dns(host, port)`` as the resolver and ``answer(request)`` as the far end."""
     import socket

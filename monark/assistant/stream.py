@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Response, current_app, stream_with_context
+from flask import Response, current_app, stream_with_context, url_for
 from markupsafe import escape
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
 from monark.assistant.thread import (
     ThreadFoot,
@@ -41,7 +43,7 @@ from monark.chat.loop import TurnStatus
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
 from monark.chat.turns import progress_log
 from monark.core.broker import ProgressLog
-from monark.core.errors import AppError
+from monark.core.errors import DATABASE_DOWN, UNAVAILABLE, AppError
 from monark.core.rbac import Principal
 from monark.extensions import db
 
@@ -305,14 +307,17 @@ def watch_turn(
         yield ": stream open\n\n"
         if preface:
             yield preface
-        if snapshot and after is None:
-            yield _released(watch.snapshot(following=turn_id is not None))
-        if turn_id is None:
-            yield _released(watch.finish(TurnStatus.DONE, None))
-            return
-        if after is not None:
-            watch.absorb(_entries_until(log, turn_id, after))
-        yield from _follow(watch, log, turn_id, after)
+        try:
+            if snapshot and after is None:
+                yield _released(watch.snapshot(following=turn_id is not None))
+            if turn_id is None:
+                yield _released(watch.finish(TurnStatus.DONE, None))
+                return
+            if after is not None:
+                watch.absorb(_entries_until(log, turn_id, after))
+            yield from _follow(watch, log, turn_id, after)
+        except DATABASE_DOWN:
+            yield _database_lost(watch.conversation_id)
 
     # The request's own session is done: hand its connection back before the long stream.
     db.session.close()
@@ -320,6 +325,24 @@ def watch_turn(
     response.headers["Cache-Control"] = "no-cache, no-transform"
     response.headers["X-Accel-Buffering"] = "no"
     return response
+
+
+def _database_lost(conversation_id: int) -> str:
+    """The stream's end when the database stopped answering while it ran: say so, with a
+    Retry that draws the conversation again (and follows its turn, if one still runs)."""
+    with suppress(SQLAlchemyError):  # its connection went with the database: nothing to hand back
+        db.session.remove()
+    current_app.logger.warning("database unavailable while following a turn")
+    retry = url_for("assistant.conversation", conversation_id=conversation_id)
+    notice = render_fragment(
+        "assistant/_notice.html", message=UNAVAILABLE, kind="error", retry_url=retry
+    )
+    data = {"conversation_id": conversation_id, "status": TurnStatus.ERROR}
+    return (
+        sse(partial("#chat-live", "innerHTML", notice))
+        + sse(json.dumps({**data, "message": UNAVAILABLE}), event="error")
+        + sse(json.dumps(data), event="done")
+    )
 
 
 def _released(frames: str) -> str:

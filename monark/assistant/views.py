@@ -11,7 +11,13 @@ from flask import Blueprint, Response, current_app, jsonify, render_template, re
 from werkzeug.datastructures import MultiDict
 
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
-from monark.assistant.stream import follow_slot, partial, turn_preface, watch_turn
+from monark.assistant.stream import (
+    follow_slot,
+    partial,
+    render_fragment,
+    turn_preface,
+    watch_turn,
+)
 from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.chat import decisions, handover, lease, service, store, turns
 from monark.chat.gates import assistant_name, check_gates
@@ -49,7 +55,9 @@ STOP_WAIT_SECONDS = 3.0
 
 
 def _notice(message: str, status: int, kind: str = "error"):
-    return render_template("assistant/_notice.html", message=message, kind=kind), status
+    # Drawn without the page's context (it needs none): a notice must not ask the database
+    # who is signed in, which may be what failed.
+    return render_fragment("assistant/_notice.html", message=message, kind=kind), status
 
 
 def _gate_or_none(principal: Principal) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 from sqlalchemy import select
 
+from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor, endpoint_of, get_provider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock, TextDelta
 from monark.chat.models import OrgAiSettings
@@ -316,6 +317,13 @@ def test_connection(resolved: ResolvedAi) -> tuple[bool, str]:
     if resolved.problem or resolved.descriptor is None:
         return False, resolved.admin_problem or "Choose a provider."
     adapter = resolved.descriptor.create(resolved.config)
+    try:
+        return _ask(adapter, resolved)
+    finally:
+        close_provider(adapter)  # made for this check alone: its client goes with it
+
+
+def _ask(adapter: Any, resolved: ResolvedAi) -> tuple[bool, str]:
     problem = getattr(adapter, "problem", lambda: None)()
     if problem:
         return False, problem
@@ -352,3 +360,5 @@ def model_catalogue(resolved: ResolvedAi) -> tuple[list[str], str | None]:
         return list(listing())[:500], None
     except Exception as err:  # a list is a convenience: say why, and go on
         return [], f"{resolved.descriptor.label} did not list its models: {adapter._said(err)}"
+    finally:
+        close_provider(adapter)  # made for this list alone (no client was made before)

@@ -1,27 +1,71 @@
-"""The chat module's runtime, one per app: its tool executor and its model provider.
+"""The chat module's runtime, one per app: its tool executor and its model providers.
 
-The host installs its executor when it builds the app (``install``); the provider is built
-from the app's config on first use, so a deployment without a key starts normally and the
-SDK is imported only when someone talks to the assistant. Both live on the app
-(``app.extensions``), not in module globals: two apps in one process (tests, say) keep
-their own, and a provider per org can come from here later.
+The host installs its executor when it builds the app (``install``); a provider is built
+from an org's settings (or the deployment's config) on first use, so a deployment without a
+key starts normally and the SDK is imported only when someone talks to the assistant. Both
+live on the app (``app.extensions``), not in module globals: two apps in one process
+(tests, say) keep their own. Providers are kept per configuration, the most recently used
+``CHAT_LLM_CLIENT_CACHE`` of them (``AdapterCache``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Flask, current_app
 
 from monark.chat.ai_settings import ResolvedAi, resolve
+from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import ProviderConfig
 from monark.chat.llm.types import LlmProvider
 from monark.chat.llm.unavailable import UnavailableProvider
 from monark.chat.tools import ChatToolExecutor, NoTools
 
 _KEY = "monark.chat"
+CLIENT_CACHE = 64  # adapters (SDK clients) kept per process, unless configured
+
+
+class AdapterCache:
+    """Adapters by provider configuration (an org's key and endpoint, or the deployment's),
+    the most recently used kept; each one dropped is closed, once the steps still
+    streaming on it end (``SdkAdapter.close``). A changed key or base URL is a new
+    configuration: without a bound, every old one would keep its client for good."""
+
+    def __init__(self) -> None:
+        self._adapters: OrderedDict[ProviderConfig, LlmProvider] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(
+        self, config: ProviderConfig, create: Callable[[ProviderConfig], LlmProvider], limit: int
+    ) -> LlmProvider:
+        """The adapter for ``config`` (made now if need be), keeping at most ``limit``."""
+        dropped: list[LlmProvider] = []
+        with self._lock:
+            adapter = self._adapters.get(config)
+            if adapter is not None:
+                self._adapters.move_to_end(config)
+                return adapter
+            adapter = self._adapters[config] = create(config)
+            while len(self._adapters) > max(1, limit):
+                dropped.append(self._adapters.popitem(last=False)[1])
+        for old in dropped:  # outside the lock: a close may wait for its adapter's lock
+            close_provider(old)
+        return adapter
+
+    def clear(self) -> None:
+        """Drop (and close) every adapter."""
+        with self._lock:
+            dropped = list(self._adapters.values())
+            self._adapters.clear()
+        for old in dropped:
+            close_provider(old)
+
+    def __len__(self) -> int:
+        return len(self._adapters)
 
 
 @dataclass
@@ -29,7 +73,7 @@ class ChatRuntime:
     executor: ChatToolExecutor = field(default_factory=NoTools)
     # A provider for every org (tests, benchmarks); None: each org's own, as configured.
     override: LlmProvider | None = None
-    adapters: dict[ProviderConfig, LlmProvider] = field(default_factory=dict)
+    adapters: AdapterCache = field(default_factory=AdapterCache)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -52,27 +96,22 @@ def tool_executor() -> ChatToolExecutor:
     return runtime().executor
 
 
-def _adapter(resolved: ResolvedAi) -> LlmProvider:
+def _adapter(resolved: ResolvedAi, limit: int) -> LlmProvider:
     if resolved.problem or resolved.descriptor is None:
         return UnavailableProvider(resolved.problem or "No model provider is set.")
-    state = runtime()
-    adapter = state.adapters.get(resolved.config)
-    if adapter is None:
-        with state.lock:
-            adapter = state.adapters.get(resolved.config)
-            if adapter is None:
-                adapter = state.adapters[resolved.config] = resolved.descriptor.create(
-                    resolved.config
-                )
-    return adapter
+    return runtime().adapters.get(resolved.config, resolved.descriptor.create, limit)
 
 
 def provider_for(org_id: int | None, config: Any | None = None) -> tuple[LlmProvider, ResolvedAi]:
     """The provider an org's turn talks to (its own settings over the deployment's), and
-    what it was resolved from; adapters are built once per configuration and kept."""
-    resolved = resolve(org_id, config if config is not None else current_app.config)
+    what it was resolved from; adapters are built once per configuration and the most
+    recently used ``CHAT_LLM_CLIENT_CACHE`` of them kept."""
+    config = config if config is not None else current_app.config
+    resolved = resolve(org_id, config)
     override = runtime().override
-    return (override if override is not None else _adapter(resolved)), resolved
+    if override is not None:
+        return override, resolved
+    return _adapter(resolved, int(config.get("CHAT_LLM_CLIENT_CACHE", CLIENT_CACHE))), resolved
 
 
 def llm_provider(config: Any | None = None) -> LlmProvider:

@@ -4,5 +4,6 @@ Accounts, orgs, memberships, API keys, invitations and events (``models``); who 
 (``auth``, ``rbac``, ``keys``, ``tokens``, ``throttle``) and signing in (``views``); domain
 events (``events``) and errors (``errors``); units of work (``uow``); the route-descriptor
 kit (``routes``); what HTML pages share (``web``, ``htmx``); reading input (``ids``,
-``jsonbody``, ``text``); Markdown rendering (``markdown``); progress logs (``broker``).
+``jsonbody``, ``text``); Markdown rendering (``markdown``); progress logs (``broker``);
+what an access log may say of a request (``accesslog``).
 """

@@ -15,7 +15,7 @@ from flask.sessions import SecureCookieSession, SecureCookieSessionInterface, Se
 from flask_login import current_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from monark.core.errors import Unauthorized, wants_json
+from monark.core.errors import Unauthorized, database_down, wants_json
 from monark.core.htmx import current_url, is_htmx, reload
 from monark.core.keys import authenticate_key
 from monark.core.models import Membership, User
@@ -31,6 +31,10 @@ _UNRESOLVED = object()
 
 @login_manager.user_loader
 def _load_user(user_id: str) -> User | None:
+    if database_down():
+        # Flask-Login loads the user for every template (``current_user``), the answer
+        # that says the database is down included: it is drawn signed out instead.
+        return None
     return db.session.get(User, int(user_id))
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, current_app, jsonify, render_template, request
 from pydantic import ValidationError
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
+from monark.core.accesslog import safe_path
 from monark.core.htmx import is_htmx, is_partial
 from monark.extensions import db
 
@@ -81,7 +83,22 @@ _HTTP_CODES = {
     409: "conflict",
     413: "payload_too_large",
     429: "rate_limited",
+    503: "unavailable",
 }
+
+# The database did not answer: a refused or dropped connection, no connection free in the
+# pool, a lock held past the wait. A moment later it may: Monark's own 503, never a bare 500.
+DATABASE_DOWN = (OperationalError, InterfaceError, PoolTimeout)
+RETRY_AFTER_SECONDS = 5
+UNAVAILABLE = "Monark cannot reach its database just now. Try again in a moment."
+# Set on a request whose answer says the database is down: drawing that answer must not
+# ask the database again (who is signed in, the navigation, the assistant's gates).
+_DATABASE_DOWN_KEY = "monark.database_down"
+
+
+def database_down() -> bool:
+    """Whether this request is being answered with "the database is down"."""
+    return bool(request.environ.get(_DATABASE_DOWN_KEY))
 
 
 def wants_json() -> bool:
@@ -98,11 +115,51 @@ def error_json(code: str, message: str, status: int, details: list | None = None
     return jsonify(body), status
 
 
-def error_page(status: int, message: str) -> str:
+def error_page(status: int, message: str, retry: bool = False) -> str:
     """An error for a browser: the error page, or a notice alone for an htmx request that
-    wants a fragment (a panel or a part of a page must not hold a whole page)."""
+    wants a fragment (a panel or a part of a page must not hold a whole page). ``retry``:
+    it offers to send the same request again (htmx's, by script; a page's, as a link)."""
     template = "_error.html" if is_partial() else "error.html"
-    return render_template(template, status=status, message=message)
+    how = None
+    if retry:
+        how = "button" if is_htmx() else "link" if request.method == "GET" else "form"
+    try:
+        return render_template(template, status=status, message=message, retry=how)
+    except DATABASE_DOWN:
+        # Another error (an expired CSRF token, a page that does not exist) while the
+        # database is down: drawing who is signed in failed, so draw it signed out.
+        _leave_database()
+        return render_template(template, status=status, message=message, retry=how)
+
+
+def _leave_database() -> None:
+    """Stop asking the database in this request: what it held is undone (or gone with
+    the connection), and the answer is drawn without it (``database_down``)."""
+    request.environ[_DATABASE_DOWN_KEY] = True
+    try:
+        db.session.rollback()
+    except SQLAlchemyError:  # the connection is gone with what it held: nothing to undo
+        db.session.close()
+
+
+def unavailable(err: Exception) -> tuple[Any, int, dict[str, str]]:
+    """The answer while the database is down: 503 with ``Retry-After``, as JSON for API
+    clients, a notice with Retry for htmx, or the error page; none of them reads it."""
+    _leave_database()
+    cause = getattr(err, "orig", None) or err
+    said = (str(cause).strip().splitlines() or [""])[0][:200]  # never the SQL or its values
+    current_app.logger.warning(
+        "database unavailable (%s: %s) in %s %s",
+        type(cause).__name__,
+        said,
+        request.method,
+        safe_path(request.path),
+    )
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    if wants_json():
+        body, status = error_json("unavailable", UNAVAILABLE, 503)
+        return body, status, headers
+    return error_page(503, UNAVAILABLE, retry=True), 503, headers
 
 
 def register_error_handlers(app: Flask) -> None:
@@ -147,6 +204,9 @@ def register_error_handlers(app: Flask) -> None:
         if wants_json():
             return error_json("bad_request", message, 400)
         return error_page(400, message), 400
+
+    for outage in DATABASE_DOWN:
+        app.register_error_handler(outage, unavailable)
 
     @app.errorhandler(500)
     def handle_server_error(err):

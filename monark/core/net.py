@@ -36,20 +36,52 @@ def check_url(url: str) -> str:
 
 NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix (RFC 6052)
 NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # local-use prefixes (RFC 8215)
+IPV4_TRANSLATED = 0xFFFF0000  # ::ffff:0:a.b.c.d (SIIT, RFC 2765), above the low 32 bits
+ISATAP = (0x00005EFE, 0x02005EFE)  # the interface id's high half, before an IPv4 (RFC 5214)
+
+# Addresses ``is_global`` may call public that are no single host to talk to: multicast
+# (Python 3.11 says 224.0.0.0/4 and ff00::/8 are global), the 6to4 relay anycast
+# (RFC 7526) and site-local IPv6, deprecated but still private in practice (RFC 3879).
+# 240.0.0.0/4 with the broadcast 255.255.255.255 is reserved: ``is_global`` refuses it.
+NOT_UNICAST = tuple(
+    ipaddress.ip_network(n)
+    for n in ("224.0.0.0/4", "192.88.99.0/24", "ff00::/8", "fec0::/10", "255.255.255.255/32")
+)
+ANYCAST_IID_LOW = 0xFDFFFFFFFFFFFF80  # RFC 2526: the top 128 interface ids are anycast
 
 
 def _embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list:
-    """The IPv4 addresses an IPv6 address carries (mapped, compatible, 6to4, Teredo,
-    NAT64): a network may route to them, so each must be public too."""
+    """The IPv4 addresses an IPv6 address carries (mapped, translated, compatible, 6to4,
+    Teredo, NAT64, ISATAP): a network may route to them, so each must be public too."""
     if not isinstance(address, ipaddress.IPv6Address):
         return []
     found = [address.ipv4_mapped, address.sixtofour]
     if address.teredo:
         found += list(address.teredo)
     low = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    if address in NAT64 or address in NAT64_LOCAL or int(address) >> 32 == 0:
-        found.append(low)  # NAT64, or IPv4-compatible (::a.b.c.d)
+    high = int(address) >> 32
+    if address in NAT64 or address in NAT64_LOCAL or high in (0, IPV4_TRANSLATED):
+        found.append(low)  # NAT64, IPv4-compatible (::a.b.c.d) or IPv4-translated
+    if high & 0xFFFFFFFF in ISATAP:
+        found.append(low)
     return [a for a in found if a is not None]
+
+
+def _is_anycast(address: ipaddress.IPv6Address) -> bool:
+    """A subnet's anycast address (RFC 4291's subnet-router, interface id 0, or RFC 2526's
+    reserved ones): it reaches whichever router or server answers, not a host."""
+    iid = int(address) & 0xFFFFFFFFFFFFFFFF
+    return iid == 0 or iid >= ANYCAST_IID_LOW
+
+
+def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``address`` is one global unicast host, and so is every IPv4 it carries."""
+    for one in (address, *_embedded_ipv4(address)):
+        if not one.is_global or any(one in network for network in NOT_UNICAST):
+            return False
+        if isinstance(one, ipaddress.IPv6Address) and _is_anycast(one):
+            return False
+    return True
 
 
 def public_addresses(url: str, setting: str) -> list[str]:
@@ -70,7 +102,7 @@ def public_addresses(url: str, setting: str) -> list[str]:
         raise Unresolvable(f"Cannot resolve the host {parts.hostname}.") from None
     addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
     for address in addresses:
-        if not all(a.is_global for a in (address, *_embedded_ipv4(address))):
+        if not is_public(address):
             raise UnsafeAddress(
                 f"{parts.hostname} resolves to a non-public address ({address}); only public "
                 f"hosts are allowed ({setting} allows others)."

@@ -25,6 +25,7 @@ from monark.core.models import MAX_ID, User
 from monark.core.text import has_surrogate
 from monark.records.index import text_key
 from monark.records.models import TEXT_KEY, ModelField, Record, RecordModel, RecordValue
+from monark.records.values import parse_date
 
 OPS = ("eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "empty", "not_empty")
 _ORDERED = ("lt", "lte", "gt", "gte")
@@ -86,15 +87,12 @@ def _field(model: RecordModel, key: str) -> ModelField:
 # ---- one filter's values, as the index holds them ------------------------------------------
 
 
-def _date(raw: str, today: date) -> str:
-    if raw.lower() == "today":
-        return today.isoformat()
+def _date(field: ModelField, raw: str, today: date) -> str:
     try:
-        if len(raw) == 10:
-            return date.fromisoformat(raw).isoformat()
+        return parse_date(raw, today)
     except ValueError:
-        pass
-    raise _error("filter", f"'{raw}' is not a valid date (use YYYY-MM-DD or today).")
+        message = f"'{raw}' is not a valid date for {field.label} (use YYYY-MM-DD or today)."
+        raise _error("filter", message) from None
 
 
 def _number(raw: str) -> float:
@@ -132,7 +130,7 @@ def _values(field: ModelField, raw: str, people: list[User], today: date) -> lis
             raise _error("filter", f"'{raw}' is not true or false ({field.label}).")
         return [1.0 if raw.lower() == "true" else 0.0]
     if kind == "date":
-        return [_date(raw, today)]
+        return [_date(field, raw, today)]
     if kind == "user":
         return _member_ids(field, raw, people)
     if kind == "select":

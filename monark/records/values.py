@@ -7,6 +7,7 @@ turns into the same typed values first, so both paths share ``validate_values``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from datetime import date
 from typing import Any
@@ -21,6 +22,21 @@ LONG_TEXT_MAX = 20000
 
 class _Invalid(ValueError):
     pass
+
+
+# A calendar date as people and the API write it. ``date.fromisoformat`` takes more (week
+# dates such as 2026-W52-1, ordinal and compact forms), which nobody means in a date field.
+_CALENDAR_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def parse_date(raw: str, today: date | None = None) -> str:
+    """``raw`` as ``YYYY-MM-DD``, a real day of the calendar, or ``today`` when given the
+    reader's today (a filter); ``ValueError`` for anything else."""
+    if today is not None and raw.lower() == "today":
+        return today.isoformat()
+    if not _CALENDAR_DATE.fullmatch(raw):
+        raise ValueError(f"{raw!r} is not a date as YYYY-MM-DD")
+    return date.fromisoformat(raw).isoformat()  # refuses 2026-02-30
 
 
 def _check(field: ModelField, value: Any, member_ids: set[int]) -> Any:
@@ -47,7 +63,7 @@ def _check(field: ModelField, value: Any, member_ids: set[int]) -> Any:
         if not isinstance(value, str):
             raise _Invalid("must be a date as YYYY-MM-DD")
         try:
-            return date.fromisoformat(value).isoformat() if len(value) == 10 else _bad_date()
+            return parse_date(value)
         except ValueError:
             raise _Invalid("must be a date as YYYY-MM-DD") from None
     if kind == "boolean":
@@ -66,10 +82,6 @@ def _check(field: ModelField, value: Any, member_ids: set[int]) -> Any:
             raise _Invalid("must be a member of this organization")
         return value
     raise _Invalid(f"has an unsupported type {kind}")
-
-
-def _bad_date() -> str:
-    raise ValueError
 
 
 def _is_empty(value: Any) -> bool:

@@ -134,3 +134,41 @@
     }
   });
 })();
+
+// A request the server could not serve just then (503: its database did not answer) is
+// answered with a notice holding button[data-retry]. Retry sends that request again as it
+// was first sent: a form with the same button (so a card's Confirm confirms that card, and
+// the composer sends the text it was given back), anything else to the same address.
+(() => {
+  const again = new WeakMap(); // Retry button → the request that drew it
+  document.addEventListener("htmx:after:swap", (event) => {
+    const ctx = event.detail?.ctx;
+    if (ctx?.response?.status !== 503) return;
+    const sent = {
+      source: ctx.sourceElement,
+      submitter: ctx.sourceEvent?.submitter,
+      method: ctx.request?.method || "GET",
+      action: ctx.request?.action,
+      target: ctx.target,
+      swap: ctx.swap,
+    };
+    document.querySelectorAll("button[data-retry]").forEach((button) => {
+      if (!again.has(button)) again.set(button, sent);
+    });
+  });
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest?.("button[data-retry]");
+    if (!button) return;
+    const sent = again.get(button);
+    if (!sent) { location.reload(); return; } // drawn by a page load: load it again
+    button.disabled = true;
+    const {source, submitter} = sent;
+    if (source?.isConnected && source.matches("form")) {
+      source.requestSubmit(submitter?.isConnected && submitter.form === source ? submitter : undefined);
+    } else if (sent.action && sent.target?.isConnected) {
+      htmx.ajax(sent.method, sent.action, {target: sent.target, swap: sent.swap});
+    } else {
+      location.reload();
+    }
+  });
+})();

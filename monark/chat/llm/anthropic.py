@@ -122,7 +122,8 @@ class AnthropicProvider(SdkAdapter):
 
     def models(self) -> list[str]:
         """The models this key may use."""
-        return sorted(m.id for m in self.client().models.list())
+        with self.in_use():
+            return sorted(m.id for m in self.client().models.list())
 
     def problem(self) -> str | None:
         return None if self.api_key else NOT_CONNECTED + "."

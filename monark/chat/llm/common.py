@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from typing import Any
 
@@ -124,16 +124,25 @@ def _public_transport() -> Any:
     return PublicOnly()
 
 
+def close_provider(provider: Any) -> None:
+    """Close what ``provider`` holds open (an adapter's SDK client), if it holds anything."""
+    close = getattr(provider, "close", None)
+    if close is not None:
+        close()
+
+
 class SdkAdapter:
     """What every adapter shares: its SDK client built on first use (the SDK imported
-    then), the configuration check, Stop, and failures (building the client, sending,
-    mid-stream) turned into error events, never with the key in them."""
+    then), the configuration check, Stop, failures (building the client, sending,
+    mid-stream) turned into error events, never with the key in them, and ``close``."""
 
     def __init__(self, name: str, api_key: str):
         self.name = name
         self.api_key = api_key
         self._client: Any = None
         self._lock = threading.Lock()
+        self._users = 0  # steps streaming and lists being read on the client now
+        self._closing = False
 
     # ---- what an adapter writes ----
 
@@ -175,6 +184,33 @@ class SdkAdapter:
                     self._client = self.make_client()
         return self._client
 
+    @contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Keep the client open while the caller uses it (``close`` waits for the end)."""
+        with self._lock:
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+            self._close_if_idle()
+
+    def close(self) -> None:
+        """Close the SDK client (its connections): now, or once the steps streaming on it
+        end, so that a turn whose adapter was dropped from the cache finishes its reply.
+        An adapter used after this builds a client again, closed when that use ends."""
+        with self._lock:
+            self._closing = True
+        self._close_if_idle()
+
+    def _close_if_idle(self) -> None:
+        with self._lock:
+            if not self._closing or self._users:
+                return
+            client, self._client = self._client, None
+        close_provider(client)
+
     def unusable(self) -> str | None:
         """What stops a step before it is sent (``problem`` unless said otherwise)."""
         return self.problem()
@@ -187,7 +223,8 @@ class SdkAdapter:
         # This thread's requests see the turn's Stop (``refuse_when_stopped``).
         token = _TURN_STOP.set(request.stop)
         try:
-            yield from self._events(request)
+            with self.in_use():
+                yield from self._events(request)
         finally:
             with suppress(ValueError):  # closed from another context (garbage collection)
                 _TURN_STOP.reset(token)

@@ -164,7 +164,8 @@ class GeminiProvider(SdkAdapter):
 
     def models(self) -> list[str]:
         """The models this key may use, as Google lists them."""
-        names = [m.name or "" for m in self.client().models.list()]
+        with self.in_use():
+            names = [m.name or "" for m in self.client().models.list()]
         return sorted(n.removeprefix("models/") for n in names if n)
 
 

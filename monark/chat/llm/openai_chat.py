@@ -217,7 +217,8 @@ class OpenAIProvider(SdkAdapter):
 
     def models(self) -> list[str]:
         """The endpoint's model catalogue (OpenAI's own filtered to chat models)."""
-        ids = sorted(m.id for m in self.client().models.list())
+        with self.in_use():
+            ids = sorted(m.id for m in self.client().models.list())
         if self.descriptor.id == "openai":
             ids = [i for i in ids if i.startswith(CHAT_FAMILIES)]
         return ids
