@@ -488,6 +488,18 @@ def test_a_decision_still_running_is_left_alone(app, world, login):
     assert db.session.get(ToolCall, approval["id"]).status == "EXECUTING"
 
 
+def test_a_keys_writes_are_decided_one_at_a_time(app, world, login):
+    token = held_key(world)
+    running = create(app.test_client(), token, "Running now").get_json()
+    waiting = create(app.test_client(), token, "Next one").get_json()
+    left_running(running["id"], world.a.users["admin"].id, lease_left=60)
+    admin = login("admin@acme.test")
+    decide(admin, waiting["id"], "confirm")
+    assert "being approved right now" in admin.get("/approvals").get_data(as_text=True)
+    assert titled("Next one") == 0
+    assert db.session.get(ToolCall, waiting["id"]).status == "PROPOSED"
+
+
 def test_a_decision_that_breaks_off_mid_write_keeps_nothing_and_is_asked_again(app, world):
     from sqlalchemy.exc import OperationalError
 
