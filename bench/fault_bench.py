@@ -15,7 +15,14 @@ to by the real SDK. The faults, each repeated ``--rounds`` times:
 - an error event in the middle of a reply, then Retry;
 - the client's connection closed mid-reply (the turn must still finish);
 - the database refusing a confirmed write and its result (in this process, against the same
-  database): the call must end FAILED at the next turn and nothing be half-written.
+  database): the call must end FAILED at the next turn and nothing be half-written;
+- kill -9 of the instance running a held API write a member confirmed, while it stores its
+  result (the write done, not committed): on the other instance the agent's status must say
+  failed, nothing changed, asked again (the time from the kill is "usable again after"),
+  and the write run once when the new request is confirmed.
+
+The instances serve ``tests.stalling_app`` (the app, with a switch that stalls a tool call
+storing its result, so that kill lands mid-write; off for every other fault).
 
 Printed: one row per fault (injected, turns recovered, messages lost, calls left EXECUTING,
 time until usable again) and the totals. Targets (exit 1 when missed): every turn recovers,
@@ -41,10 +48,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import contextlib  # noqa: E402
+import re  # noqa: E402
+import tempfile  # noqa: E402
+
+import httpx2  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
-from tests.instances import Client, Deployment, deployment  # noqa: E402
+from tests.instances import Client, Deployment, Instance, deployment  # noqa: E402
 from tests.llm_script import Call, Fail, HttpFail, Say  # noqa: E402
+from tests.stalling_app import STALLED  # noqa: E402
 
 STOP_WITHIN = 3.0
 
@@ -59,11 +72,13 @@ class Row:
 
 
 class Bench:
-    def __init__(self, running: Deployment):
+    def __init__(self, running: Deployment, stall: Path):
         self.d = running
         self.engine = create_engine(running.database_url)
         self.fake = running.fake
         self.n = 0
+        self.stall = stall  # while this file exists, tool calls stall storing their result
+        self.token = ""
 
     def sql(self, statement: str, **params):
         with self.engine.connect() as conn:
@@ -227,6 +242,69 @@ class Bench:
             time.sleep(0.1)
         row.lost += self.lost(cid, [title])
 
+    def held_key(self, owner: Client) -> str:
+        """A member key whose writes need approval (made once, on the API keys page)."""
+        if not self.token:
+            page = owner.post(
+                "/settings/api-keys",
+                {"name": "Fault bench agent", "role": "member", "writes_need_approval": "on"},
+            )
+            self.token = re.search(r'id="new-token">([^<]+)<', page.text).group(1)
+        return self.token
+
+    def approval(self, base_url: str, approval_id: int) -> dict:
+        return httpx2.get(
+            f"{base_url}/api/v1/approvals/{approval_id}",
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=30,
+        ).json()
+
+    def written(self, title: str) -> int:
+        return self.sql("SELECT count(*) FROM records WHERE title = :t", t=title)[0][0]
+
+    def held_write_killed(self, row: Row) -> None:
+        """A held API write confirmed on A, A killed while it stores the write's result."""
+        a, b = self.d[0], self.d[1]
+        owner = Client(a.url)
+        title = self.title("Held write")
+        held = httpx2.post(
+            f"{a.url}/api/v1/models/tasks/records",
+            json={"values": {"title": title, "status": "todo"}},
+            headers={"Authorization": f"Bearer {self.held_key(owner)}"},
+            timeout=30,
+        )
+        approval_id = held.json()["id"]
+        stalls = _logged(a, STALLED)
+        self.stall.touch()
+        threading.Thread(
+            target=_quietly, args=(owner, f"/approvals/{approval_id}/decide"), daemon=True
+        ).start()
+        try:
+            deadline = time.monotonic() + 20
+            while _logged(a, STALLED) == stalls and time.monotonic() < deadline:
+                time.sleep(0.02)
+            a.kill()
+        finally:
+            self.stall.unlink(missing_ok=True)
+        killed = time.monotonic()
+        row.injected += 1
+        try:
+            out = self.approval(b.url, approval_id)
+            while out["status"] == "running" and time.monotonic() - killed < 30:
+                time.sleep(0.1)
+                out = self.approval(b.url, approval_id)
+            settled = time.monotonic() - killed
+            again = out.get("asked_again_as")
+            if out["status"] == "failed" and again and self.written(title) == 0:
+                owner.at(b.url).post(f"/approvals/{again}/decide", {"decision": "confirm"})
+                done = self.approval(b.url, again)["status"] == "succeeded"
+                if done and self.written(title) == 1:
+                    row.recovered += 1
+                    row.usable_after.append(settled)
+        finally:
+            a.start()
+        row.lost += 0 if self.written(title) == 1 else 1
+
     def database(self, row: Row, app) -> None:
         """In this process: a write, and the storing of its result, refused."""
         from sqlalchemy import event, func, select
@@ -291,6 +369,17 @@ class Bench:
             db.session.remove()
 
 
+def _logged(instance: Instance, line: str) -> int:
+    """How many times the instance's log says ``line``."""
+    return instance.log_path.read_text().count(line)
+
+
+def _quietly(client: Client, path: str) -> None:
+    """Confirm on an instance that is killed before it answers."""
+    with contextlib.suppress(httpx2.HTTPError):
+        client.post(path, {"decision": "confirm"})
+
+
 def _app(running: Deployment):
     import os
 
@@ -315,8 +404,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stops", type=int, default=20)
     args = parser.parse_args(argv)
     rows: list[Row] = []
-    with deployment(2) as running:
-        bench = Bench(running)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        deployment(
+            2, app="tests.stalling_app:app", MONARK_TEST_STALL_FILE=f"{tmp}/stall-writes"
+        ) as running,
+    ):
+        bench = Bench(running, Path(tmp) / "stall-writes")
         app = _app(running)
         plan = [
             ("kill -9 mid-reply", bench.kill, args.rounds),
@@ -326,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             ("error event mid-reply", bench.error_event, args.rounds),
             ("connection dropped", bench.dropped, args.rounds),
             ("database refuses a write", lambda r: bench.database(r, app), args.rounds),
+            ("held API write, kill -9", bench.held_write_killed, args.rounds),
         ]
         for name, run, rounds in plan:
             row = Row(name)
@@ -367,6 +462,13 @@ def report(rows: list[Row], executing: int) -> int:
             "usable again after a crash: "
             f"median {statistics.median(crash.usable_after):.2f} s, "
             f"max {max(crash.usable_after):.2f} s (lease 3 s)"
+        )
+    held = next((r for r in rows if r.fault.startswith("held API")), None)
+    if held is not None and held.usable_after:
+        print(
+            "held API write settled after kill -9: "
+            f"median {statistics.median(held.usable_after):.2f} s, "
+            f"max {max(held.usable_after):.2f} s (lease 3 s)"
         )
     stop_rate = 100.0 * stop.recovered / max(1, stop.injected)
     print(f"Stop across two processes: {stop.recovered}/{stop.injected} ({stop_rate:.0f}%)")

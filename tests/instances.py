@@ -68,6 +68,7 @@ class Instance:
     log_path: Path
     port: int = 0
     proc: subprocess.Popen | None = None
+    app: str = "app:app"  # the WSGI app gunicorn serves
 
     @property
     def url(self) -> str:
@@ -82,7 +83,7 @@ class Instance:
             "--threads=32",
             f"--bind={HOST}:{self.port}",
             "--timeout=120",
-            "app:app",
+            self.app,
         ]
         log = open(self.log_path, "a")  # noqa: SIM115 (the child keeps it)
         self.proc = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log)
@@ -155,8 +156,10 @@ def _flask(args: list[str], env: dict[str, str]) -> None:
 
 
 @contextlib.contextmanager
-def deployment(count: int = 2, broker: bool = True, **settings: str) -> Iterator[Deployment]:
-    """``count`` instances on a fresh, migrated, seeded database."""
+def deployment(
+    count: int = 2, broker: bool = True, app: str = "app:app", **settings: str
+) -> Iterator[Deployment]:
+    """``count`` instances of ``app`` on a fresh, migrated, seeded database."""
     fake = FakeAnthropic().start()
     with empty_database() as url, tempfile.TemporaryDirectory() as tmp:
         env = {
@@ -173,7 +176,7 @@ def deployment(count: int = 2, broker: bool = True, **settings: str) -> Iterator
         _flask(["db", "upgrade"], env)
         _flask(["seed-demo"], env)
         instances = [
-            Instance(chr(ord("A") + i), env, Path(tmp) / f"{chr(ord('A') + i)}.log")
+            Instance(chr(ord("A") + i), env, Path(tmp) / f"{chr(ord('A') + i)}.log", app=app)
             for i in range(count)
         ]
         try:

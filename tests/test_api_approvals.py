@@ -3,14 +3,20 @@ inbox, their outcome read from the status URL (and by an MCP agent through appro
 
 from __future__ import annotations
 
+import threading
+import uuid
+from datetime import timedelta
+
+import httpx2
+import pytest
 from bs4 import BeautifulSoup
 from mcp import ClientSession
 from sqlalchemy import func, select
 
 from monark.chat import store
-from monark.chat.models import Conversation, ConversationKind, ToolCall
+from monark.chat.models import Conversation, ConversationKind, Message, ToolCall
 from monark.core.keys import create_key
-from monark.core.models import ApiKey, Event
+from monark.core.models import ApiKey, Event, utcnow
 from monark.extensions import db
 from monark.records.models import Record
 from tests.factories import add_member, make_key, make_user
@@ -411,3 +417,163 @@ def test_each_requests_decision_is_named_after_its_card(app, world, login):
         named = page.find(id=form["aria-labelledby"])  # its buttons say which request
         assert "create a record in Tasks" in named.get_text()
         assert title in page.find(id=form["aria-describedby"]).get_text()
+
+
+# ---- a decision cut off while its write ran (issue 20, point 6) ------------------------------
+
+
+def left_running(call_id: int, approver_id: int, lease_left: float) -> None:
+    """The rows a decision leaves when its process dies mid-write: the call EXECUTING, its
+    conversation's lease (``lease_left`` s from now; negative: run out). The write itself was
+    in the run's own transaction, which died with it."""
+    call = db.session.get(ToolCall, call_id)
+    call.status, call.decided_by_id, call.decided_at = "EXECUTING", approver_id, utcnow()
+    conversation = db.session.get(Conversation, call.conversation_id)
+    conversation.turn_id = uuid.uuid4().hex
+    conversation.turn_started_at = utcnow()
+    conversation.turn_lease_until = utcnow() + timedelta(seconds=lease_left)
+    db.session.commit()
+
+
+def test_a_held_write_whose_decision_died_is_settled_and_asked_again(app, world, login):
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Cut off").get_json()
+    left_running(approval["id"], world.a.users["admin"].id, lease_left=-1)
+
+    out = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert out["status"] == "failed" and "nothing was changed" in out["error"]
+    again_id = out["asked_again_as"]
+    assert again_id and f"approval {again_id}" in out["error"]
+    assert titled("Cut off") == 0
+    db.session.expire_all()
+    again = db.session.get(ToolCall, again_id)
+    assert again.status == "PROPOSED" and again.retry_of_id == approval["id"]
+    assert again.input == {"model": "tasks", "values": {"title": "Cut off"}}
+    assert again.conversation_id == db.session.get(ToolCall, approval["id"]).conversation_id
+    assert db.session.get(Conversation, again.conversation_id).turn_id is None
+    # Read again, it is asked again no second time.
+    app.test_client().get(approval["status_url"], headers=bearer(token))
+    assert held_calls() == 2
+
+    admin = login("admin@acme.test")
+    page = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser")
+    assert page.select_one(f"#approval-{approval['id']}") is None
+    note = page.select_one(f"#approval-{again_id} .approval-note").get_text()
+    assert "Acme Admin approved this" in note and "nothing was changed" in note
+    decide(admin, again_id, "confirm")
+    assert titled("Cut off") == 1
+    done = app.test_client().get(f"/api/v1/approvals/{again_id}", headers=bearer(token))
+    assert done.get_json()["status"] == "succeeded"
+
+
+def test_the_inbox_settles_a_decision_that_died_too(app, world, login):
+    approval = create(app.test_client(), held_key(world), "Seen in the inbox").get_json()
+    left_running(approval["id"], world.a.users["admin"].id, lease_left=-1)
+    page = BeautifulSoup(
+        login("member@acme.test").get("/approvals").get_data(as_text=True), "html.parser"
+    )
+    [entry] = page.select(".approval")
+    assert "asked again" in entry.select_one(".approval-note").get_text().lower()
+    assert db.session.get(ToolCall, approval["id"]).status == "FAILED"
+
+
+def test_a_decision_still_running_is_left_alone(app, world, login):
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Still running").get_json()
+    left_running(approval["id"], world.a.users["admin"].id, lease_left=60)
+    out = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert out["status"] == "running" and out["asked_again_as"] is None
+    login("admin@acme.test").get("/approvals")
+    assert held_calls() == 1
+    assert db.session.get(ToolCall, approval["id"]).status == "EXECUTING"
+
+
+def test_a_keys_writes_are_decided_one_at_a_time(app, world, login):
+    token = held_key(world)
+    running = create(app.test_client(), token, "Running now").get_json()
+    waiting = create(app.test_client(), token, "Next one").get_json()
+    left_running(running["id"], world.a.users["admin"].id, lease_left=60)
+    admin = login("admin@acme.test")
+    decide(admin, waiting["id"], "confirm")
+    assert "being approved right now" in admin.get("/approvals").get_data(as_text=True)
+    assert titled("Next one") == 0
+    assert db.session.get(ToolCall, waiting["id"]).status == "PROPOSED"
+
+
+def test_a_decision_that_breaks_off_mid_write_keeps_nothing_and_is_asked_again(app, world):
+    from sqlalchemy.exc import OperationalError
+
+    from monark.api import approvals as api_approvals
+    from tests.test_turn_faults import _FailingWrites
+
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Broken off").get_json()
+    admin = world.a.principal("admin")
+    # Storing the call's result (in the write's own transaction), then storing its failure:
+    # both refused, so the decision raises.
+    refused = _FailingWrites(("UPDATE chat_tool_calls", "duration_ms"))
+    with refused, pytest.raises(OperationalError):
+        api_approvals.decide(admin, approval["id"], True, None)
+    assert refused.hits == 2
+    db.session.rollback()
+    call = db.session.get(ToolCall, approval["id"])
+    assert call.status == "FAILED"  # settled as it broke off: not left running
+    assert db.session.get(Conversation, call.conversation_id).turn_id is None
+    out = app.test_client().get(approval["status_url"], headers=bearer(token)).get_json()
+    assert out["status"] == "failed" and out["asked_again_as"]
+    assert titled("Broken off") == 0
+
+
+def test_a_cut_off_write_of_a_key_revoked_since_is_not_asked_again(app, world, login):
+    from monark.core.keys import revoke_key
+
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Orphaned run").get_json()
+    left_running(approval["id"], world.a.users["admin"].id, lease_left=-1)
+    revoke_key(world.a.principal("owner"), world_key_id(token))
+    out = login("member@acme.test").get(approval["status_url"]).get_json()
+    assert out["status"] == "failed" and out["asked_again_as"] is None
+    assert "not asked again" in out["error"] and held_calls() == 1
+
+
+# ---- one conversation per key, whatever arrives at once (issue 20, point 7) ------------------
+
+
+def test_first_writes_of_one_key_at_once_share_one_conversation(app, world, live_server):
+    keys, per_key = 4, 5
+    tokens = [held_key(world, name=f"Agent {k}") for k in range(keys)]
+    db.session.remove()  # the server's threads use their own sessions
+    start = threading.Barrier(keys * per_key)
+    answers: list[int] = []
+    lock = threading.Lock()
+
+    def write(token: str, n: int) -> None:
+        with httpx2.Client(base_url=live_server, timeout=60) as http:
+            start.wait()
+            response = http.post(
+                "/api/v1/models/tasks/records",
+                json={"values": {"title": f"At once {n}"}},
+                headers=bearer(token),
+            )
+        with lock:
+            answers.append(response.status_code)
+
+    threads = [
+        threading.Thread(target=write, args=(token, n)) for token in tokens for n in range(per_key)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert answers == [202] * (keys * per_key)
+    for token in tokens:
+        [conversation_id] = db.session.scalars(
+            select(Conversation.id).where(Conversation.api_key_id == world_key_id(token))
+        ).all()
+        calls = db.session.scalar(
+            select(func.count()).where(ToolCall.conversation_id == conversation_id)
+        )
+        seqs = db.session.scalars(
+            select(Message.seq).where(Message.conversation_id == conversation_id)
+        ).all()
+        assert calls == per_key and sorted(seqs) == list(range(1, per_key + 1))

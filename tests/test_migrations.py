@@ -12,12 +12,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from flask import Flask, current_app
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import column, func, insert, inspect, select, table, text
+from sqlalchemy import JSON, column, func, insert, inspect, select, table, text
 
 from monark import create_app
-from monark.chat.models import Allowance, Conversation
+from monark.chat.models import Allowance, Conversation, Message
 from monark.cli import DEMO_PASSWORD
-from monark.core.models import Event, Membership, Org, User, utcnow
+from monark.core.models import ApiKey, Event, Membership, Org, User, utcnow
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel
 from tests import factories
@@ -176,6 +176,61 @@ def test_allowances_of_record_tools_end_when_they_gain_a_scope(migrated_app):
     with db.engine.connect() as conn:
         still = conn.execute(text("SELECT tool FROM chat_allowances WHERE revoked_at IS NULL"))
         assert still.scalars().all() == ["wiki_set_icon"]
+
+
+def test_a_keys_duplicate_conversations_are_merged_into_its_oldest(migrated_app):
+    upgrade(revision="0014_allowance_scope")
+    # Core inserts: these tables are as the models say at 0014, but for chat_tool_calls'
+    # retry_of_id (written with the columns given only).
+    calls = table(
+        "chat_tool_calls",
+        *(column(c) for c in ("id", "org_id", "conversation_id", "message_id", "position")),
+        *(column(c) for c in ("provider_call_id", "name", "mutates", "status")),
+        column("input", JSON()),
+        *(column(c) for c in ("skipped", "allowed", "created_at")),
+    )
+    with db.engine.begin() as conn:
+        conn.execute(insert(Org.__table__), {"id": 1, "name": "O", "slug": "o"})
+        conn.execute(
+            insert(User.__table__),
+            {"id": 5, "email": "a@o.test", "name": "A", "password_hash": "x"},
+        )
+        conn.execute(
+            insert(ApiKey.__table__),
+            {"id": 3, "org_id": 1, "role": "member", "created_by_id": 5, "name": "Agent"}
+            | {"prefix": "mrk_abc", "key_hash": "h", "writes_need_approval": True},
+        )
+        # Two first writes at once made two conversations, each with its held writes.
+        for conversation_id in (10, 11):
+            conn.execute(
+                insert(Conversation.__table__),
+                {"id": conversation_id, "org_id": 1, "kind": "api", "api_key_id": 3},
+            )
+            for seq in (1, 2):
+                message_id = conversation_id * 10 + seq
+                conn.execute(
+                    insert(Message.__table__),
+                    {"id": message_id, "org_id": 1, "conversation_id": conversation_id}
+                    | {"seq": seq, "author_kind": "agent", "role": "assistant"},
+                )
+                conn.execute(
+                    insert(calls),
+                    {"id": message_id, "org_id": 1, "conversation_id": conversation_id}
+                    | {"message_id": message_id, "position": 0, "provider_call_id": "api_x"}
+                    | {"name": "records_create", "input": {}, "mutates": True}
+                    | {"status": "PROPOSED", "skipped": False, "allowed": False}
+                    | {"created_at": utcnow()},
+                )
+    upgrade()
+    with db.engine.connect() as conn:
+        conversations = conn.execute(text("SELECT id FROM chat_conversations")).all()
+        messages = conn.execute(
+            text("SELECT id, conversation_id, seq FROM chat_messages ORDER BY seq")
+        ).all()
+        called = conn.execute(text("SELECT DISTINCT conversation_id FROM chat_tool_calls")).all()
+    assert [tuple(r) for r in conversations] == [(10,)]
+    assert [tuple(r) for r in messages] == [(101, 10, 1), (102, 10, 2), (111, 10, 3), (112, 10, 4)]
+    assert [tuple(r) for r in called] == [(10,)]
 
 
 # ---- seed-demo -----------------------------------------------------------------------------

@@ -13,28 +13,29 @@ tells the agent how it ended.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from flask import current_app, url_for
 from sqlalchemy import select, update
 
+from monark.api import cut_off, held
 from monark.api import schemas as s
 from monark.api.dispatch import dispatch
 from monark.api.routes import V1_ROUTES
-from monark.chat import decisions, handover, store
+from monark.chat import decisions, handover, lease, store, turns
 from monark.chat.calls import run_tool_call
 from monark.chat.hooks import TurnHooks
+from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
     Conversation,
     ConversationKind,
-    MessageRole,
     ToolCall,
     ToolCallStatus,
 )
 from monark.chat.runtime import tool_executor
 from monark.chat.tools import ChatToolExecutor, ToolOutcome
+from monark.chat.turns import Turn
 from monark.core.errors import AppError, Conflict, Forbidden, NotFound
 from monark.core.jsonbody import request_json
 from monark.core.keys import key_principal
@@ -51,6 +52,7 @@ from monark.core.uow import unit_of_work
 from monark.extensions import db
 
 KEY_GONE = "The API key was revoked (or its creator left) before this was approved: nothing ran."
+DECIDING = "Another of this key's writes is being approved right now: try again in a moment."
 STATUS_TEXT = {
     "pending": "Waiting for a member's approval in Monark; nothing has changed yet.",
     "running": "Approved; it is running now.",
@@ -123,34 +125,8 @@ class Refused(AppError):
         self.code = str(error.get("code") or "error")
 
 
-def _key_conversation(principal: Principal, key: ApiKey) -> Conversation:
-    """The key's conversation of held writes (made on its first held write)."""
-    conversation = db.session.scalar(
-        select(Conversation)
-        .where(
-            Conversation.org_id == principal.org_id,
-            Conversation.kind == ConversationKind.API,
-            Conversation.api_key_id == key.id,
-        )
-        .order_by(Conversation.id)
-        .limit(1)
-    )
-    if conversation is None:
-        conversation = Conversation(
-            org_id=principal.org_id,
-            kind=ConversationKind.API,
-            title=key.name,
-            creator_id=key.created_by_id,
-            api_key_id=key.id,
-        )
-        db.session.add(conversation)
-        db.session.flush()
-    return conversation
-
-
 def hold(principal: Principal, route: RouteDescriptor, arguments: dict[str, Any]) -> ToolCall:
     """Store the key's write as a pending approval, with the card its route draws."""
-    key = db.session.get(ApiKey, principal.actor_id)
     try:
         preview = storable(route.preview(principal, arguments)) if route.preview else None
     except Exception:  # a preview is a courtesy; the held write must still be stored
@@ -158,29 +134,16 @@ def hold(principal: Principal, route: RouteDescriptor, arguments: dict[str, Any]
         preview = None
     db.session.rollback()  # the preview's reads
     preview = preview or {"headline": f"run {route.name}"}
-    conversation = _key_conversation(principal, key)
-    message = store.add_message(
-        conversation,
+    key = held.lock_key(principal.actor_id)
+    conversation = held.key_conversation(principal, key)
+    call = held.store_held(
         principal,
-        author_kind="agent",
-        role=MessageRole.ASSISTANT,
-        text=f"{key.name} wants to {preview.get('headline')}",
-    )
-    call = ToolCall(
-        org_id=principal.org_id,
-        conversation_id=conversation.id,
-        message_id=message.id,
-        position=0,
-        provider_call_id=f"api_{uuid.uuid4().hex[:24]}",
+        conversation,
+        f"{key.name} wants to {preview.get('headline')}",
         name=route.name,
         input=arguments,
-        mutates=True,
-        status=ToolCallStatus.PROPOSED,
         preview=preview,
     )
-    db.session.add(call)
-    db.session.flush()
-    store.tool_call_event(principal, call, "held")
     db.session.commit()
     return call
 
@@ -251,12 +214,45 @@ def decide(
 ) -> ToolCall:
     """A member's decision on a key's held write, exactly once: confirm runs it as the key
     (whose role caps it, as when it asked) with the approver recorded; reject keeps the
-    reason for the agent. ``shown``: the token of what the approver's card showed."""
+    reason for the agent. ``shown``: the token of what the approver's card showed.
+
+    It runs as a turn of the key's conversation (``chat.turns``): under its lease, renewed
+    while the write runs, so a decision whose process dies is settled like a turn (see
+    ``cut_off.settle``), and released, settling what it left, if it breaks off."""
     config = config if config is not None else current_app.config
     executor = tool_executor()
     call, conversation = handover.get_request(approver, executor, call_id)
     if conversation.kind != ConversationKind.API:
         raise NotFound(handover.NO_REQUEST)
+    if call.status != ToolCallStatus.PROPOSED:
+        raise Conflict(handover.ALREADY_DECIDED)
+    conversation_id = conversation.id
+    try:
+        turn_id = turns.claim(conversation_id, config)
+    except Conflict:
+        raise Conflict(DECIDING) from None
+
+    def work(hooks: TurnHooks) -> TurnResult:
+        _decide(approver, executor, call_id, confirm, reason, config, shown, hooks)
+        return TurnResult(TurnStatus.DONE, conversation_id)
+
+    turns.run_turn(Turn(approver, conversation_id, turn_id, work))
+    return db.session.get(ToolCall, call_id, populate_existing=True)  # type: ignore[return-value]
+
+
+def _decide(
+    approver: Principal,
+    executor: ChatToolExecutor,
+    call_id: int,
+    confirm: bool,
+    reason: str | None,
+    config: Mapping[str, Any],
+    shown: str | None,
+    hooks: TurnHooks,
+) -> None:
+    """The decision itself, under the conversation's lease."""
+    call, conversation = handover.get_request(approver, executor, call_id)
+    db.session.refresh(call)
     if call.status != ToolCallStatus.PROPOSED:
         raise Conflict(handover.ALREADY_DECIDED)
     if decisions.is_expired(call, config):
@@ -273,7 +269,7 @@ def decide(
     status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
     decisions.decide(approver, call, status, reason, **decisions.edit_guard(confirm, checked_edit))
     if not confirm:
-        return call
+        return
     if key is None:
         db.session.execute(
             update(ToolCall)
@@ -285,9 +281,7 @@ def decide(
         db.session.commit()
     else:
         runner = _AsKey(executor, key.approved_by(approver.user_id))
-        run_tool_call(approver, call, runner, TurnHooks())  # type: ignore[arg-type]
-    db.session.refresh(call)
-    return call
+        run_tool_call(approver, call, runner, hooks)  # type: ignore[arg-type]
 
 
 # ---- its status, for the agent --------------------------------------------------------------
@@ -339,8 +333,13 @@ def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
     """What ``approvals_get`` answers: the held write's status and, once decided, its
     result, error or rejection reason."""
     call = find_approval(principal, approval_id)
+    if call.status == ToolCallStatus.EXECUTING or call.error == lease.INTERRUPTED_CALL:
+        cut_off.settle(principal.org_id, call.conversation_id)  # its decision may have died
+        call = find_approval(principal, approval_id)
+        db.session.refresh(call)
     config = current_app.config
     status = _status(call, config)
+    asked_again_as = cut_off.asked_again_as(call) if status == "failed" else None
     decided_by = (
         db.session.scalar(select(User.name).where(User.id == call.decided_by_id))
         if call.decided_by_id
@@ -357,4 +356,5 @@ def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
         result=call.result if status == "succeeded" and _shows_result(principal, call) else None,
         error=call.error if status == "failed" else None,
         reason=call.reject_reason if status == "rejected" else None,
+        asked_again_as=asked_again_as,
     )

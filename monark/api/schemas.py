@@ -214,3 +214,10 @@ class ApprovalOut(BaseModel):
     result: Any = Field(None, description="The route's answer, once approved and run.")
     error: str | None = None
     reason: str | None = Field(None, description="Why it was rejected, when the member said.")
+    asked_again_as: int | None = Field(
+        None,
+        description=(
+            "Approved, but the server stopped while it ran (nothing was changed): the id of "
+            "the approval it waits for again. Check that one; do not send the write again."
+        ),
+    )

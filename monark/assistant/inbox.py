@@ -14,6 +14,7 @@ from typing import Any
 from flask import Blueprint, current_app, flash, render_template, request, url_for
 
 from monark.api import approvals as api_approvals
+from monark.api import cut_off
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.thread import CallView, call_view, group_of
 from monark.chat import decisions, edits, handover, store
@@ -48,6 +49,7 @@ class Request:
     asked_by: str
     via: str  # "assistant" | "api_key"
     asked_at: Any
+    note: str | None = None  # why it is asked again, when it is
 
 
 def _card(principal, call, conversation) -> CallView:
@@ -63,7 +65,8 @@ def _card(principal, call, conversation) -> CallView:
 def _entry(principal, call, conversation) -> Request:
     card = _card(principal, call, conversation)
     if conversation.kind == ConversationKind.API:
-        return Request(card, conversation.title, "api_key", call.created_at)
+        note = cut_off.asked_again_note(call)
+        return Request(card, conversation.title, "api_key", call.created_at, note)
     asker = db.session.get(User, call.handed_by_id) if call.handed_by_id else None
     return Request(card, asker.name if asker else "a member", "assistant", call.handed_at)
 
@@ -73,6 +76,7 @@ def _entry(principal, call, conversation) -> Request:
 def inbox():
     """The signed-in member's pending approval requests, each with its full card."""
     principal = require_principal()
+    cut_off.settle(principal.org_id)  # a decision whose process died: asked again now
     rows = handover.inbox(principal, tool_executor(), current_app.config)
     return render_template(
         "approvals/inbox.html",

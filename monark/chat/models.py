@@ -102,9 +102,10 @@ class Conversation(db.Model):
     # The last message when that boundary last moved: replies after it measured the
     # request as it is now (their token counts are a size the next step can trust).
     context_stub_moved_at: Mapped[int | None] = mapped_column(default=None)
-    # For ``ConversationKind.API``: the key whose writes wait here for approval.
+    # For ``ConversationKind.API``: the key whose writes wait here for approval; one
+    # conversation per key (unique, so two first writes at once cannot make two).
     api_key_id: Mapped[int | None] = mapped_column(
-        ForeignKey("api_keys.id", ondelete="SET NULL"), default=None
+        ForeignKey("api_keys.id", ondelete="SET NULL"), default=None, unique=True
     )
 
     participants: Mapped[list[Participant]] = relationship(
@@ -223,6 +224,11 @@ class ToolCall(db.Model):
         ForeignKey("users.id", ondelete="SET NULL"), default=None
     )
     handed_at: Mapped[datetime | None] = mapped_column(default=None)
+    # A key's held write whose approved run was cut off (its process died) is asked again
+    # as a new call pointing at it: once per call (``api.approvals.ask_again``).
+    retry_of_id: Mapped[int | None] = mapped_column(
+        ForeignKey("chat_tool_calls.id", ondelete="SET NULL"), default=None, unique=True
+    )
 
     message: Mapped[Message] = relationship(back_populates="tool_calls")
 

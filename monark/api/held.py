@@ -1,0 +1,82 @@
+"""The key's conversation of held writes: one per key, changed by one write at a time.
+
+Writes of a key marked "writes need approval" are stored in its conversation of kind
+``API`` (see ``monark.api.approvals``). Two of them may arrive at once, on two instances:
+each takes the key's row lock first, so the second waits for the first, then finds the
+conversation it made (``api_key_id`` is unique: a second one cannot exist) and numbers its
+message after the first's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+
+from monark.chat import store
+from monark.chat.models import (
+    Conversation,
+    ConversationKind,
+    MessageRole,
+    ToolCall,
+    ToolCallStatus,
+)
+from monark.core.models import ApiKey
+from monark.core.rbac import Principal
+from monark.core.uow import for_update
+from monark.extensions import db
+
+
+def lock_key(key_id: int) -> ApiKey:
+    """The key's row, locked until commit: one change at a time to the key's conversation,
+    on any instance. Call it first in a transaction (SQLite takes its write lock here, before
+    any read, so it never writes from a snapshot another writer has moved past)."""
+    return db.session.scalars(for_update(select(ApiKey).where(ApiKey.id == key_id))).one()
+
+
+def key_conversation(principal: Principal, key: ApiKey) -> Conversation:
+    """The key's conversation of held writes, made on its first one (under ``lock_key``)."""
+    conversation = db.session.scalar(
+        select(Conversation).where(
+            Conversation.org_id == principal.org_id,
+            Conversation.kind == ConversationKind.API,
+            Conversation.api_key_id == key.id,
+        )
+    )
+    if conversation is None:
+        conversation = Conversation(
+            org_id=principal.org_id,
+            kind=ConversationKind.API,
+            title=key.name,
+            creator_id=key.created_by_id,
+            api_key_id=key.id,
+        )
+        db.session.add(conversation)
+        db.session.flush()
+    return conversation
+
+
+def store_held(
+    principal: Principal, conversation: Conversation, text: str, **fields: Any
+) -> ToolCall:
+    """One held write (under ``lock_key``): its message, its PROPOSED call of ``fields``
+    (name, input, preview, ...) and the ``held`` event."""
+    message = store.add_message(
+        conversation, principal, author_kind="agent", role=MessageRole.ASSISTANT, text=text
+    )
+    call = ToolCall(
+        org_id=principal.org_id,
+        conversation_id=conversation.id,
+        message_id=message.id,
+        position=0,
+        provider_call_id=f"api_{uuid.uuid4().hex[:24]}",
+        mutates=True,
+        status=ToolCallStatus.PROPOSED,
+        **fields,
+    )
+    db.session.add(call)
+    db.session.flush()
+    more = {"retry_of_id": call.retry_of_id} if call.retry_of_id else None
+    store.tool_call_event(principal, call, "held", more)
+    return call
