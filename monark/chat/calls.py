@@ -21,7 +21,13 @@ from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
 from monark.core.text import storable
-from monark.core.uow import Deadline, time_limit, unit_of_work
+from monark.core.uow import (
+    Deadline,
+    TimeLimitPassed,
+    session_released,
+    time_limit,
+    unit_of_work,
+)
 from monark.extensions import db
 
 
@@ -119,18 +125,39 @@ def run_tool_call(
     So is what undoing it takes (its tool's undo hook reads the before-state first).
     """
     actor = principal.via_assistant(call.conversation_id)
-    db.session.commit()  # nothing of ours pending while the tool's own transaction runs
-    undo_spec = _undo_spec(executor, call)
     limit = current_app.config["CHAT_TOOL_TIMEOUT"]
-    deadline: Deadline | None = None
     started = time.perf_counter()
+    # Nothing of ours is pending, and no connection held, while the tool's own unit runs.
+    with session_released():
+        outcome, stored = _run_within(limit, actor, call, executor, started)
+    if not stored:
+        duration = int((time.perf_counter() - started) * 1000)
+        _store_outcome(actor, call, _outcome_values(outcome, duration))
+        db.session.commit()
+    db.session.refresh(call)
+    hooks.on_tool_call(call)
+
+
+def _run_within(
+    limit: float, actor: Principal, call: ToolCall, executor: ChatToolExecutor, started: float
+) -> tuple[ToolOutcome, bool]:
+    """The call run in a unit of work within ``limit`` seconds: its outcome, and whether
+    it was stored with the tool's writes (a write that succeeded)."""
+    undo_spec = _undo_spec(executor, call)
+    deadline: Deadline | None = None
     stored = False
     try:
         # The tool's writes are kept only if it succeeds (the unit rolls back otherwise),
-        # and its statements stop at the time limit (then it fails).
+        # and within the time limit: its statements stop there, and a unit that reaches
+        # its commit after it keeps nothing (``TimeLimitPassed``). The in-process calls
+        # the tool makes share its unit (and its one connection).
         with time_limit(limit) as deadline, unit_of_work(read_only=not call.mutates) as unit:
             before = _undo_before(undo_spec, actor, call)
             outcome = executor.execute(actor, call.name, dict(call.input))
+            if outcome.ok and deadline.passed():
+                # Past the limit in Python time or a wait outside the database: it failed,
+                # however it ended.
+                outcome = timed_out(limit)
             if not outcome.ok:
                 unit.fail()
             elif call.mutates:
@@ -141,22 +168,19 @@ def run_tool_call(
                 if not stored:  # settled as interrupted meanwhile: keep its word, undo
                     unit.fail()
                     outcome = ToolOutcome(ok=False, error=lease.INTERRUPTED_CALL)
+    except TimeLimitPassed:  # a statement, or the commit, came after the deadline
+        return timed_out(limit), False
     except Exception as err:  # the tool boundary: a failure becomes a result the model sees
         current_app.logger.exception("tool %s failed", call.name)
-        stored = False
         # The exception's text may hold SQL or internals: it goes to the log, not the model.
         outcome = ToolOutcome(
             ok=False,
             error=f"The tool failed unexpectedly ({type(err).__name__}); the server logged it.",
         )
+        stored = False
     if not outcome.ok and deadline is not None and deadline.passed():
         outcome = timed_out(limit)  # whatever its stopped statement made of it
-    if not stored:
-        duration = int((time.perf_counter() - started) * 1000)
-        _store_outcome(actor, call, _outcome_values(outcome, duration))
-        db.session.commit()
-    db.session.refresh(call)
-    hooks.on_tool_call(call)
+    return outcome, stored
 
 
 def preview_of(
