@@ -477,6 +477,32 @@ def test_the_inbox_settles_a_decision_that_died_too(app, world, login):
     assert db.session.get(ToolCall, approval["id"]).status == "FAILED"
 
 
+def test_the_assistants_approvals_get_asks_a_cut_off_write_again_for_real(app, world, scripted):
+    """The in-app assistant reads through the dispatcher, in a read-only unit: settling
+    the cut-off write is kept all the same, and the approval it names exists."""
+    from monark.chat import service
+    from monark.chat.service import SendInput
+    from tests.llm_script import Call, Say
+
+    approval = create(app.test_client(), held_key(world), "Asked by the assistant").get_json()
+    left_running(approval["id"], world.a.users["admin"].id, lease_left=-1)
+    scripted.script.add(
+        [Call("approvals_get", {"approval_id": approval["id"]})], [Say("It was cut off.")]
+    )
+    result = service.send_message(world.a.principal("member"), SendInput(text="How did it go?"))
+    read = db.session.scalars(
+        select(ToolCall).where(ToolCall.conversation_id == result.conversation_id)
+    ).one()
+    assert read.status == "SUCCEEDED" and read.result["status"] == "failed"
+    again_id = read.result["asked_again_as"]
+    db.session.expire_all()
+    again = db.session.get(ToolCall, again_id)
+    assert again is not None and again.status == "PROPOSED"
+    assert again.retry_of_id == approval["id"]
+    assert db.session.get(ToolCall, approval["id"]).status == "FAILED"
+    assert held_calls() == 3  # the held write, its request asked again, the assistant's read
+
+
 def test_a_decision_still_running_is_left_alone(app, world, login):
     token = held_key(world)
     approval = create(app.test_client(), token, "Still running").get_json()

@@ -334,9 +334,16 @@ def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
     result, error or rejection reason."""
     call = find_approval(principal, approval_id)
     if call.status == ToolCallStatus.EXECUTING or call.error == lease.INTERRUPTED_CALL:
-        cut_off.settle(principal.org_id, call.conversation_id)  # its decision may have died
-        call = find_approval(principal, approval_id)
-        db.session.refresh(call)
+        # Its decision may have died: settled in a unit that keeps what it writes (even
+        # inside a read, such as the assistant's ``approvals_get``), and answered from
+        # what it kept, so the answer never names a request that does not exist.
+        with unit_of_work():
+            cut_off.settle(principal.org_id, call.conversation_id)
+            return _approval_answer(principal, find_approval(principal, approval_id))
+    return _approval_answer(principal, call)
+
+
+def _approval_answer(principal: Principal, call: ToolCall) -> s.ApprovalOut:
     config = current_app.config
     status = _status(call, config)
     asked_again_as = cut_off.asked_again_as(call) if status == "failed" else None
