@@ -4,6 +4,7 @@ deep the model's arguments may nest (refused before any card)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -313,6 +314,25 @@ def test_a_huge_result_is_stored_and_shown_cut_with_markers(app, world, scripted
     html = page.get_data(as_text=True)
     assert page.status_code == 200 and len(html) < app.config["CHAT_CARD_MAX"] + 50_000
     assert "more characters]" in html
+
+
+def test_a_refusal_and_a_prechecks_answer_are_stored_cut(app, world, scripted):
+    """What a tool's own checks say is stored within ``CHAT_TOOL_RESULT_MAX`` too."""
+    limit = app.config["CHAT_TOOL_RESULT_MAX"]
+    refusing = _Tool("refusing", True, lambda principal: ToolOutcome(ok=True))
+    refusing.spec = dataclasses.replace(refusing.spec, validate=lambda args: "No. " * limit)
+    picky = _Tool("picky", True, lambda principal: ToolOutcome(ok=True))
+    huge = [{"field": "x", "message": "bad " * limit}]
+    picky.precheck = lambda principal, arguments: ToolOutcome(
+        ok=False, error="Wrong. " * limit, details=huge
+    )
+    member = world.a.principal("member")
+    scripted.script.add([Call("refusing"), Call("picky")], [Say("Both refused.")])
+    with extra_tools(refusing, picky):
+        result = send(member, "Go")
+    for call in calls_of(result.conversation_id):
+        assert call.status == "FAILED" and "more characters]" in call.error
+        assert len(json.dumps([call.error, call.result])) < 2 * limit + 1_000
 
 
 # ---- depth ---------------------------------------------------------------------------------

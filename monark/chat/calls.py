@@ -8,7 +8,10 @@ statements stop there and its writes roll back), and what it stores is bounded
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from flask import current_app
@@ -31,26 +34,18 @@ from monark.core.uow import (
 from monark.extensions import db
 
 
-def _kept(value: Any) -> Any:
-    """What is stored of a tool's result (or error, or details): storable, and bounded."""
-    limit = current_app.config["CHAT_TOOL_RESULT_MAX"]
-    if isinstance(value, str):
-        return storable(clip(value, limit))
-    return storable(bounded(value, limit))
-
-
 def _outcome_values(outcome: ToolOutcome, duration_ms: int) -> dict[str, Any]:
     if outcome.ok:
         return {
             "status": ToolCallStatus.SUCCEEDED,
-            "result": _kept(outcome.result),
+            "result": kept(outcome.result),
             "error": None,
             "duration_ms": duration_ms,
         }
     return {
         "status": ToolCallStatus.FAILED,
-        "error": _kept(outcome.error or "The tool failed."),
-        "result": {"details": _kept(outcome.details)} if outcome.details else None,
+        "error": kept(outcome.error or "The tool failed."),
+        "result": {"details": kept(outcome.details)} if outcome.details else None,
         "duration_ms": duration_ms,
     }
 
@@ -183,13 +178,59 @@ def _run_within(
     return outcome, stored
 
 
+def kept(value: Any, limit: int | None = None) -> Any:
+    """What is stored of a call's result, error, details, refusal or card: storable, and
+    within ``limit`` characters of JSON (``CHAT_TOOL_RESULT_MAX`` unless said), cut with
+    markers. Everything a call stores from a tool, a route or a model goes through here."""
+    limit = limit if limit is not None else current_app.config["CHAT_TOOL_RESULT_MAX"]
+    if isinstance(value, str):
+        return storable(clip(value, limit))
+    return storable(bounded(value, limit))
+
+
+# The stored card's digest of its whole before side (``before_digest``), taken before the
+# card is cut to ``CHAT_CARD_MAX``: a change past what the card kept is still a change.
+BEFORE_DIGEST = "before_digest"
+
+
+def kept_preview(preview: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What is stored of a card's preview: ``kept`` within ``CHAT_CARD_MAX``, with the
+    digest of its whole before side. Every preview a call stores is this."""
+    if preview is None:
+        return None
+    digest = before_digest(preview)
+    shown = kept(dict(preview), current_app.config["CHAT_CARD_MAX"])
+    return {**shown, BEFORE_DIGEST: digest}
+
+
+def _before_side(preview: Mapping[str, Any]) -> list[Any]:
+    """What a card shows of the target as it was: the headline naming it, and each
+    field's before (and whether the write would leave it as it is)."""
+    changes = [
+        [str(c.get("field")), c.get("before"), bool(c.get("unchanged"))]
+        for c in preview.get("changes") or []
+        if isinstance(c, Mapping) and ("before" in c or c.get("unchanged"))
+    ]
+    return [preview.get("headline"), changes]
+
+
+def before_digest(preview: Mapping[str, Any]) -> str:
+    """A digest of a card's before side, whole: the one it was stored with, or for a card
+    stored without one, of what it kept."""
+    stored = preview.get(BEFORE_DIGEST)
+    if isinstance(stored, str):
+        return stored
+    side = json.dumps(_before_side(preview), ensure_ascii=True, sort_keys=True, default=repr)
+    return hashlib.sha256(side.encode()).hexdigest()
+
+
 def preview_of(
     executor: ChatToolExecutor, actor: Principal, call: ToolCall
 ) -> dict[str, Any] | None:
-    """The card's preview of a call (None when it cannot be made)."""
+    """The card's preview of a call, as stored (``kept_preview``; None when it cannot be
+    made)."""
     try:
-        preview = executor.preview(actor, call.name, dict(call.input))
-        return storable(bounded(preview, current_app.config["CHAT_CARD_MAX"]))
+        return kept_preview(executor.preview(actor, call.name, dict(call.input)))
     except Exception:  # a preview is a courtesy; the call itself must still be stored
         current_app.logger.exception("previewing %s failed", call.name)
         return None
@@ -214,7 +255,7 @@ def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
     except Exception:  # a check that breaks does not decide: the tool checks again
         current_app.logger.exception("validating %s failed", call.name)
         return None
-    return storable(refused) if refused else None
+    return kept(refused) if refused else None
 
 
 def precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> None:
@@ -226,5 +267,5 @@ def precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> No
         return
     if outcome is not None and not outcome.ok:
         call.status = ToolCallStatus.FAILED
-        call.error = storable(outcome.error or "The arguments are invalid.")
-        call.result = {"details": storable(outcome.details)} if outcome.details else None
+        call.error = kept(outcome.error or "The arguments are invalid.")
+        call.result = {"details": kept(outcome.details)} if outcome.details else None
