@@ -335,6 +335,25 @@ def test_a_refusal_and_a_prechecks_answer_are_stored_cut(app, world, scripted):
         assert len(json.dumps([call.error, call.result])) < 2 * limit + 1_000
 
 
+def test_a_tool_name_too_long_to_store_fails_as_a_result_the_model_reads(world, scripted):
+    """The model's name and call id are kept to what their columns hold (PostgreSQL
+    refuses more): the step is stored, and the model reads which name does not exist."""
+    name, call_id = "records_" + "x" * 300, "toolu_" + "y" * 300
+    scripted.script.add([Call(name, {}, id=call_id)], [Say("No such tool.")])
+    result = send(world.a.principal("member"), "Go")
+    assert result.status == "done"
+    (call,) = calls_of(result.conversation_id)
+    assert call.status == "FAILED" and call.preview is None
+    assert len(call.name) <= 120 and len(call.provider_call_id) <= 120
+    assert call.name.startswith("records_xxx") and "more characters]" in call.name
+    said = last_result(scripted)
+    assert "There is no tool named 'records_xxx" in said and "more characters]" in said
+    # The model gets its call and the result paired under the one id kept.
+    (use,) = [b for b in scripted.requests[-1].messages[-2].content if b.type == "tool_use"]
+    (res,) = scripted.requests[-1].messages[-1].content
+    assert use.id == res.tool_use_id == call.provider_call_id
+
+
 # ---- depth ---------------------------------------------------------------------------------
 
 

@@ -245,9 +245,8 @@ def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
     except ValueError as err:
         call.input = {}
         return f"The arguments {err}; nothing was run."
-    if spec is None:
-        name = clip(call.name, 100)
-        return f"There is no tool named {name!r}; call only the tools you were given."
+    if spec is None:  # the name as stored: cut when it was longer (``CALL_NAME_MAX``)
+        return f"There is no tool named {call.name!r}; call only the tools you were given."
     if spec.validate is None:
         return None
     try:

@@ -9,6 +9,7 @@ with its calls and previews; end, wait for the user, or run the reads and go rou
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -24,6 +25,7 @@ from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
+    CALL_NAME_MAX,
     Conversation,
     Message,
     MessageRole,
@@ -36,6 +38,7 @@ from monark.chat.runtime import provider_for, tool_executor
 from monark.chat.streaming import Step, stream_step
 from monark.chat.tools import ChatToolExecutor, ToolSpec
 from monark.chat.transcript import build_llm_messages, tool_definitions
+from monark.core.bounds import clip
 from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -211,6 +214,16 @@ def _stream_reply(
     return stream_step(setup.provider, request, hooks, setup.silence)
 
 
+def _call_id(asked: str) -> str:
+    """The provider's call id as stored (within ``CALL_NAME_MAX``): a longer one keeps its
+    start and a digest of the whole, so the calls of one step keep ids of their own (the
+    model pairs each result with its call by it)."""
+    if len(asked) <= CALL_NAME_MAX:
+        return asked
+    digest = hashlib.sha256(asked.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{asked[: CALL_NAME_MAX - 17]}_{digest}"
+
+
 def _proposed_calls(
     setup: _Setup, actor: Principal, conversation: Conversation, requested: list
 ) -> list[ToolCall]:
@@ -222,9 +235,9 @@ def _proposed_calls(
             org_id=conversation.org_id,
             conversation_id=conversation.id,
             position=position,
-            provider_call_id=asked.id,
+            provider_call_id=_call_id(asked.id),
             provider_meta=asked.meta,
-            name=asked.name,
+            name=clip(asked.name, CALL_NAME_MAX),  # an unknown one: ``validate`` says so
             input=asked.input,
             # A tool nobody declared fails closed (``validate``), shown as a refused write.
             mutates=spec.mutates if spec is not None else True,
