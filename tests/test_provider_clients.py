@@ -83,3 +83,47 @@ def test_a_client_dropped_while_a_reply_streams_on_it_closes_when_the_reply_ends
     assert result.status == "done"
     assert [m.text for m in _replies(result.conversation_id)] == ["one two three four"]
     assert streaming_sdk.is_closed()  # closed once the reply ended
+
+
+def test_a_turn_whose_client_was_dropped_keeps_it_for_its_later_steps(
+    app, world, fake, monkeypatch
+):
+    """Dropped from the cache mid-turn, the adapter's client serves the turn's next steps
+    (no new client per step) and is closed once the turn ends."""
+    from monark.chat.llm.openai_chat import OpenAIProvider
+    from tests.llm_script import Call
+
+    built: list[object] = []
+    make_client = OpenAIProvider.make_client
+
+    def counted(self):
+        client = make_client(self)
+        built.append(client)
+        return client
+
+    monkeypatch.setattr(OpenAIProvider, "make_client", counted)
+    monkeypatch.setitem(app.config, "CHAT_LLM_CLIENT_CACHE", 1)
+    use_provider(app, world.a.org.id, "openai", fake.base_url, key="sk-acme-key-0001")
+    use_provider(app, world.b.org.id, "openai", fake.base_url, key="sk-globex-key-0002")
+    fake.gate = threading.Event()
+    fake.script.add([Call("records_list", {"model": "tasks"})], [Say("Two steps.")])
+    done: dict = {}
+
+    def acme_turn() -> None:
+        with app.app_context():
+            member = world.a.principal("member")
+            done["first"] = service.send_message(member, SendInput(text="List"))
+
+    turn = threading.Thread(target=acme_turn)
+    turn.start()
+    deadline = time.monotonic() + 10
+    while not fake.requests:  # the first step has begun on Acme's client
+        assert time.monotonic() < deadline, "Acme's turn never reached the model"
+        time.sleep(0.01)
+    provider_for(world.b.org.id)  # Globex's adapter takes the only place: Acme's is dropped
+    fake.gate.set()
+    turn.join(20)
+    result = done["first"]
+    assert result.status == "done" and len(fake.requests) == 2
+    (client,) = built  # one client for the turn's two steps (Globex's is not made yet)
+    assert client.is_closed()  # closed when the turn ended

@@ -23,6 +23,7 @@ from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
+from monark.chat.llm.common import held
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
     CALL_NAME_MAX,
@@ -330,6 +331,16 @@ def advance_conversation(
     hooks = hooks or TurnHooks()
     config = config if config is not None else current_app.config
     setup = _Setup.load(principal, config)
+    # The turn holds its adapter: dropped from the cache meanwhile, its client still serves
+    # every step of the turn, and is closed when the turn ends.
+    with held(setup.provider):
+        return _run_steps(setup, principal, conversation_id, hooks)
+
+
+def _run_steps(
+    setup: _Setup, principal: Principal, conversation_id: int, hooks: TurnHooks
+) -> TurnResult:
+    """The turn's steps, until it ends, a write awaits confirmation, or a limit hits."""
     result = TurnResult(TurnStatus.DONE, conversation_id)
     while True:
         if hooks.should_stop():  # Stop during a tool call: no new model step
