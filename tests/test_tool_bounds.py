@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, func, select, text, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from monark.api.routes import V1_ROUTES
 from monark.assistant.tools import build_chat_toolset
@@ -290,6 +290,21 @@ def test_a_read_tool_call_holds_one_connection(world, scripted):
     (call,) = calls_of(result.conversation_id)
     assert call.status == "SUCCEEDED"
     assert seen["checkouts"] > 0 and seen["most"] == 1
+
+
+def test_a_write_in_a_read_only_unit_fails_and_one_in_a_unit_of_its_own_is_kept(app, world):
+    """A read's transaction is thrown away: a write there is refused (not lost unseen),
+    and a unit that writes, opened within the read, keeps its word."""
+    rename = update(Org).where(Org.id == world.a.org.id)
+    with pytest.raises(DBAPIError), unit_of_work(read_only=True):
+        db.session.execute(rename.values(name="Lost"))
+    with unit_of_work(read_only=True):
+        assert db.session.get(Org, world.a.org.id).name == "Acme"
+        with unit_of_work():
+            db.session.execute(rename.values(name="Kept"))
+            db.session.commit()
+    db.session.expire_all()
+    assert db.session.get(Org, world.a.org.id).name == "Kept"
 
 
 # ---- size ----------------------------------------------------------------------------------

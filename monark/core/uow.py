@@ -114,6 +114,23 @@ class TimeLimitPassed(AppError):
         super().__init__("The time limit of this work passed; nothing it did was kept.")
 
 
+def _refuse_writes(connection: Connection) -> Callable[[], None] | None:
+    """Make a read-only unit's connection refuse writes, so that one there fails loudly
+    instead of being rolled back unseen (a write that must be kept opens a unit of its
+    own). PostgreSQL: its transaction begins ``READ ONLY`` (no round trip of its own; reset
+    when the connection goes back to the pool). SQLite: ``query_only`` until undone."""
+    if connection.dialect.name != "sqlite":
+        connection.execution_options(postgresql_readonly=True)
+        return None
+    raw = connection.connection.driver_connection
+    raw.execute("PRAGMA query_only = ON")
+
+    def undo() -> None:
+        raw.execute("PRAGMA query_only = OFF")
+
+    return undo
+
+
 @dataclass(frozen=True)
 class Deadline:
     """When a ``time_limit`` ends."""
@@ -217,11 +234,12 @@ def unit_of_work(read_only: bool = False) -> Iterator[UnitOfWork]:
 
     Nested units share the outermost one (its connection and transaction), so a tool that
     makes several in-process calls keeps all of them or none, on one connection. A
-    ``read_only`` unit is rolled back at the end and takes no write lock; a unit that
+    ``read_only`` unit takes no write lock, refuses writes (one there fails, rather than
+    being rolled back unseen with the rest) and is rolled back at the end; a unit that
     writes, opened within one, has a transaction of its own (on its own connection),
-    committed when its block ends well: it keeps its word even where the reads around it
-    are thrown away. Inside a ``time_limit`` a unit holds to its deadline; one that
-    would commit after it rolls back instead (``TimeLimitPassed``).
+    committed when its block ends well: it keeps its word where the reads around it are
+    thrown away. Inside a ``time_limit`` a unit holds to its deadline; one that would
+    commit after it rolls back instead (``TimeLimitPassed``).
     """
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     outer = _current.get()
@@ -239,7 +257,10 @@ def unit_of_work(read_only: bool = False) -> Iterator[UnitOfWork]:
         connection = db.engine.connect()
         restore = _begin_for_savepoints(connection)
         unlimit: Callable[[], None] | None = None
+        writable: Callable[[], None] | None = None
         try:
+            if read_only:
+                writable = _refuse_writes(connection)
             transaction = connection.begin()
             unlimit = _limit_time(connection, ends)
             if restore is not None:
@@ -274,6 +295,8 @@ def unit_of_work(read_only: bool = False) -> Iterator[UnitOfWork]:
         finally:
             if unlimit is not None:
                 unlimit()
+            if writable is not None:
+                writable()
             if restore is not None:
                 restore()
             connection.close()
