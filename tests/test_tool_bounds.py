@@ -234,8 +234,10 @@ def test_a_unit_waiting_for_a_lock_stops_at_the_deadline(app, world):
     to the time left), a row lock on PostgreSQL (``statement_timeout``)."""
     holder = db.engine.connect()
     sqlite = holder.dialect.name == "sqlite"
+    raw = holder.connection.driver_connection
+    isolation = getattr(raw, "isolation_level", None)
     if sqlite:
-        holder.connection.driver_connection.isolation_level = None
+        raw.isolation_level = None
         holder.exec_driver_sql("BEGIN IMMEDIATE")
     else:
         holder.begin()
@@ -250,6 +252,8 @@ def test_a_unit_waiting_for_a_lock_stops_at_the_deadline(app, world):
         assert expected in str(stopped.value)
     finally:
         holder.rollback()
+        if sqlite:  # back to the pool as it came: in autocommit, it would lock nothing
+            raw.isolation_level = isolation
         holder.close()
     db.session.expire_all()
     assert db.session.get(Org, world.a.org.id).name == "Acme"
