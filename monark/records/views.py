@@ -15,7 +15,7 @@ from monark.core.rbac import Principal
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
 from monark.records import queries, services
-from monark.records.filters import OPS, Filter
+from monark.records.filters import NO_VALUE_OPS, OPS, Filter, unknown_operator
 from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, ModelField, RecordModel
 from monark.records.values import parse_form_values
 
@@ -124,16 +124,10 @@ def _toolbar_filters() -> list[str]:
                 "No filter field.", [{"field": "filter", "message": "Choose a field to filter by."}]
             )
         if op not in OPS:
-            raise ValidationFailed(
-                "Unknown operator.",
-                [
-                    {
-                        "field": "filter",
-                        "message": f"Unknown operator '{op}' for {field or 'a filter'}.",
-                    }
-                ],
-            )
-        if field and (value or op in ("empty", "not_empty")):
+            raise unknown_operator(field, op)
+        if op in NO_VALUE_OPS:  # a value left in the row's box means nothing to these
+            value = ""
+        if field and (value or op in NO_VALUE_OPS):
             filters.append(Filter(field, op, value).text)
     return filters
 
