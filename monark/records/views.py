@@ -202,6 +202,14 @@ def record_list(key: str):
     return vary(push_url(response, canonical) if error is None else response)
 
 
+def _field_key(name: str) -> str:
+    """The model field an error names: ``values.<key>`` (a service's) or ``v_<key>`` (the
+    form's own input, as a refusal of the request names it)."""
+    if name.startswith("values."):
+        return name.removeprefix("values.")
+    return name.removeprefix("v_")
+
+
 def _record_form(model: RecordModel, record=None):
     principal = require_principal()
     errors: dict[str, str] = {}
@@ -222,7 +230,7 @@ def _record_form(model: RecordModel, record=None):
                 services.update_record(principal, model, record.id, parsed, visibility)
                 flash(f"{services.record_label(model, record)} saved.", "info")
         except ValidationFailed as err:
-            errors = {k.removeprefix("values."): v for k, v in err.field_errors().items()}
+            errors = {_field_key(k): v for k, v in err.field_errors().items()}
         else:
             return see_other("records.record_detail", key=model.key, record_id=record.id)
     return render_template(
