@@ -695,8 +695,8 @@ def _field_error(response, field_id: str) -> str:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("v_title", "a\x00b", "Remove the NUL character."),
-        ("v_notes", "kept\x00", "Remove the NUL character."),
+        ("v_title", "a\x00b", "Remove the NUL character (shown as \ufffd)."),
+        ("v_notes", "kept\x00", "Remove the NUL character (shown as \ufffd)."),
         ("v_due", "2026-12-31\x00", "Due must be a date as YYYY-MM-DD."),
     ],
 )
@@ -724,7 +724,7 @@ def test_a_nul_in_a_list_filter_or_search_is_said_in_the_toolbar(world, login):
         assert response.status_code == 200
         page = BeautifulSoup(response.get_data(as_text=True), "html.parser")
         alert = page.select_one("#records-table [role=alert]").get_text()
-        assert "Remove the NUL character." in alert
+        assert "Remove the NUL character (shown as \ufffd)." in alert
     kept = page.find("input", attrs={"name": "q"})
     assert kept["value"] == "a\ufffdb"
 
@@ -738,7 +738,7 @@ def test_a_nul_in_other_forms_is_named_where_each_form_names_its_errors(world, l
     graph = '{"nodes": [{"id": "t", "type": "manual", "config": {}}], "edges": []}'
     new = admin.post("/automations/new", {"name": "a\x00", "graph": graph})
     assert new.status_code == 422
-    assert _field_error(new, "automation-name") == "Remove the NUL character."
+    assert _field_error(new, "automation-name") == "Remove the NUL character (shown as \ufffd)."
     assert db.session.scalar(select(func.count(Automation.id))) == before
     ai = admin.post("/settings/ai", {"provider": "anthropic\x00"})
     assert ai.status_code == 422

@@ -47,15 +47,20 @@ def refuse_nul() -> None:
     sources = [("query", "args", request.args)]
     if request.mimetype in FORM_TYPES:  # ``request.form`` reads no other body
         sources.append(("form", "form", request.form))
+    api = wants_json()
+    # A browser shows the text again, with U+FFFD where the NUL was.
+    message = (
+        "Remove the NUL character." if api else f"Remove the NUL character (shown as {SHOWN})."
+    )
     details = [
-        {"field": name.replace(NUL, SHOWN), "in": where, "message": "Remove the NUL character."}
+        {"field": name.replace(NUL, SHOWN), "in": where, "message": message}
         for where, _, values in sources
         for name, value in values.items(multi=True)
         if NUL in name or NUL in value
     ]
     if not details:
         return
-    if wants_json():
+    if api:
         raise _refusal(details)
     for where, attribute, values in sources:
         if any(d["in"] == where for d in details):
