@@ -12,7 +12,7 @@ from pydantic import (
     field_validator,
 )
 
-from monark.automations.template import WHOLE, has_placeholder
+from monark.automations.template import has_placeholder
 from monark.core.ids import Id, id_or_none
 from monark.core.models import MAX_ID
 from monark.core.net import UnsafeAddress, check_url
@@ -94,8 +94,8 @@ class CreateRecordConfig(NodeConfig):
 
 
 RECORD_ID_RULE = (
-    f"Give a record id (a whole number from 1 to {MAX_ID}) or one placeholder that names "
-    "one, such as {{record.id}} or {{nodes.<id>.record_id}}."
+    f"Give a record id (a whole number from 1 to {MAX_ID}) or a placeholder that names one, "
+    "such as {{record.id}} or {{nodes.<id>.record_id}}."
 )
 
 
@@ -115,13 +115,13 @@ class UpdateRecordConfig(NodeConfig):
     @field_validator("record_id", mode="wrap")
     @classmethod
     def _names_a_record(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> int | str:
-        """An id, its digits or one placeholder: anything else fails every run. One plain
-        message, not one per member of the union."""
+        """An id, its digits or placeholders: a literal that is none of them fails every
+        run. One plain message, not one per member of the union."""
         try:
             checked = handler(None if isinstance(value, bool) else value)
         except ValidationError:
             raise ValueError(RECORD_ID_RULE) from None
-        literal = isinstance(checked, str) and not WHOLE.match(checked)
+        literal = isinstance(checked, str) and not has_placeholder(checked)
         if literal and id_or_none(checked) is None:
             raise ValueError(RECORD_ID_RULE)
         return checked
