@@ -112,6 +112,51 @@ def test_validate_reports_invalid_config_per_field(acme):
     assert found["nodes[make].config.values"] == "Field required"
 
 
+@pytest.mark.parametrize(
+    ("config", "field", "says"),
+    [
+        ({"url": "http://example.com:99999/"}, "url", "port is from 1 to 65535"),
+        ({"url": "http://example.com:0/"}, "url", "port from 1 to 65535"),
+        ({"url": "http://exa mple.com/"}, "url", "spaces"),
+        ({"url": "http://[::1%25lo]/"}, "url", "zone"),
+        ({"url": "http://[fe80::1%25eth0]/"}, "url", "zone"),
+        ({"url": "http://[fe80::1%25eth0]:11434/v1"}, "url", "zone"),
+        ({"url": "https://user:pw@example.com/"}, "url", "passwords"),
+        (
+            {"url": "https://hooks.example.com/", "timeout_seconds": float("nan")},
+            "timeout_seconds",
+            "Give a number of seconds, more than 0 and at most 30.",
+        ),
+        (
+            {"url": "https://hooks.example.com/", "timeout_seconds": 0},
+            "timeout_seconds",
+            "Give a number of seconds, more than 0 and at most 30.",
+        ),
+    ],
+)
+def test_a_webhook_no_run_could_send_is_refused_at_save(acme, config, field, says):
+    found = problems(acme, graph(CREATED, ("hook", "send_webhook", config), edges=[("t", "hook")]))
+    assert list(found) == [f"nodes[hook].config.{field}"]
+    assert says in found[f"nodes[hook].config.{field}"]
+
+
+def _update(record_id: Any) -> dict[str, Any]:
+    fix = ("fix", "update_record", {"record_id": record_id, "values": {"points": 1}})
+    return graph(CREATED, fix, edges=[("t", "fix")])
+
+
+@pytest.mark.parametrize("record_id", ["abc", "{record.id}", "", 0, -1, 3.5, True, None, [7]])
+def test_update_record_refuses_a_record_id_no_run_could_use_in_one_message(acme, record_id):
+    found = problems(acme, _update(record_id))
+    assert list(found) == ["nodes[fix].config.record_id"]  # not one per member of a union
+    assert found["nodes[fix].config.record_id"].startswith("Give a record id (a whole number")
+
+
+@pytest.mark.parametrize("record_id", [7, "7", "{{record.id}}", " {{ record.id }} "])
+def test_update_record_takes_an_id_or_a_placeholder(acme, record_id):
+    assert problems(acme, _update(record_id)) == {}
+
+
 def test_validate_reports_a_graph_without_a_trigger(acme):
     found = problems(acme, graph(NOTE))
     assert "no trigger" in found["nodes"]
