@@ -21,6 +21,7 @@ from monark.core.throttle import login_throttle
 from monark.extensions import db
 from tests import factories
 from tests.databases import is_postgres, new_postgres_database
+from tests.webhook_server import WebhookServer
 
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -218,3 +219,13 @@ def fake_anthropic(app: Flask, monkeypatch):
     set_llm_provider(None)
     app.config["ANTHROPIC_API_KEY"] = ""
     fake.stop()
+
+
+@pytest.fixture
+def webhook(app: Flask, monkeypatch) -> Iterator[WebhookServer]:
+    """A real loopback server that takes webhooks, with private addresses allowed for
+    webhooks during the test."""
+    monkeypatch.setitem(app.config, "AUTOMATION_WEBHOOK_ALLOW_PRIVATE", True)
+    server = WebhookServer().start()
+    yield server
+    server.stop()

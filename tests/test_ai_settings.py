@@ -93,6 +93,12 @@ def test_an_admin_saves_a_key_that_is_stored_encrypted_and_never_shown(world, lo
         ({"base_url": "http://224.0.0.1:5077/v1"}, "base_url"),  # multicast
         ({"base_url": "http://[::ffff:224.0.0.1]/v1"}, "base_url"),  # mapped multicast
         ({"provider": "ollama"}, "base_url"),  # its default endpoint is this host
+        ({"base_url": "http://example.com:0/"}, "base_url"),
+        ({"base_url": "http://[::1%25lo]/"}, "base_url"),  # a zone id is never public
+        ({"base_url": "http://[fe80::1%25eth0]/"}, "base_url"),
+        ({"base_url": "http://[fe80::1%25eth0]:11434/v1"}, "base_url"),
+        ({"base_url": "http://[3fff::1]/v1"}, "base_url"),  # documentation (RFC 9637)
+        ({"base_url": "http://[5f00::1]/v1"}, "base_url"),  # SRv6 segment id (RFC 9602)
     ],
 )
 def test_bad_settings_name_the_field_and_change_nothing(world, login, form, field):

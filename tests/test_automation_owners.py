@@ -64,7 +64,7 @@ def test_demoting_the_owner_switches_their_automations_off_in_the_same_change(ac
     settings.change_role(acme.principal("owner"), membership(acme, "admin").id, "viewer")
     automation = reload(automation)
     assert not automation.enabled
-    assert "is now a viewer and may no longer manage automations" in automation.disabled_reason
+    assert "was made a viewer (who manages no automations)" in automation.disabled_reason
     event = db.session.scalars(select(Event).where(Event.type == "automation.disabled")).one()
     assert event.payload["reason"] == "owner_lost_rights"
     task = new_task(acme)
@@ -136,7 +136,7 @@ def test_the_page_shows_the_owner_the_reason_and_take_ownership(acme, login):
     settings.change_role(acme.principal("owner"), membership(acme, "admin").id, "viewer")
     browser = login("owner@acme.test")
     page = BeautifulSoup(browser.get(f"/automations/{automation.id}").data, "html.parser")
-    assert "is now a viewer" in page.get_text()
+    assert "was made a viewer" in page.get_text()
     assert page.find("button", string="Take ownership") is not None
     refused = browser.post(f"/automations/{automation.id}/enabled", data={"enabled": "true"})
     assert refused.status_code == 303
@@ -163,3 +163,27 @@ def test_the_private_records_choice_is_for_managers_and_validated(acme, login):
     assert reload(automation).private_records == "keep"
     checked = page.find("input", attrs={"name": "private_records", "checked": True})
     assert checked["value"] == "skip"
+
+
+def test_whoever_changes_what_it_does_becomes_its_owner(acme):
+    """An admin who rewrites another's automation vouches for it: it acts within their
+    rights, and goes off when they lose them."""
+    automation = services.create_automation(acme.principal("owner"), "Owner's", COPY, True)
+    admin = acme.principal("admin")
+    renamed = services.update_automation(admin, automation.id, graph=COPY, name="Admin's now")
+    assert renamed.owner_id == acme.users["admin"].id
+    changed = db.session.scalars(select(Event).where(Event.type == "automation.owner_changed"))
+    assert changed.one().payload["user_id"] == acme.users["admin"].id
+    services.set_private_records(acme.principal("owner"), automation.id, "keep")
+    assert reload(automation).owner_id == acme.users["owner"].id
+    services.update_automation(admin, automation.id, graph=COPY, name="Admin's now")  # no change
+    assert reload(automation).owner_id == acme.users["owner"].id
+
+
+def test_taking_ownership_clears_the_reason_it_was_switched_off(acme):
+    automation = admins_automation(acme)
+    settings.change_role(acme.principal("owner"), membership(acme, "admin").id, "member")
+    assert reload(automation).disabled_reason
+    services.take_ownership(acme.principal("owner"), automation.id)
+    automation = reload(automation)
+    assert automation.disabled_reason is None and not automation.enabled

@@ -24,7 +24,6 @@ from monark.records import services as records
 from monark.records.models import Record
 from tests import factories
 from tests.test_automations import graph, make_automation, model, runs_of, step
-from tests.webhook_server import WebhookServer
 
 UPDATED = ("t", "record.updated", {"model": "tasks", "fields": ["status"]})
 COPIED = {"notes": "{{record.title}}"}
@@ -37,14 +36,6 @@ def acme(world: factories.World) -> factories.OrgWorld:
     followups = records.create_model(owner, "followups", "Follow-ups")
     records.add_field(owner, followups, key="title", label="Title", type="text", required=True)
     return world.a
-
-
-@pytest.fixture
-def webhook(app, monkeypatch):
-    monkeypatch.setitem(app.config, "AUTOMATION_WEBHOOK_ALLOW_PRIVATE", True)
-    server = WebhookServer().start()
-    yield server
-    server.stop()
 
 
 def finish_private_task(acme: factories.OrgWorld, title: str = "Fire Dana quietly") -> Record:
@@ -243,3 +234,25 @@ def test_every_action_type_is_covered_by_the_rule(acme, webhook):
     assert "Topsecret" not in repr(seen)
     assert webhook.received == []
     assert isinstance(run, AutomationRun) and run.record_private
+
+
+def test_a_record_made_private_before_its_run_is_treated_as_private(acme):
+    """The event saw an org record; the run comes after it was made private: the stricter
+    of the two counts."""
+    from monark.automations.engine import Trigger, run_triggered
+
+    review = make_automation(acme, REVIEW_GRAPH, name="Review")
+    owner = acme.principal("owner")
+    task = factories.make_record(owner, acme.model, "Soon secret", status="done")
+    records.update_record(owner, acme.model, task.id, {}, visibility="private")
+    trigger = Trigger(
+        type="record.updated",
+        org_id=acme.org.id,
+        model_key=None,
+        record_id=task.id,
+        values={"title": "Soon secret", "status": "done"},
+        model_id=acme.model.id,
+        fields=("status",),
+    )
+    assert run_triggered(trigger) == []
+    assert runs_of(review.id) == [] and tasks_titled("Review:") == []

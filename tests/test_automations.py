@@ -44,15 +44,6 @@ def acme(world: factories.World) -> factories.OrgWorld:
     return world.a
 
 
-@pytest.fixture
-def webhook(app, monkeypatch):
-    """A loopback server, with private addresses allowed for webhooks during the test."""
-    monkeypatch.setitem(app.config, "AUTOMATION_WEBHOOK_ALLOW_PRIVATE", True)
-    server = WebhookServer().start()
-    yield server
-    server.stop()
-
-
 def graph(*nodes: tuple[str, str, dict], edges: list[tuple] = ()) -> dict[str, Any]:
     """``graph(("t", "record.created", {...}), ..., edges=[("t", "a"), ("c", "x", False)])``."""
     out_edges = []
@@ -119,6 +110,51 @@ def test_validate_reports_invalid_config_per_field(acme):
     assert found["nodes[c].config.colour"] == "Unknown config key."
     assert found["nodes[make].config.model"] == "Field required"
     assert found["nodes[make].config.values"] == "Field required"
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "says"),
+    [
+        ({"url": "http://example.com:99999/"}, "url", "port is from 1 to 65535"),
+        ({"url": "http://example.com:0/"}, "url", "port from 1 to 65535"),
+        ({"url": "http://exa mple.com/"}, "url", "spaces"),
+        ({"url": "http://[::1%25lo]/"}, "url", "zone"),
+        ({"url": "http://[fe80::1%25eth0]/"}, "url", "zone"),
+        ({"url": "http://[fe80::1%25eth0]:11434/v1"}, "url", "zone"),
+        ({"url": "https://user:pw@example.com/"}, "url", "passwords"),
+        (
+            {"url": "https://hooks.example.com/", "timeout_seconds": float("nan")},
+            "timeout_seconds",
+            "Give a number of seconds, more than 0 and at most 30.",
+        ),
+        (
+            {"url": "https://hooks.example.com/", "timeout_seconds": 0},
+            "timeout_seconds",
+            "Give a number of seconds, more than 0 and at most 30.",
+        ),
+    ],
+)
+def test_a_webhook_no_run_could_send_is_refused_at_save(acme, config, field, says):
+    found = problems(acme, graph(CREATED, ("hook", "send_webhook", config), edges=[("t", "hook")]))
+    assert list(found) == [f"nodes[hook].config.{field}"]
+    assert says in found[f"nodes[hook].config.{field}"]
+
+
+def _update(record_id: Any) -> dict[str, Any]:
+    fix = ("fix", "update_record", {"record_id": record_id, "values": {"points": 1}})
+    return graph(CREATED, fix, edges=[("t", "fix")])
+
+
+@pytest.mark.parametrize("record_id", ["abc", "{record.id}", "", 0, -1, 3.5, True, None, [7]])
+def test_update_record_refuses_a_record_id_no_run_could_use_in_one_message(acme, record_id):
+    found = problems(acme, _update(record_id))
+    assert list(found) == ["nodes[fix].config.record_id"]  # not one per member of a union
+    assert found["nodes[fix].config.record_id"].startswith("Give a record id (a whole number")
+
+
+@pytest.mark.parametrize("record_id", [7, "7", "{{record.id}}", " {{ record.id }} "])
+def test_update_record_takes_an_id_or_a_placeholder(acme, record_id):
+    assert problems(acme, _update(record_id)) == {}
 
 
 def test_validate_reports_a_graph_without_a_trigger(acme):
@@ -838,14 +874,19 @@ def test_internal_endpoints_answer_json_and_take_no_api_keys(acme, app):
     assert response.get_json()["error"]["code"] == "unauthorized"
 
 
-def test_private_record_runs_hide_step_data_from_roles_that_cannot_see_it(acme, login):
+def test_private_record_runs_are_for_the_records_readers_alone(acme, login):
+    """Not even which steps ran: a viewer who may not read the record never gets the run."""
     automation = make_automation(acme, FOLLOW_UP, private_records="keep")
     run = services.run_test(acme.principal("owner"), automation.id, acme.private.id)
     assert run.record_private
-    viewer = login("viewer@acme.test").api("GET", f"{INTERNAL}/runs/{run.id}").get_json()
-    assert "details_hidden" in viewer and "input" not in viewer["steps"][0]
-    owner = login("owner@acme.test").api("GET", f"{INTERNAL}/runs/{run.id}").get_json()
-    assert "details_hidden" not in owner and owner["steps"][1]["input"]["field"] == "status"
+    viewer = login("viewer@acme.test")
+    assert viewer.api("GET", f"{INTERNAL}/runs/{run.id}").status_code == 404
+    assert viewer.get(f"/automations/{automation.id}/runs/{run.id}").status_code == 404
+    listed = viewer.get(f"/automations/{automation.id}/runs").get_data(as_text=True)
+    assert f"/runs/{run.id}" not in listed and f"#{acme.private.id}" not in listed
+    for reader in ("owner@acme.test", "member@acme.test"):  # an admin; the record's creator
+        seen = login(reader).api("GET", f"{INTERNAL}/runs/{run.id}").get_json()
+        assert seen["steps"][1]["input"]["field"] == "status", reader
 
 
 def test_the_dispatcher_reaches_the_internal_endpoints_as_the_user(acme):

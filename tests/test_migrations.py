@@ -134,6 +134,47 @@ def test_the_value_index_is_backfilled_from_existing_records(migrated_app):
     ]
 
 
+def test_automations_are_owned_by_their_author_and_off_when_the_author_lapsed(migrated_app):
+    upgrade(revision="0012_approvals")
+    org = {"id": 1, "name": "O", "slug": "o", "chat_enabled": True, "ai_agent_enabled": True}
+    org |= {"branding_enabled": False, "created_at": utcnow()}
+    names = ("id", "org_id", "name", "enabled", "version", "trigger_type")
+    names += ("created_by_id", "created_at", "updated_at")
+    automations = table("automations", column("graph", JSON()), *(column(c) for c in names))
+    with db.engine.begin() as conn:
+        conn.execute(insert(table("orgs", *(column(c) for c in org))), org)
+        for user_id, role in ((5, "admin"), (6, "member"), (7, None)):
+            conn.execute(
+                insert(User.__table__),
+                {"id": user_id, "email": f"{user_id}@o.test", "name": "U", "password_hash": "x"},
+            )
+            if role:
+                conn.execute(
+                    insert(Membership.__table__),
+                    {"id": user_id, "user_id": user_id, "org_id": 1, "role": role},
+                )
+        for automation_id, author in ((1, 5), (2, 6), (3, 7), (4, None)):
+            conn.execute(
+                insert(automations),
+                {"id": automation_id, "org_id": 1, "name": f"A{automation_id}", "enabled": True}
+                | {"version": 1, "graph": {}, "trigger_type": "manual"}
+                | {"created_by_id": author, "created_at": utcnow(), "updated_at": utcnow()},
+            )
+    upgrade(revision="0013_automation_owner")
+    with db.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT id, owner_id, enabled, disabled_reason FROM automations ORDER BY id")
+        ).all()
+    assert [(r.id, r.owner_id, bool(r.enabled)) for r in rows] == [
+        (1, 5, True),  # an admin's stays on
+        (2, 6, False),  # a member (demoted since) manages no automations
+        (3, 7, False),  # left the org
+        (4, None, False),  # no author left at all
+    ]
+    assert rows[0].disabled_reason is None
+    assert all("take ownership" in r.disabled_reason for r in rows[1:])
+
+
 def test_allowances_of_record_tools_end_when_they_gain_a_scope(migrated_app):
     upgrade(revision="0013_automation_owner")
     org = {"id": 1, "name": "O", "slug": "o", "chat_enabled": True, "ai_agent_enabled": True}

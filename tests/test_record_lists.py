@@ -95,14 +95,16 @@ def test_long_text_is_matched_whole_not_by_its_indexed_start(api, tasks):
 
 def test_bad_filters_are_refused_naming_the_field(api, tasks):
     cases = {
-        "status:lt:todo": "takes eq, ne, in",
+        "status:lt:todo": "Status (select) cannot be filtered with 'lt': use one of eq, ne, "
+        "in, empty, not_empty.",
         "points:many": "not a valid number",
         "due:lt:soon": "not a valid date",
         "due:lt:2026-W52-1": "not a valid date for Due",
         "due:eq:2026W521": "not a valid date for Due",
         "due:gte:2026-001": "not a valid date for Due",
         "due:in:2026-01-05,2026-W01-1": "not a valid date for Due",
-        "urgent:contains:t": "takes eq, ne",
+        "urgent:contains:t": "with 'contains': use one of eq, ne, empty, not_empty.",
+        "title:contains:": "needs a value",
         "nope:1": "Unknown field 'nope'",
         "status": "is not a filter",
         "points:gt:": "needs a value",
@@ -115,6 +117,31 @@ def test_bad_filters_are_refused_naming_the_field(api, tasks):
         assert message in error["details"][0]["message"], (flt, error)
     error = api(*["status:todo"] * 11, expect=400)["error"]
     assert error["details"][0]["field"] == "filter"
+
+
+@pytest.mark.parametrize(
+    ("flt", "message"),
+    [
+        ("due:between:a", "Unknown operator 'between' for due (operators: eq, ne, lt, lte, gt, "),
+        ("title:bogus:x", "to match text holding ':', write title:eq:bogus:x"),
+        ("due:empty:x", "'empty' takes no value: write due:empty."),
+        ("points:NOT_EMPTY:3", "'not_empty' takes no value: write points:not_empty."),
+    ],
+)
+def test_an_operator_is_one_there_is_taking_what_it_takes(api, tasks, flt, message):
+    (detail,) = api(flt, expect=400)["error"]["details"]
+    assert detail["field"] == "filter" and message in detail["message"]
+
+
+def test_a_value_holding_colons_is_matched_with_eq(world, api, tasks):
+    make(world, "Note: call Bob")
+    assert titles(api("title:eq:Note: call Bob")) == {"Note: call Bob"}
+    assert titles(api("title:Note 2: never")) == set()  # no word before its colon: eq
+
+
+def test_a_type_takes_its_operators_listed_once_in_the_order_of_all(api, tasks):
+    message = api("notes:lt:x", expect=400)["error"]["details"][0]["message"]
+    assert message.endswith("use one of eq, ne, contains, empty, not_empty.")
 
 
 # ---- sorting, cursors and the total -------------------------------------------------------
@@ -190,6 +217,14 @@ def test_a_cursor_belongs_to_its_sort(api, tasks):
         )
     error = api(sort="colour", expect=400)["error"]
     assert error["details"][0]["field"] == "sort" and "Cannot sort by 'colour'" in error["message"]
+
+
+@pytest.mark.parametrize("sort", ["--due", "+due", "-+due", "- due"])
+def test_a_sort_is_a_key_with_at_most_one_minus(api, tasks, sort):
+    (detail,) = api(sort=sort, expect=400)["error"]["details"]
+    assert detail["field"] == "sort" and f"Cannot sort by '{sort}'" in detail["message"]
+    known = detail["message"].split("use one of: ")[1].split(";")[0].split(", ")
+    assert len(known) == len(set(known)) and "title" in known  # a field called title, once
 
 
 def test_the_default_order_is_newest_first_with_id_cursors(api, tasks):

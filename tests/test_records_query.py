@@ -6,6 +6,8 @@ catalogue of attempts below is refused or inert, on SQLite and on PostgreSQL ali
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import func, select
 
@@ -212,6 +214,68 @@ def test_attempts_are_refused_with_a_clear_reason(app, acme, sql, expected):
     assert expected in refusal(app, acme.keys["owner"], sql)
 
 
+@pytest.mark.parametrize("word", ["delete", "update", "insert", "drop"])
+def test_a_write_word_says_how_to_name_a_column_like_it(app, acme, word):
+    message = refusal(app, acme.keys["owner"], f"select {word} from tasks")
+    assert message == (
+        f"Only reading is allowed: {word.upper()} is not (a column of that name goes in "
+        f'double quotes: "{word}").'
+    )
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT printf('%0250000d', 0)",
+        "SELECT printf('%0900000d', 0)",
+        "SELECT format('%0250000d', 0)",
+        "SELECT length(printf('%.*c', 2000000, 'x'))",
+        "SELECT count(*) FROM tasks WHERE printf('%0300000d', points) IS NULL",
+    ],
+)
+def test_printf_past_the_length_limit_is_refused_like_any_value_grown_too_long(app, acme, sql):
+    # SQLite's own printf answers NULL there, which would be a wrong answer without a word.
+    assert refusal(app, acme.keys["viewer"], sql).startswith("A value grew past 250 KB")
+
+
+def test_printf_within_the_limit_answers_as_sqlite_does(app, acme):
+    sql = (
+        "SELECT printf('%05d|%.2f|%s', 42, 3.14159, title), format('%s-%s', 'a', 'b'), "
+        "printf(''), printf(NULL), length(printf('%0200000d', 0)) "
+        "FROM tasks WHERE title = 'Ship it'"
+    )
+    assert rows(app, acme.keys["viewer"], sql) == [
+        ["00042|3.14|Ship it", "a-b", None, None, 200_000]
+    ]
+
+
+ANSWERS_AT_THE_EDGE = [
+    # 300 values of 3,990 characters: each under the value limit, five of them about the cap.
+    "WITH RECURSIVE c(v) AS (SELECT printf('%.*c', 3990, 'y') UNION ALL SELECT v FROM c "
+    "LIMIT 300) SELECT v FROM c",
+    # Five rows, each past the cap alone.
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5) "
+    "SELECT printf('%0240000d', 0) FROM c",
+    # Small numbers, which the API writes longer (0.00001) than a JSON column (1e-05).
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300) "
+    "SELECT " + ", ".join(f"0.00001 * {i}" for i in range(1, 21)) + " FROM c",
+    # Text that takes more room escaped (as stored) than in UTF-8 (as sent).
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300) "
+    "SELECT printf('%.*c', 700, 'é') AS \"é\", x FROM c",
+]
+
+
+@pytest.mark.parametrize("sql", ANSWERS_AT_THE_EDGE, ids=["many", "wide", "numbers", "escaped"])
+def test_the_whole_answer_stays_within_the_byte_limit_as_sent_and_as_stored(app, acme, sql):
+    limit = app.config["RECORDS_QUERY_MAX_BYTES"]
+    response = query(app, acme.keys["viewer"], sql)
+    assert response.status_code == 200, response.json
+    body = response.json
+    assert body["truncated"] and body["note"]
+    assert len(response.get_data()) <= limit  # what /api/v1/query sends
+    assert len(json.dumps(body)) <= limit  # what a tool result's JSON column holds
+
+
 def test_nothing_was_changed_by_the_attempts(app, acme):
     before = db.session.scalar(select(func.count()).select_from(Record))
     for sql, _ in REFUSED:
@@ -243,8 +307,6 @@ def test_words_inside_strings_comments_and_quoted_names_are_only_text(app, acme)
         ["please delete; drop"]
     ]
     assert rows(app, key, "VALUES (1, 'a')") == [[1, "a"]]
-    # printf gives up on a huge width: inert.
-    assert rows(app, key, "SELECT length(printf('%.*c', 2000000, 'x'))") == [[None]]
     assert rows(app, key, "select count(*) from tasks;") == [[7]]
 
 
@@ -325,7 +387,8 @@ def test_a_wide_answer_stays_small_in_the_conversation_and_on_its_card(app, acme
     scripted.script.add([Call("records_query", {"sql": _wide(5)})], [Say("Zeros.")])
     result = service.send_message(acme.principal("viewer"), SendInput(text="Zeros"))
     stored = db.session.scalars(select(ToolCall)).one()
-    assert stored.status == "SUCCEEDED" and len(str(stored.result)) < 25_000
+    assert stored.status == "SUCCEEDED" and stored.result["truncated"]
+    assert len(json.dumps(stored.result)) <= app.config["RECORDS_QUERY_MAX_BYTES"]
     page = login(acme.users["viewer"].email).get(f"/chat/conversations/{result.conversation_id}")
     assert page.status_code == 200 and len(page.get_data()) < 100_000
 

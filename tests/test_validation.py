@@ -659,23 +659,97 @@ def test_deeply_nested_json_is_refused_as_malformed(world, app, login, depth):
     assert deep[:200] in text  # what the user typed is still in the editor
 
 
-def test_nul_characters_are_refused_up_front_on_every_database(world, app, login):
+def test_nul_characters_are_refused_by_name_on_every_database(world, app, login):
     """PostgreSQL text cannot hold NUL: refused by name, never a database error."""
     owner = login("owner@acme.test")
-    before = db.session.scalar(select(func.count(Record.id)))
-    web = owner.post("/models/tasks/records/new", {"v_title": "a\x00b"})
-    assert web.status_code == 400
-    assert "Text cannot contain NUL characters." in web.get_data(as_text=True)
-    assert owner.get("/models/tasks/records?q=a%00b").status_code == 400
+    before = committed_counts()
+    web = owner.post(NEW_FORM, {"v_title": "a\x00b"})
+    assert web.status_code == 422
     assert owner.get("/models/ta%00sks/records").status_code == 404
     api = app.test_client().post(
-        "/api/v1/models/tasks/records",
+        RECORDS,
         json={"values": {"title": "a\x00b"}},
         headers={"Authorization": f"Bearer {world.a.keys['owner']}"},
     )
     assert api.status_code == 400
     assert "NUL" in api.get_json()["error"]["details"][0]["message"]
-    assert db.session.scalar(select(func.count(Record.id))) == before
+    query = app.test_client().get(
+        RECORDS,
+        query_string={"q": "a\x00b"},
+        headers={"Authorization": f"Bearer {world.a.keys['owner']}"},
+    )
+    assert query.status_code == 400
+    assert query.get_json()["error"]["details"] == [
+        {"field": "q", "in": "query", "message": "Remove the NUL character."}
+    ]
+    assert committed_counts() == before
+
+
+def _field_error(response, field_id: str) -> str:
+    """The error drawn beside the input ``field_id`` (by its aria-describedby)."""
+    page = BeautifulSoup(response.get_data(as_text=True), "html.parser")
+    described = page.find(id=field_id)["aria-describedby"]
+    return page.find(id=described).get_text(strip=True)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("v_title", "a\x00b", "Remove the NUL character (shown as \ufffd)."),
+        ("v_notes", "kept\x00", "Remove the NUL character (shown as \ufffd)."),
+        ("v_due", "2026-12-31\x00", "Due must be a date as YYYY-MM-DD."),
+    ],
+)
+def test_a_nul_in_a_record_form_is_that_fields_error_with_the_form_kept(
+    world, login, field, value, message
+):
+    owner = login("owner@acme.test")
+    before = committed_counts()
+    sent = {"v_title": "Kept title", "v_points": "3", "v_notes": "Kept notes", field: value}
+    response = owner.post(NEW_FORM, sent)
+    assert response.status_code == 422
+    assert message in _field_error(response, field)
+    page = BeautifulSoup(response.get_data(as_text=True), "html.parser")
+    shown = value.replace("\x00", "\ufffd")  # where the NUL was, as typed otherwise
+    kept = page.find(id=field)
+    assert (kept.get("value") or kept.get_text()) == shown
+    assert page.find(id="v_points")["value"] == "3"
+    assert committed_counts() == before
+
+
+def test_a_nul_in_a_list_filter_or_search_is_said_in_the_toolbar(world, login):
+    member = login("member@acme.test")
+    for query in ({"ff": "title", "fo": "eq", "fv": "\x00"}, {"q": "a\x00b"}):
+        response = member.get("/models/tasks/records", query_string=query)
+        assert response.status_code == 200
+        page = BeautifulSoup(response.get_data(as_text=True), "html.parser")
+        alert = page.select_one("#records-table [role=alert]").get_text()
+        assert "Remove the NUL character (shown as \ufffd)." in alert
+    kept = page.find("input", attrs={"name": "q"})
+    assert kept["value"] == "a\ufffdb"
+
+
+def test_a_nul_in_other_forms_is_named_where_each_form_names_its_errors(world, login):
+    from monark.automations import services as automations
+    from monark.automations.models import Automation
+
+    admin = login("admin@acme.test")
+    before = db.session.scalar(select(func.count(Automation.id)))
+    graph = '{"nodes": [{"id": "t", "type": "manual", "config": {}}], "edges": []}'
+    new = admin.post("/automations/new", {"name": "a\x00", "graph": graph})
+    assert new.status_code == 422
+    assert _field_error(new, "automation-name") == "Remove the NUL character (shown as \ufffd)."
+    assert db.session.scalar(select(func.count(Automation.id))) == before
+    ai = admin.post("/settings/ai", {"provider": "anthropic\x00"})
+    assert ai.status_code == 422
+    assert _field_error(ai, "provider") == "Choose a provider from the list."
+    automation = automations.create_automation(
+        world.a.principal("admin"), "Mine", json.loads(graph)
+    )
+    url = f"/automations/{automation.id}"
+    assert admin.post(f"{url}/private-records", {"private_records": "keep\x00"}).status_code == 303
+    page = BeautifulSoup(admin.get(url).get_data(as_text=True), "html.parser")
+    assert "Choose one of: skip, keep, send." in page.get_text()
 
 
 @pytest.mark.parametrize(

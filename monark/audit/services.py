@@ -15,7 +15,7 @@ from monark.core.models import MAX_ID, ApiKey, Event, User
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records.models import Record, RecordModel
-from monark.records.queries import members
+from monark.records.queries import members, reads
 
 PAGE_SIZE = 50
 # Every assistant message writes one: a busy assistant buries the rest unless hidden.
@@ -86,13 +86,10 @@ CONTENT_KEYS = ("note",)
 
 
 def readable_event(principal: Principal, event: Event) -> bool:
-    """Whether the principal may read the content of an event that a run for a private
-    record wrote (``Principal.confined_to``): only who may read that record."""
+    """Whether the principal may read the content of an event, which a run for a private
+    record marks with its readers (``Principal.confined_to``): who may read that record."""
     payload = event.payload if isinstance(event.payload, dict) else {}
-    private_to = payload.get("private_to")
-    if private_to is None or principal.can("records.view_private"):
-        return True
-    return principal.user_id is not None and private_to == principal.user_id
+    return reads(principal, payload.get("private_to"))
 
 
 PAYLOAD_MEMBERS = (

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 from monark.automations.template import has_placeholder
-from monark.core.ids import Id
+from monark.core.ids import Id, id_or_none
+from monark.core.models import MAX_ID
+from monark.core.net import UnsafeAddress, check_url
 from monark.core.schemas import StrictModel
+
+MAX_TIMEOUT = 30  # seconds a webhook may take
 
 ModelKey = Field(
     description="Key of a model of this organization, e.g. 'tasks'.", min_length=1, max_length=40
@@ -84,6 +93,12 @@ class CreateRecordConfig(NodeConfig):
     )
 
 
+RECORD_ID_RULE = (
+    f"Give a record id (a whole number from 1 to {MAX_ID}) or a placeholder that names one, "
+    "such as {{record.id}} or {{nodes.<id>.record_id}}."
+)
+
+
 class UpdateRecordConfig(NodeConfig):
     model: str | None = optional_model_key(
         "Model key of the record to update; default: the trigger's model."
@@ -97,6 +112,20 @@ class UpdateRecordConfig(NodeConfig):
         description="Only the fields to change; strings may use placeholders.", min_length=1
     )
 
+    @field_validator("record_id", mode="wrap")
+    @classmethod
+    def _names_a_record(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> int | str:
+        """An id, its digits or placeholders: a literal that is none of them fails every
+        run. One plain message, not one per member of the union."""
+        try:
+            checked = handler(None if isinstance(value, bool) else value)
+        except ValidationError:
+            raise ValueError(RECORD_ID_RULE) from None
+        literal = isinstance(checked, str) and not has_placeholder(checked)
+        if literal and id_or_none(checked) is None:
+            raise ValueError(RECORD_ID_RULE)
+        return checked
+
 
 class SendWebhookConfig(NodeConfig):
     url: str = Field(description="An http:// or https:// URL to POST JSON to.", max_length=2000)
@@ -105,19 +134,33 @@ class SendWebhookConfig(NodeConfig):
         description="The JSON body (strings may use placeholders); default: the automation, "
         "the trigger and the record.",
     )
-    timeout_seconds: float = Field(5.0, gt=0, le=30, description="Give up after this long.")
+    timeout_seconds: float = Field(
+        5.0, gt=0, le=MAX_TIMEOUT, description="Give up after this long (seconds)."
+    )
 
     @field_validator("url")
     @classmethod
     def _http_only(cls, url: str) -> str:
-        parts = urlsplit(url.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("give an http:// or https:// URL with a host")
-        if parts.username or parts.password:
-            raise ValueError("the URL must not hold a user name or password")
+        """The rule of every address someone types (``check_url``), checked at save: a URL
+        that can never be reached fails here, not at each run."""
+        url = url.strip()
         if has_placeholder(url):
             raise ValueError("the URL cannot hold placeholders; put values in the payload")
-        return url.strip()
+        try:
+            return check_url(url)
+        except UnsafeAddress as err:
+            raise ValueError(str(err)) from None
+
+    @field_validator("timeout_seconds", mode="wrap")
+    @classmethod
+    def _seconds(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> float:
+        """One message for any number out of range, NaN included."""
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError(
+                f"Give a number of seconds, more than 0 and at most {MAX_TIMEOUT}."
+            ) from None
 
 
 class AddAuditNoteConfig(NodeConfig):

@@ -46,6 +46,7 @@ from monark.core.models import Event, utcnow
 from monark.core.rbac import Principal
 from monark.core.uow import on_commit
 from monark.extensions import db
+from monark.records.index import private_to
 from monark.records.models import Record, RecordModel
 
 log = logging.getLogger(__name__)
@@ -67,12 +68,17 @@ class Trigger:
     model_key: str | None
     record_id: int | None = None
     values: dict[str, Any] = field(default_factory=dict)
-    private: bool = False
-    creator_id: int | None = None  # the record's, for a private one's readers
+    # Who alone may read the record (``records.index.private_to``): None for the org's.
+    private_to: int | None = None
     event_id: int | None = None
     model_id: int | None = None
     fields: tuple[str, ...] = ()
     depth: int = 0  # depth of the run whose action wrote the event; 0 for people and keys
+
+    @property
+    def private(self) -> bool:
+        """Whether the record is private (its run is confined to its readers)."""
+        return self.private_to is not None
 
 
 # ---- collecting events ----------------------------------------------------------------
@@ -105,8 +111,7 @@ def _collect(session: Any, _flush_context: Any) -> None:
                 model_key=None,  # resolved by the runner
                 record_id=event.subject_id,
                 values=dict(record.values or {}) if record is not None else {},
-                private=record is not None and record.visibility == "private",
-                creator_id=record.creator_id if record is not None else None,
+                private_to=readers_of(record),
                 event_id=event.id,
                 model_id=(event.payload or {}).get("model_id"),
                 fields=tuple((event.payload or {}).get("fields") or ()),
@@ -183,14 +188,17 @@ def run_triggered(trigger: Trigger) -> list[int]:
         )
         .order_by(Automation.id)
     ).all()
-    trigger = replace(trigger, model_key=model_key)
+    trigger = replace(trigger, model_key=model_key, private_to=_readers_now(trigger))
     max_depth = current_app.config.get("AUTOMATION_MAX_DEPTH", DEFAULT_MAX_DEPTH)
     budget = _budget.get()
     run_ids = []
+    owners: dict[int | None, Owner] = {}
     for automation in automations:
         if not _fields_match(automation, trigger):
             continue
-        owner = owner_of(db.session, automation)
+        if automation.owner_id not in owners:
+            owners[automation.owner_id] = owner_of(db.session, automation)
+        owner = owners[automation.owner_id]
         if owner.lapse:  # missed when the owner's rights changed: switched off now
             switch_off(automation, owner)
             db.session.commit()
@@ -220,9 +228,26 @@ def run_triggered(trigger: Trigger) -> list[int]:
 
 def admits(automation: Automation, owner: Owner, trigger: Trigger) -> bool:
     """Whether ``automation`` may run for the trigger's record (``privacy.runs_for``)."""
-    return privacy.runs_for(
-        automation.private_records, owner.user_id, owner.role, trigger.private, trigger.creator_id
-    )
+    owner_principal = owner.principal(automation.org_id)
+    return privacy.runs_for(automation.private_records, owner_principal, trigger.private_to)
+
+
+def readers_of(record: Record | None) -> int | None:
+    """``Trigger.private_to`` of a record (None for none)."""
+    return private_to(record.visibility, record.creator_id) if record is not None else None
+
+
+def _readers_now(trigger: Trigger) -> int | None:
+    """Who may read the trigger's record: as its event saw it, or as it is now when it was
+    made private since (the stricter of the two)."""
+    if trigger.private_to is not None or trigger.record_id is None:
+        return trigger.private_to
+    now = db.session.execute(
+        select(Record.visibility, Record.creator_id).where(
+            Record.id == trigger.record_id, Record.org_id == trigger.org_id
+        )
+    ).first()
+    return private_to(now.visibility, now.creator_id) if now is not None else None
 
 
 def _fields_match(automation: Automation, trigger: Trigger) -> bool:
@@ -241,7 +266,7 @@ def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> Automati
         trigger_type=automation.trigger_type,
         trigger_event_id=trigger.event_id,
         record_id=trigger.record_id,
-        record_private=trigger.private,
+        private_to=trigger.private_to,
         depth=trigger.depth + 1,
         **extra,
     )
@@ -279,7 +304,7 @@ def execute(
             automation.id,
             automation.org_id,
             owner.role,
-            confined_to=privacy.confinement(trigger.private, trigger.creator_id),
+            confined_to=trigger.private_to,
         ),
         automation_id=automation.id,
         trigger_model=trigger.model_key,
@@ -294,7 +319,7 @@ def execute(
             "nodes": {},
         },
         allow_private_webhooks=bool(current_app.config.get("AUTOMATION_WEBHOOK_ALLOW_PRIVATE")),
-        sends_private=privacy.sends_private(automation.private_records),
+        sends_private=automation.private_records == privacy.PrivateRecords.SEND,
     )
     token = _depth.set(depth)
     try:

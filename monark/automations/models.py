@@ -60,8 +60,9 @@ class AutomationRun(db.Model):
     trigger_type: Mapped[str] = mapped_column(String(40))
     trigger_event_id: Mapped[int | None] = mapped_column(default=None)
     record_id: Mapped[int | None] = mapped_column(default=None)
-    # A run triggered by a private record shows its steps only to roles that may see it.
-    record_private: Mapped[bool] = mapped_column(default=False)
+    # A run for a private record is for that record's readers alone (its list entry, its
+    # steps): ``records.index.private_to`` of the record as the run saw it; None: the org's.
+    private_to: Mapped[int | None] = mapped_column(default=None)
     depth: Mapped[int] = mapped_column(default=1)
     is_test: Mapped[bool] = mapped_column(default=False)
     started_by_id: Mapped[UserRef]
@@ -70,3 +71,8 @@ class AutomationRun(db.Model):
     error: Mapped[str | None] = mapped_column(Text, default=None)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    @property
+    def record_private(self) -> bool:
+        """Whether the run was for a private record."""
+        return self.private_to is not None

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from monark.automations.models import Automation
 from monark.core.events import record_event
-from monark.core.models import Event, Membership, User
+from monark.core.models import Event, Membership, User, utcnow
 from monark.core.rbac import ROLE_PERMISSIONS, Principal
 
 MEMBER_EVENTS = ("member.role_changed", "member.removed")
@@ -45,15 +45,25 @@ class Owner:
             return "owner_lost_rights"
         return None
 
-    def reason(self) -> str:
-        """The lapse in words, as the automation's page shows it."""
+    def principal(self, org_id: int) -> Principal | None:
+        """The owner acting in ``org_id`` with their current role (None: not a member)."""
+        if self.user_id is None or self.role is None:
+            return None
+        return Principal.for_user(self.user_id, org_id, self.role)
+
+    def reason(self, *, past: bool = False) -> str:
+        """The lapse in words: as it is now (a refusal), or as it was (why it was switched
+        off, which stays true once the owner changes or regains the right)."""
         who = self.name or f"user #{self.user_id}"
-        return {
-            "no_owner": "It has no owner.",
-            "owner_left": f"Its owner, {who}, left the organization.",
-            "owner_lost_rights": f"Its owner, {who}, is now a {self.role} and may no longer "
-            "manage automations.",
-        }.get(self.lapse or "", "")
+        if self.lapse == "no_owner":
+            return "It had no owner." if past else "It has no owner."
+        if self.lapse == "owner_left":
+            return f"Its owner, {who}, left the organization."
+        if self.lapse == "owner_lost_rights":
+            if past:
+                return f"Its owner, {who}, was made a {self.role} (who manages no automations)."
+            return f"Its owner, {who}, is now a {self.role} and may no longer manage automations."
+        return ""
 
 
 def owner_of(session: Session, automation: Automation) -> Owner:
@@ -77,7 +87,8 @@ def switch_off(automation: Automation, owner: Owner) -> None:
     """Disable an automation whose owner lapsed, saying why (in the caller's transaction)."""
     automation.enabled = False
     automation.disabled_reason = (
-        f"Switched off: {owner.reason()} An admin can take ownership and enable it again."
+        f"Switched off on {utcnow():%Y-%m-%d}: {owner.reason(past=True)} An admin can take "
+        "ownership and enable it again."
     )
     record_event(
         Principal.for_automation(automation.id, automation.org_id, None),
@@ -100,7 +111,8 @@ def _note_member_changes(session: Session, _flush_context: Any) -> None:
 
 
 def _switch_off_lapsed(session: Session) -> None:
-    session.flush()  # before_commit runs before commit's own flush: note what is pending
+    if any(isinstance(o, Event) and o.type in MEMBER_EVENTS for o in session.new):
+        session.flush()  # before_commit comes before commit's own flush: note those too
     changed = session.info.pop(_CHANGED, None)
     for org_id, user_id in sorted(changed or ()):
         owned = session.scalars(

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from monark.core.rbac import ROLE_PERMISSIONS
+from monark.core.rbac import Principal
+from monark.records.queries import reads
 
 
 class PrivateRecords(StrEnum):
@@ -49,31 +50,12 @@ WITHHELD_WEBHOOK = (
 )
 
 
-def confinement(private: bool, creator_id: int | None) -> int | None:
-    """``Principal.confined_to`` for a run on a record: its creator's id (0 for none) when
-    the record is private, None otherwise."""
-    return (creator_id or 0) if private else None
-
-
-def runs_for(
-    setting: str,
-    owner_id: int | None,
-    owner_role: str | None,
-    private: bool,
-    creator_id: int | None,
-) -> bool:
-    """Whether an automation runs for a record: always for the org's records; for a private
-    one only when it was opted in and its owner may read the record."""
-    if not private:
+def runs_for(setting: str, owner: Principal | None, private_to: int | None) -> bool:
+    """Whether an automation runs for a record whose readers ``private_to`` names
+    (``records.index.private_to``): always for the org's records; for a private one only
+    when it was opted in and its owner (None: it has none) may read the record."""
+    if private_to is None:
         return True
     if setting not in (PrivateRecords.KEEP, PrivateRecords.SEND):
         return False
-    grants = ROLE_PERMISSIONS.get(owner_role or "", frozenset())
-    if "records.view" not in grants:
-        return False
-    return "records.view_private" in grants or (owner_id is not None and owner_id == creator_id)
-
-
-def sends_private(setting: str) -> bool:
-    """Whether a run for a private record sends its webhooks."""
-    return setting == PrivateRecords.SEND
+    return owner is not None and owner.can("records.view") and reads(owner, private_to)

@@ -33,13 +33,8 @@ def run_out(run: AutomationRun) -> s.RunOut:
 
 
 def run_detail(principal: Principal, run: AutomationRun) -> s.RunDetail:
-    """A run with its steps; a private record's run keeps its data from those who may not
-    see the record."""
-    detail = s.RunDetail(**run_out(run).model_dump(), steps=services.shown_steps(principal, run))
-    if services.shows_run_details(principal, run):
-        return detail
-    hidden = "The run's record is private: inputs and outputs are hidden."
-    return s.RunDetailHidden(**detail.model_dump(), details_hidden=hidden)
+    """A run with its steps (only ever of a run the principal may read: ``get_run``)."""
+    return s.RunDetail(**run_out(run).model_dump(), steps=services.shown_steps(principal, run))
 
 
 def summary(automation: Automation, last_run: AutomationRun | None = None) -> s.AutomationSummary:

@@ -73,12 +73,6 @@ class RunDetail(RunOut):
     steps: list[dict[str, Any]]
 
 
-class RunDetailHidden(RunDetail):
-    """A run whose record is private to the caller: its steps carry no data."""
-
-    details_hidden: str
-
-
 class RunRef(RowOut):
     id: int
     status: str

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import func, select
 
-from monark.automations.engine import Trigger, admits, execute
+from monark.automations.engine import Trigger, admits, execute, readers_of
 from monark.automations.graph import parse_graph, validate_graph
 from monark.automations.models import Automation, AutomationRun
 from monark.automations.nodes import REGISTRY, NodeType, trigger_types
@@ -23,6 +23,7 @@ from monark.extensions import db
 from monark.records import queries
 from monark.records import services as records
 from monark.records.models import Record, RecordModel
+from monark.records.queries import readable_by
 
 NAME_MAX = 120
 RUNS_PAGE = 20
@@ -47,6 +48,7 @@ def last_runs(principal: Principal, automation_ids: list[int]) -> dict[int, Auto
         .where(
             AutomationRun.org_id == principal.org_id,
             AutomationRun.automation_id.in_(automation_ids),
+            readable_by(principal, AutomationRun.private_to),
         )
         .group_by(AutomationRun.automation_id)
     )
@@ -73,13 +75,15 @@ def get_automation(principal: Principal, automation_id: int, *, lock: bool = Fal
 def list_runs(
     principal: Principal, automation: Automation, limit: int = RUNS_PAGE
 ) -> list[AutomationRun]:
-    """An automation's runs, newest first."""
+    """An automation's runs the principal may read, newest first (a run for a private
+    record is for that record's readers alone)."""
     principal.require("automation.view")
     stmt = (
         select(AutomationRun)
         .where(
             AutomationRun.org_id == principal.org_id,
             AutomationRun.automation_id == automation.id,
+            readable_by(principal, AutomationRun.private_to),
         )
         .order_by(AutomationRun.id.desc())
         .limit(max(1, min(limit, 100)))
@@ -88,10 +92,13 @@ def list_runs(
 
 
 def get_run(principal: Principal, run_id: int, automation_id: int | None = None) -> AutomationRun:
-    """One run of the org (of one automation, when given); ``NotFound`` otherwise."""
+    """One run of the org (of one automation, when given) the principal may read;
+    ``NotFound`` otherwise, also for a run for a private record they may not read."""
     principal.require("automation.view")
     stmt = select(AutomationRun).where(
-        AutomationRun.id == run_id, AutomationRun.org_id == principal.org_id
+        AutomationRun.id == run_id,
+        AutomationRun.org_id == principal.org_id,
+        readable_by(principal, AutomationRun.private_to),
     )
     if automation_id is not None:
         stmt = stmt.where(AutomationRun.automation_id == automation_id)
@@ -99,11 +106,6 @@ def get_run(principal: Principal, run_id: int, automation_id: int | None = None)
     if run is None:
         raise NotFound(f"No automation run {run_id} in this organization.")
     return run
-
-
-def shows_run_details(principal: Principal, run: AutomationRun) -> bool:
-    """Step inputs and outputs of a run on a private record are for those who may see it."""
-    return not run.record_private or principal.can("records.view_private")
 
 
 # Webhook URLs often carry their secret (a Slack hook's path is its key): below
@@ -129,11 +131,8 @@ def shown_graph(principal: Principal, graph: dict[str, Any]) -> dict[str, Any]:
 
 
 def shown_steps(principal: Principal, run: AutomationRun) -> list[dict[str, Any]]:
-    """A run's steps as the principal may read them: without inputs and outputs for a
-    private record they may not see, and with webhook URLs redacted below managers."""
-    if not shows_run_details(principal, run):
-        keep = ("node_id", "type", "status", "reason", "duration_ms")
-        return [{k: s.get(k) for k in keep} for s in run.steps]
+    """A run's steps as the principal may read them (``get_run`` found it readable): with
+    webhook URLs redacted below managers."""
     if principal.can("automation.manage"):
         return run.steps
     steps = copy.deepcopy(run.steps)
@@ -262,16 +261,33 @@ def update_automation(
         automation.trigger_type, automation.trigger_model = _trigger_of(clean)
         changed.append("graph")
     if changed:
-        automation.version += 1
-        record_event(
-            principal,
-            "automation.updated",
-            "automation",
-            automation.id,
-            {"automation_id": automation.id, "version": automation.version, "fields": changed},
-        )
+        _changed(principal, automation, changed)
     db.session.commit()
     return automation
+
+
+def _changed(principal: Principal, automation: Automation, fields: list[str], **extra: Any) -> None:
+    """A change to what the automation does: a new version, its event, and the member who
+    made it becomes its owner (its runs act within their rights from now on)."""
+    automation.version += 1
+    payload = {"automation_id": automation.id, "version": automation.version, "fields": fields}
+    record_event(principal, "automation.updated", "automation", automation.id, payload | extra)
+    _own(principal, automation)
+
+
+def _own(principal: Principal, automation: Automation) -> None:
+    """Make the acting member the owner (an API key or the system owns nothing)."""
+    if principal.user_id is None or automation.owner_id == principal.user_id:
+        return
+    automation.owner_id = principal.user_id
+    automation.disabled_reason = None  # the lapsed owner it named is no longer the owner
+    record_event(
+        principal,
+        "automation.owner_changed",
+        "automation",
+        automation.id,
+        {"automation_id": automation.id, "user_id": principal.user_id},
+    )
 
 
 def _require_owner(automation: Automation, doing: str) -> None:
@@ -305,15 +321,7 @@ def take_ownership(principal: Principal, automation_id: int) -> Automation:
             [{"field": "owner", "message": "Sign in as the member who will own it."}],
         )
     automation = get_automation(principal, automation_id, lock=True)
-    if automation.owner_id != principal.user_id:
-        automation.owner_id = principal.user_id
-        record_event(
-            principal,
-            "automation.owner_changed",
-            "automation",
-            automation.id,
-            {"automation_id": automation.id, "user_id": principal.user_id},
-        )
+    _own(principal, automation)
     db.session.commit()
     return automation
 
@@ -332,19 +340,7 @@ def set_private_records(principal: Principal, automation_id: int, setting: str) 
     automation = get_automation(principal, automation_id, lock=True)
     if automation.private_records != choice:
         automation.private_records = choice
-        automation.version += 1
-        record_event(
-            principal,
-            "automation.updated",
-            "automation",
-            automation.id,
-            {
-                "automation_id": automation.id,
-                "version": automation.version,
-                "fields": ["private_records"],
-                "private_records": choice.value,
-            },
-        )
+        _changed(principal, automation, ["private_records"], private_records=choice.value)
     db.session.commit()
     return automation
 
@@ -409,8 +405,7 @@ def run_test(
             model_id=model.id,
             record_id=record.id if record else None,
             values=dict(record.values) if record else {},
-            private=record is not None and record.visibility == "private",
-            creator_id=record.creator_id if record else None,
+            private_to=readers_of(record),
         )
         if not admits(automation, owner, trigger):
             raise ValidationFailed(

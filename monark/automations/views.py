@@ -249,5 +249,4 @@ def run_detail(automation_id: int, run_id: int):
         automation=automation,
         run=run,
         steps=services.shown_steps(principal, run),
-        show_details=services.shows_run_details(principal, run),
     )

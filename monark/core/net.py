@@ -18,19 +18,31 @@ class Unresolvable(UnsafeAddress):
 
 
 def check_url(url: str) -> str:
-    """``url`` if it is an absolute http(s) URL with a valid port and no credentials;
-    ``UnsafeAddress`` otherwise."""
+    """``url`` if it is an absolute http(s) URL with a host Monark can look up, a port from
+    1 to 65535 and no credentials; ``UnsafeAddress`` otherwise. Every address someone types
+    (an org's model endpoint, a webhook) is checked by this one rule when it is saved."""
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 (reading it checks it: "99999" or "abc" raise)
+        port = parts.port  # reading it checks it: "99999" or "abc" raise
     except ValueError:
-        raise UnsafeAddress("Give a valid address (check its brackets and port).") from None
+        raise UnsafeAddress(
+            "Give a valid address (check its brackets, and that the port is from 1 to 65535)."
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UnsafeAddress("Give a full http:// or https:// address.")
     if parts.username or parts.password:
         raise UnsafeAddress("Leave user names and passwords out of the address.")
     if any(unicodedata.category(ch)[0] in "CZ" for ch in url):  # controls, format, spaces
         raise UnsafeAddress("Leave spaces and control characters out of the address.")
+    if port == 0:
+        raise UnsafeAddress("Give a port from 1 to 65535 (or none, for the scheme's own).")
+    if "%" in parts.hostname:
+        if ":" in parts.hostname:  # [fe80::1%25eth0]: an IPv6 address with a zone
+            raise UnsafeAddress(
+                "Leave the zone (%…) out of the IPv6 address: it names a network interface "
+                "of this machine, never a public host."
+            )
+        raise UnsafeAddress("Write the host name as it is, without %-escapes.")
     return url
 
 
@@ -48,6 +60,9 @@ NOT_UNICAST = tuple(
     for n in ("224.0.0.0/4", "192.88.99.0/24", "ff00::/8", "fec0::/10", "255.255.255.255/32")
 )
 ANYCAST_IID_LOW = 0xFDFFFFFFFFFFFF80  # RFC 2526: the top 128 interface ids are anycast
+# Ranges ``is_global`` (Python 3.11) still calls global that hold no public host: the
+# second IPv6 documentation prefix (RFC 9637) and SRv6 segment ids (RFC 9602).
+NOT_PUBLIC = (ipaddress.ip_network("3fff::/20"), ipaddress.ip_network("5f00::/16"))
 
 
 def _embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list:
@@ -77,7 +92,7 @@ def _is_anycast(address: ipaddress.IPv6Address) -> bool:
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """Whether ``address`` is one global unicast host, and so is every IPv4 it carries."""
     for one in (address, *_embedded_ipv4(address)):
-        if not one.is_global or any(one in network for network in NOT_UNICAST):
+        if not one.is_global or any(one in net for net in (*NOT_UNICAST, *NOT_PUBLIC)):
             return False
         if isinstance(one, ipaddress.IPv6Address) and _is_anycast(one):
             return False

@@ -7,8 +7,9 @@ from typing import Any
 
 from flask import Flask, Response, current_app, redirect, request, url_for
 
+from monark.core import nul
 from monark.core.auth import current_principal, in_process, memberships_of
-from monark.core.errors import NotFound, Unauthorized, ValidationFailed, database_down
+from monark.core.errors import Unauthorized, database_down
 from monark.core.htmx import vary
 from monark.core.ids import IdConverter
 from monark.core.models import User, as_utc
@@ -16,7 +17,6 @@ from monark.core.rbac import Principal
 from monark.core.text import scrub
 from monark.extensions import csrf, db
 
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 CSP = "; ".join(
     [
         "default-src 'self'",
@@ -102,22 +102,9 @@ def register_web(app: Flask) -> None:
             return
         csrf.protect()
 
-    @app.before_request
-    def refuse_nul() -> None:
-        """PostgreSQL text cannot hold NUL (``\\x00``): refuse it up front, naming the field,
-        on every database alike (JSON bodies: ``monark.core.jsonbody``)."""
-        if "\x00" in request.path:
-            raise NotFound("No such page.")
-        sources = [("query", request.args)]
-        if request.mimetype in FORM_TYPES:  # ``request.form`` reads no other body
-            sources.append(("form", request.form))
-        for where, values in sources:
-            for name, value in values.items(multi=True):
-                if "\x00" in name or "\x00" in value:
-                    raise ValidationFailed(
-                        "Text cannot contain NUL characters.",
-                        [{"field": name, "in": where, "message": "Remove the NUL character."}],
-                    )
+    # NUL in a query or form: refused for API clients, an invalid field for a browser.
+    app.before_request(nul.refuse_nul)
+    nul.install()
 
     app.add_template_filter(_when, "when")
     app.add_template_filter(lambda s: s[:1].upper() + s[1:] if s else s, "capitalize_first")

@@ -1,10 +1,12 @@
 """Filters and sorts of a record list, typed by each field, over the value index.
 
 A filter is written ``field:op:value`` (``field:value`` means ``eq``; ``field:empty`` and
-``field:not_empty`` take no value); a sort is a field or record column, ``-`` first for
-descending. Each filter joins its field's rows of ``record_values`` (its own index
-entries only); a sort outer-joins that field's entry, empty values last either way, the id
-breaking ties in the same direction so keyset cursors stay exact.
+``field:not_empty`` take no value; a word between two colons is always an operator, so a
+value with a colon after a word is written ``field:eq:value``); a sort is a field or record
+column, one ``-`` first for descending. Each filter joins its field's rows of
+``record_values`` (its own index entries only); a sort outer-joins that field's entry,
+empty values last either way, the id breaking ties in the same direction so keyset
+cursors stay exact.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import base64
 import binascii
 import json
 import math
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -27,7 +31,12 @@ from monark.records.index import text_key
 from monark.records.models import TEXT_KEY, ModelField, Record, RecordModel, RecordValue
 from monark.records.values import parse_date
 
+# Every operator, in the order any list of them is written.
 OPS = ("eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "empty", "not_empty")
+NO_VALUE_OPS = ("empty", "not_empty")
+# What can only be meant as an operator between two colons (a value with a colon after a
+# word is written with ``eq``: ``title:eq:Note: call``).
+_OPERATOR_LIKE = re.compile(r"[a-z_]+")
 _ORDERED = ("lt", "lte", "gt", "gte")
 _ANY = ("eq", "ne", "in", "empty", "not_empty")
 OPS_BY_TYPE: dict[str, tuple[str, ...]] = {
@@ -50,6 +59,18 @@ def _error(field: str, message: str) -> ValidationFailed:
     return ValidationFailed(message, [{"field": field, "message": message}])
 
 
+def _listed(words: Iterable[str]) -> str:
+    """Words once each, comma-separated, in the order given."""
+    return ", ".join(dict.fromkeys(words))
+
+
+def unknown_operator(field: str, op: str) -> ValidationFailed:
+    """The refusal of an operator there is none of (in a URL's filter or the toolbar's)."""
+    return _error(
+        "filter", f"Unknown operator '{op}' for {field or 'a filter'} (operators: {_listed(OPS)})."
+    )
+
+
 @dataclass(frozen=True)
 class Filter:
     field: str
@@ -63,17 +84,28 @@ class Filter:
 
 
 def parse_filter(raw: str) -> Filter:
-    """``field:op:value``, ``field:value`` (eq), or ``field:empty`` / ``field:not_empty``."""
+    """``field:op:value``, ``field:value`` (eq), or ``field:empty`` / ``field:not_empty``.
+    A word between two colons is an operator: one there is none of is refused, and so is
+    a value after an operator that takes none."""
     field, sep, rest = raw.strip().partition(":")
-    if not sep or not field.strip():
+    field = field.strip()
+    if not sep or not field:
         raise _error("filter", f"'{raw}' is not a filter: use field:value or field:op:value.")
     head, sep, tail = rest.partition(":")
-    head = head.strip().lower()
-    if head in ("empty", "not_empty") and not (sep and tail.strip()):
-        return Filter(field.strip(), head, "")
-    if sep and head in OPS:
-        return Filter(field.strip(), head, tail.strip())
-    return Filter(field.strip(), "eq", rest.strip())
+    op = head.strip().lower()
+    if op in NO_VALUE_OPS:
+        if sep and tail.strip():
+            raise _error("filter", f"'{op}' takes no value: write {field}:{op}.")
+        return Filter(field, op, "")
+    if sep and op in OPS:
+        return Filter(field, op, tail.strip())
+    if sep and _OPERATOR_LIKE.fullmatch(op):
+        raise _error(
+            "filter",
+            f"Unknown operator '{op}' for {field} (operators: {_listed(OPS)}; to match text "
+            f"holding ':', write {field}:eq:{rest.strip()}).",
+        )
+    return Filter(field, "eq", rest.strip())
 
 
 def _field(model: RecordModel, key: str) -> ModelField:
@@ -169,7 +201,7 @@ def _match(
     """What ``entry`` (an index row of ``field``) must hold for ``flt``; ``None`` for any
     value (``empty`` and ``not_empty`` ask only whether there is one). ``ne`` gives the
     match of ``eq``, which the caller negates."""
-    if flt.op in ("empty", "not_empty"):
+    if flt.op in NO_VALUE_OPS:
         return None
     if not flt.value:
         raise _error("filter", f"The filter on {field.label} needs a value after '{flt.op}:'.")
@@ -218,9 +250,10 @@ def filter_condition(
     field = _field(model, flt.field)
     allowed = OPS_BY_TYPE.get(field.type, ("eq",))
     if flt.op not in allowed:
+        ops = _listed(op for op in OPS if op in allowed)
         raise _error(
             "filter",
-            f"{field.label} ({field.type}) takes {', '.join(allowed)}, not {flt.op}.",
+            f"{field.label} ({field.type}) cannot be filtered with '{flt.op}': use one of {ops}.",
         )
     entry = aliased(RecordValue)
     on = [entry.field == field.key, entry.model_id == model.id]
@@ -274,10 +307,10 @@ def parse_sort(model: RecordModel, raw: str | None) -> Sort:
     if not text:
         return DEFAULT_SORT
     descending = text.startswith("-")
-    key = text.lstrip("-+").strip()
+    key = text.removeprefix("-")
     if key not in RECORD_SORTS and all(f.key != key for f in model.fields):
-        known = ", ".join([*(f.key for f in model.fields), *RECORD_SORTS])
-        raise _error("sort", f"Cannot sort by '{key}' (use one of: {known}; '-' first for Z→A).")
+        known = _listed([*(f.key for f in model.fields), *RECORD_SORTS])
+        raise _error("sort", f"Cannot sort by '{text}' (use one of: {known}; '-' first for Z→A).")
     return Sort(key, descending)
 
 

@@ -48,6 +48,25 @@ def visible_to(principal: Principal) -> ColumnElement[bool]:
     return or_(Record.visibility == "org", Record.creator_id == principal.user_id)
 
 
+def reads(principal: Principal, private_to: int | None) -> bool:
+    """Whether the principal may read a record whose ``index.private_to`` is ``private_to``
+    (``visible_to``'s rule for one record): the org's records (None) are everyone's; a private
+    one is its creator's and that of roles with records.view_private (0: no creator)."""
+    if private_to is None or principal.can("records.view_private"):
+        return True
+    return principal.user_id is not None and private_to == principal.user_id
+
+
+def readable_by(principal: Principal, private_to: Any) -> ColumnElement[bool]:
+    """``reads`` as SQL, over a column holding ``index.private_to`` of a record (a copy of a
+    record's readers kept beside something derived from it)."""
+    if principal.can("records.view_private"):
+        return true()
+    if principal.user_id is None:
+        return private_to.is_(None)
+    return or_(private_to.is_(None), private_to == principal.user_id)
+
+
 def member_ids(org_id: int) -> set[int]:
     """Ids of the org's members (the values a user field accepts)."""
     return set(db.session.scalars(select(Membership.user_id).where(Membership.org_id == org_id)))

@@ -18,6 +18,7 @@ from monark.core.models import MAX_ID
 from monark.core.rbac import Principal
 from monark.core.uow import for_update
 from monark.extensions import db
+from monark.records.index import private_to
 from monark.records.models import FIELD_TYPES, ModelField, Record, RecordModel, RecordValue
 from monark.records.queries import member_ids, visible_to
 from monark.records.values import display_title, search_text, validate_values
@@ -282,11 +283,11 @@ def can_change_visibility(principal: Principal, record: Record) -> bool:
 
 def _check_confined(principal: Principal, record: Record) -> None:
     """A principal confined to a private record's readers (``Principal.confined_to``)
-    writes only records that no one else may read: private ones of the same creator, or of
-    none (which only roles with records.view_private read)."""
+    writes only records no one else may read: private to the same creator, or to none
+    (read only by roles with records.view_private)."""
     if principal.confined_to is None:
         return
-    if record.visibility == "private" and (record.creator_id or 0) in (0, principal.confined_to):
+    if private_to(record.visibility, record.creator_id) in (0, principal.confined_to):
         return
     raise Forbidden(
         f"Not written: record {record.id} may be read by people who may not read the "

@@ -11,9 +11,11 @@ statement past its time, and SQLite's own limits cap string, row, column and SQL
 the database's pages, so one query's memory is bounded whatever it computes.
 
 An answer is bounded whatever its rows: at most ``max_columns`` columns, each value cut at
-``max_value`` characters, and rows while they fit ``max_bytes`` of JSON; a first row that
-alone would not fit has its longest values cut until it does. Each cut is marked in the
-value, and the answer's note says what was left out.
+``max_value`` characters, and rows while the whole answer's JSON fits ``max_bytes`` (as the
+API sends it and as a tool result stores it); a first row that alone would not fit has its
+longest values cut until it does. Each cut is marked in the value, and the answer's note
+says what was left out. A value that grows past ``max_length`` while the query runs is an
+error, ``printf()``'s included (SQLite's own gives NULL there).
 
 The SQL is SQLite's whatever database Monark runs on, so a question is asked one way.
 ``check_sql`` (seed 003's keyword guard) runs first, as a fast and clear refusal.
@@ -28,10 +30,11 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from flask import current_app
+from pydantic_core import to_json
 from sqlalchemy import String, Text, cast, func, select
 from sqlalchemy.orm import selectinload
 
@@ -147,6 +150,8 @@ class Table:
 
 @dataclass
 class QueryResult:
+    """An answer, with the fields (and so the size) of the API's ``QueryOut``."""
+
     columns: list[str]
     rows: list[list[Any]]
     row_count: int
@@ -237,7 +242,7 @@ def check_sql(sql: str, limits: QueryLimits) -> str:
     if writes:
         raise _invalid(
             f"Only reading is allowed: {writes[0].upper()} is not (a column of that name "
-            'goes in double quotes: "{writes[0]}").'
+            f'goes in double quotes: "{writes[0]}").'
         )
     if match := SIDE_EFFECTS.search(bare):
         raise _invalid(f"The function {match.group(1).lower()}() is not allowed.")
@@ -300,6 +305,35 @@ def _text(raw: bytes, limit: int) -> str:
     return head
 
 
+class _Printf:
+    """SQLite's ``printf()`` (and its alias ``format()``), run on a connection of its own,
+    that fails where SQLite's gives NULL: past the length limit SQLite's printf stops and
+    answers NULL without an error (``||``, ``group_concat`` and ``replace`` raise "too
+    big"), which would make an answer wrong without a word."""
+
+    def __init__(self, max_length: int):
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_length)
+        # A precision cuts %s by bytes, so a result may end inside a character.
+        self.conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        self.too_long = False
+
+    def __call__(self, *args: Any) -> Any:
+        marks = "".join(f", ?{i}" for i in range(2, len(args) + 1))
+        value = self.conn.execute(f"SELECT printf(?1{marks})", args).fetchone()[0]
+        if value is None and args and args[0] is not None:
+            # NULL for a format: too long, or nothing written (printf('') is NULL too).
+            # The same format after one plain character is NULL only when too long.
+            probe = self.conn.execute(f"SELECT printf('x' || ?1{marks})", args).fetchone()[0]
+            if probe is None:
+                self.too_long = True
+                raise OverflowError("printf() result too big")
+        return value
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class _Sandbox:
     """A private in-memory database with the model tables, empty until ``fill``."""
 
@@ -328,12 +362,16 @@ class _Sandbox:
             cols = ", ".join(f'"{c.name}" {c.sql_type}' for c in table.columns)
             self.conn.execute(f'CREATE TABLE "{table.name}" ({cols})')
         self.conn.execute("PRAGMA query_only = ON")
+        self.printf = _Printf(limits.max_length)
+        for name in ("printf", "format"):
+            self.conn.create_function(name, -1, self.printf, deterministic=True)
         self.has_people = False
         # The statement's own limit, or the tool call's when that ends first.
         self.deadline = min(time.monotonic() + limits.seconds, deadline() or math.inf)
 
     def close(self) -> None:
         self.conn.close()
+        self.printf.close()
 
     @contextmanager
     def guarded(self) -> Iterator[_Authorizer]:
@@ -365,7 +403,7 @@ class _Sandbox:
             )
         if text.startswith("no such table"):
             return _invalid(f"{text}. {authorizer._known()}")
-        if "too big" in text:
+        if "too big" in text or self.printf.too_long:
             return _invalid(
                 f"A value grew past {self.limits.max_length // 1000} KB: the query builds "
                 "too much text (or sorts rows too wide: select fewer columns)."
@@ -452,55 +490,25 @@ def _row(row: tuple[Any, ...], limit: int) -> tuple[list[Any], int]:
 
 
 def _size(value: Any) -> int:
-    """The characters ``value`` takes in the answer's JSON (non-ASCII as ``\\u`` escapes,
-    as the API writes it: never less than its UTF-8 bytes)."""
-    return len(json.dumps(value, default=str)) + 1
+    """The bytes ``value`` takes in the answer's JSON, whichever way it is written: as the
+    API sends it (pydantic: compact UTF-8, ``0.00001``) or as a stored result or the API's
+    fallback writes it (``json.dumps``: ``", "`` between items, ``\\u`` escapes, ``1e-05``)."""
+    return max(len(to_json(value)), len(json.dumps(value, default=str)))
 
 
-def _squeezed(row: tuple[Any, ...], room: int, limits: QueryLimits) -> tuple[list[Any], int]:
-    """A first row too big for the answer on its own, its texts cut shorter until it fits."""
-    limit = limits.max_value
-    while limit > 1:
-        limit //= 2
-        values, cut = _row(row, limit)
-        if _size(values) <= room:
-            return values, cut
-    raise _invalid(
-        f"One row of {len(row)} columns does not fit the {limits.max_bytes // 1000} KB "
-        "answer: select fewer columns."
-    )
+# Between two rows of the answer: "," as sent, ", " as stored.
+_SEPARATOR = 2
 
 
-def _collect(cursor: sqlite3.Cursor, columns: list[str], limits: QueryLimits) -> QueryResult:
-    """The first rows within the row and byte limits, and how many more there were. The
-    answer stays within ``max_bytes`` whatever its first row: one too big alone is shown
-    with its texts cut to fit."""
-    rows: list[list[Any]] = []
-    size = _size(columns)
-    cut_for = None
-    cut_values = 0
-    squeezed = False
-    for row in cursor:
-        if len(rows) >= limits.max_rows:
-            cut_for = "rows"
-            break
-        values, cut = _row(row, limits.max_value)
-        if size + _size(values) > limits.max_bytes:
-            if rows:
-                cut_for = "bytes"
-                break
-            values, cut = _squeezed(row, limits.max_bytes - size, limits)
-            squeezed = True
-        size += _size(values)
-        cut_values += cut
-        rows.append(values)
-    more = 0
-    if cut_for:
-        more = 1 + sum(1 for _ in _take(cursor, limits.count_cap))
+def _note(
+    shown: int, more: int, cut_for: str | None, cut_values: int, squeezed: bool, limits: QueryLimits
+) -> str | None:
+    """What an answer says it left out: rows (past the row or byte limit), and the end of
+    long values (past ``max_value``, or to fit the answer)."""
     notes = []
     if more:
         why = (
-            f"only the first {len(rows)} rows are shown"
+            f"only the first {shown} rows are shown"
             if cut_for == "rows"
             else f"the rows shown fill the {limits.max_bytes // 1000} KB answer"
         )
@@ -520,7 +528,70 @@ def _collect(cursor: sqlite3.Cursor, columns: list[str], limits: QueryLimits) ->
             "each ending in …[cut: N more characters]: select less text (substr) or "
             "fewer columns."
         )
-    note = " ".join(notes) or None
+    return " ".join(notes) or None
+
+
+def _room_for_rows(columns: list[str], limits: QueryLimits) -> int:
+    """The bytes an answer has for its rows: ``max_bytes`` less the most that all else in
+    it can take (its columns, the largest counts and the longest note)."""
+    most = limits.max_rows + limits.count_cap + 1
+    notes = [
+        _note(limits.max_rows, most, why, limits.max_rows * limits.max_columns, squeezed, limits)
+        for why in ("rows", "bytes")
+        for squeezed in (True, False)
+    ]
+    answer = QueryResult(columns, [], most, False, max(notes, key=_size))
+    room = limits.max_bytes - _size(asdict(answer))
+    if room <= 0:
+        raise _invalid(
+            f"The column names alone fill the {limits.max_bytes // 1000} KB answer: name "
+            "the columns shorter (AS) or select fewer."
+        )
+    return room
+
+
+def _squeezed(row: tuple[Any, ...], room: int, limits: QueryLimits) -> tuple[list[Any], int]:
+    """A first row too big for the answer on its own, its texts cut shorter until it fits."""
+    limit = limits.max_value
+    while limit > 1:
+        limit //= 2
+        values, cut = _row(row, limit)
+        if _size(values) <= room:
+            return values, cut
+    raise _invalid(
+        f"One row of {len(row)} columns does not fit the {limits.max_bytes // 1000} KB "
+        "answer: select fewer columns."
+    )
+
+
+def _collect(cursor: sqlite3.Cursor, columns: list[str], limits: QueryLimits) -> QueryResult:
+    """The first rows within the row and byte limits, and how many more there were. The
+    whole answer's JSON stays within ``max_bytes`` whatever its rows, as sent and as
+    stored: one first row too big alone is shown with its texts cut to fit."""
+    rows: list[list[Any]] = []
+    room = _room_for_rows(columns, limits)
+    size = 0
+    cut_for = None
+    cut_values = 0
+    squeezed = False
+    for row in cursor:
+        if len(rows) >= limits.max_rows:
+            cut_for = "rows"
+            break
+        values, cut = _row(row, limits.max_value)
+        if size + _size(values) + _SEPARATOR > room:
+            if rows:
+                cut_for = "bytes"
+                break
+            values, cut = _squeezed(row, room - _SEPARATOR, limits)
+            squeezed = True
+        size += _size(values) + _SEPARATOR
+        cut_values += cut
+        rows.append(values)
+    more = 0
+    if cut_for:
+        more = 1 + sum(1 for _ in _take(cursor, limits.count_cap))
+    note = _note(len(rows), more, cut_for, cut_values, squeezed, limits)
     return QueryResult(columns, rows, len(rows) + more, bool(more or cut_values), note)
 
 

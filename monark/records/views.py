@@ -15,7 +15,7 @@ from monark.core.rbac import Principal
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
 from monark.records import queries, services
-from monark.records.filters import OPS, Filter
+from monark.records.filters import NO_VALUE_OPS, OPS, Filter, unknown_operator
 from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, ModelField, RecordModel
 from monark.records.values import parse_form_values
 
@@ -124,16 +124,10 @@ def _toolbar_filters() -> list[str]:
                 "No filter field.", [{"field": "filter", "message": "Choose a field to filter by."}]
             )
         if op not in OPS:
-            raise ValidationFailed(
-                "Unknown operator.",
-                [
-                    {
-                        "field": "filter",
-                        "message": f"Unknown operator '{op}' for {field or 'a filter'}.",
-                    }
-                ],
-            )
-        if field and (value or op in ("empty", "not_empty")):
+            raise unknown_operator(field, op)
+        if op in NO_VALUE_OPS:  # a value left in the row's box means nothing to these
+            value = ""
+        if field and (value or op in NO_VALUE_OPS):
             filters.append(Filter(field, op, value).text)
     return filters
 
@@ -208,6 +202,14 @@ def record_list(key: str):
     return vary(push_url(response, canonical) if error is None else response)
 
 
+def _field_key(name: str) -> str:
+    """The model field an error names: ``values.<key>`` (a service's) or ``v_<key>`` (the
+    form's own input, as a refusal of the request names it)."""
+    if name.startswith("values."):
+        return name.removeprefix("values.")
+    return name.removeprefix("v_")
+
+
 def _record_form(model: RecordModel, record=None):
     principal = require_principal()
     errors: dict[str, str] = {}
@@ -228,7 +230,7 @@ def _record_form(model: RecordModel, record=None):
                 services.update_record(principal, model, record.id, parsed, visibility)
                 flash(f"{services.record_label(model, record)} saved.", "info")
         except ValidationFailed as err:
-            errors = {k.removeprefix("values."): v for k, v in err.field_errors().items()}
+            errors = {_field_key(k): v for k, v in err.field_errors().items()}
         else:
             return see_other("records.record_detail", key=model.key, record_id=record.id)
     return render_template(
