@@ -151,6 +151,7 @@ class SdkAdapter:
         self.api_key = api_key
         self._client: Any = None
         self._lock = threading.Lock()
+        self._building = threading.Lock()
         self._users = 0  # turns, steps streaming and lists being read on the client now
         self._closing = False
 
@@ -188,11 +189,17 @@ class SdkAdapter:
         return text
 
     def client(self) -> Any:
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = self.make_client()
-        return self._client
+        client = self._client
+        if client is None:
+            # A lock of its own: building can take seconds (the SDK's first import), and
+            # ``_lock`` is what a turn ending (or Stop) waits for.
+            with self._building:
+                client = self._client
+                if client is None:
+                    client = self.make_client()
+                    with self._lock:
+                        self._client = client
+        return client
 
     @contextmanager
     def in_use(self) -> Iterator[None]:
