@@ -169,7 +169,8 @@ def test_a_rejected_request_is_an_error_with_the_apis_message(world, fake_anthro
 def test_without_a_key_the_app_starts_and_the_assistant_explains(app, world):
     set_llm_provider(None)
     try:
-        provider = llm_provider({"ANTHROPIC_API_KEY": "", "CHAT_LLM_PROVIDER": "anthropic"})
+        deployment = {**app.config, "ANTHROPIC_API_KEY": "", "CHAT_LLM_PROVIDER": "anthropic"}
+        provider = llm_provider(deployment)
         request = LlmRequest(
             model="m",
             system="s",

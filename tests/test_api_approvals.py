@@ -3,6 +3,7 @@ inbox, their outcome read from the status URL (and by an MCP agent through appro
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from datetime import timedelta
@@ -19,7 +20,7 @@ from monark.core.keys import create_key
 from monark.core.models import ApiKey, Event, utcnow
 from monark.extensions import db
 from monark.records.models import Record
-from tests.factories import add_member, make_key, make_user
+from tests.factories import add_member, make_key, make_record, make_user
 from tests.test_mcp_server import mcp_run, text_of  # noqa: F401  (the fixture, and a helper)
 
 
@@ -255,6 +256,33 @@ def test_a_held_update_shows_its_before_and_after_in_the_inbox(app, world, login
     assert "Acme public task" in card.select_one(".call-head").get_text()
 
 
+def test_a_large_held_write_is_stored_bounded_and_runs_on_its_first_confirm(
+    app, world, login, monkeypatch
+):
+    """What a key sends is held within ``CHAT_CARD_MAX`` like any card; and its target's
+    check at Confirm compares the card as stored with the card drawn now, both bounded."""
+    monkeypatch.setitem(app.config, "CHAT_CARD_MAX", 2_000)
+    record = make_record(world.a.principal("owner"), world.a.model, "Long notes", notes="a" * 5_000)
+    response = app.test_client().patch(
+        f"/api/v1/models/tasks/records/{record.id}",
+        json={"values": {"notes": "b" * 5_000}},
+        headers=bearer(held_key(world)),
+    )
+    assert response.status_code == 202
+    call = db.session.get(ToolCall, response.get_json()["id"])
+    stored = json.dumps(call.preview)
+    assert len(stored) < 2_000 + 200 and "more characters]" in stored
+    admin = login("admin@acme.test")
+    card = BeautifulSoup(admin.get("/approvals").get_data(as_text=True), "html.parser").select_one(
+        f"#approval-{call.id} .call-changes"
+    )
+    assert len(card.get_text()) < 2_000
+    decide(admin, call.id, "confirm")
+    db.session.expire_all()
+    assert db.session.get(ToolCall, call.id).status == "SUCCEEDED"
+    assert db.session.get(Record, record.id).values["notes"] == "b" * 5_000
+
+
 def test_a_held_delete_runs_only_when_approved(app, world, login):
     token, record_id = held_key(world), world.a.public.id
     url = f"/api/v1/models/tasks/records/{record_id}"
@@ -475,6 +503,32 @@ def test_the_inbox_settles_a_decision_that_died_too(app, world, login):
     [entry] = page.select(".approval")
     assert "asked again" in entry.select_one(".approval-note").get_text().lower()
     assert db.session.get(ToolCall, approval["id"]).status == "FAILED"
+
+
+def test_the_assistants_approvals_get_asks_a_cut_off_write_again_for_real(app, world, scripted):
+    """The in-app assistant reads through the dispatcher, in a read-only unit: settling
+    the cut-off write is kept all the same, and the approval it names exists."""
+    from monark.chat import service
+    from monark.chat.service import SendInput
+    from tests.llm_script import Call, Say
+
+    approval = create(app.test_client(), held_key(world), "Asked by the assistant").get_json()
+    left_running(approval["id"], world.a.users["admin"].id, lease_left=-1)
+    scripted.script.add(
+        [Call("approvals_get", {"approval_id": approval["id"]})], [Say("It was cut off.")]
+    )
+    result = service.send_message(world.a.principal("member"), SendInput(text="How did it go?"))
+    read = db.session.scalars(
+        select(ToolCall).where(ToolCall.conversation_id == result.conversation_id)
+    ).one()
+    assert read.status == "SUCCEEDED" and read.result["status"] == "failed"
+    again_id = read.result["asked_again_as"]
+    db.session.expire_all()
+    again = db.session.get(ToolCall, again_id)
+    assert again is not None and again.status == "PROPOSED"
+    assert again.retry_of_id == approval["id"]
+    assert db.session.get(ToolCall, approval["id"]).status == "FAILED"
+    assert held_calls() == 3  # the held write, its request asked again, the assistant's read
 
 
 def test_a_decision_still_running_is_left_alone(app, world, login):

@@ -164,6 +164,28 @@ def test_an_update_whose_before_changed_is_drawn_again_and_not_run(world, script
     assert record.values["status"] == "done"
 
 
+def test_a_long_before_changed_past_what_the_card_kept_still_asks_again(
+    app, world, scripted, monkeypatch
+):
+    """The card keeps the start of a long value (``CHAT_CARD_MAX``); the check at Confirm
+    is of the whole value, so a change near its end is a change."""
+    monkeypatch.setitem(app.config, "CHAT_CARD_MAX", 2_000)
+    member, owner = world.a.principal("member"), world.a.principal("owner")
+    records.update_record(owner, world.a.model, world.a.public.id, {"notes": "a" * 5_000})
+    db.session.commit()
+    call = propose_update(world, scripted, member, notes="Short now")
+    assert "more characters]" in call.preview["changes"][0]["before"]
+    records.update_record(
+        owner, world.a.model, world.a.public.id, {"notes": "a" * 4_990 + "z" * 10}
+    )
+    db.session.commit()
+    with pytest.raises(decisions.ProposalChanged):
+        service.confirm_tool_call(member, call.id)
+    db.session.expire_all()
+    assert db.session.get(Record, world.a.public.id).values["notes"].endswith("z" * 10)
+    assert db.session.get(ToolCall, call.id).status == "PROPOSED"
+
+
 def test_a_change_to_a_field_the_card_does_not_show_does_not_block(world, scripted):
     member, owner = world.a.principal("member"), world.a.principal("owner")
     call = propose_update(world, scripted, member, status="done")

@@ -159,3 +159,34 @@ def test_a_stream_that_loses_the_database_ends_with_a_notice_and_a_retry(world, 
     notice = BeautifulSoup(live, "html.parser")
     retry = notice.find("button", string="Retry")
     assert retry["hx-get"] == f"/chat/conversations/{conversation_id}"
+
+
+# ---- only an outage is an outage (a bug is a 500) -----------------------------------------
+
+
+def test_a_sql_bug_answers_500_with_its_traceback_logged_and_an_outage_still_503(world, caplog):
+    """SQLite reports SQL that cannot run (a table that does not exist) as the same
+    ``OperationalError`` as a database it cannot open: only the second is an outage."""
+    from sqlalchemy import text
+
+    with app_on_switchable_database(PROPAGATE_EXCEPTIONS=False) as (cut, switch):
+
+        def buggy() -> str:
+            db.session.execute(text("SELECT id FROM no_such_table")).all()
+            return "unreachable"
+
+        cut.add_url_rule("/buggy", "buggy", buggy)
+        client = cut.test_client()
+        caplog.clear()
+        bug = client.get("/buggy")
+        assert bug.status_code == 500 and "Retry-After" not in bug.headers
+        assert UNAVAILABLE not in bug.get_data(as_text=True)
+        [logged] = [r for r in caplog.records if r.levelname == "ERROR"]
+        assert logged.exc_info and "no_such_table" in str(logged.exc_info[1])
+
+        caplog.clear()
+        switch.down()
+        down = client.get("/buggy")
+        assert down.status_code == 503 and down.headers["Retry-After"].isdigit()
+        assert UNAVAILABLE in down.get_data(as_text=True)
+        assert [r.levelname for r in caplog.records] == ["WARNING"]

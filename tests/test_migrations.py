@@ -262,6 +262,24 @@ def test_a_keys_duplicate_conversations_are_merged_into_its_oldest(migrated_app)
                     | {"status": "PROPOSED", "skipped": False, "allowed": False}
                     | {"created_at": utcnow()},
                 )
+                # Its "held" event (no conversation in the column: the key's principal has
+                # none), and its decision's (the approver's, via the conversation).
+                for event_id, via in ((message_id * 10, False), (message_id * 10 + 1, True)):
+                    conn.execute(
+                        insert(Event.__table__),
+                        {"id": event_id, "org_id": 1, "type": "chat.tool_call.held"}
+                        | {"actor_kind": "api_key", "actor_id": 3, "subject_type": "tool_call"}
+                        | {"subject_id": message_id, "created_at": utcnow()}
+                        | {"conversation_id": conversation_id if via else None}
+                        | {"payload": {"conversation_id": conversation_id, "tool": "x"}},
+                    )
+        # An event of something else, naming conversation 11 in its payload: left alone.
+        conn.execute(
+            insert(Event.__table__),
+            {"id": 9, "org_id": 1, "type": "record.created", "actor_kind": "user"}
+            | {"actor_id": 5, "subject_type": "record", "subject_id": 11}
+            | {"created_at": utcnow(), "payload": {"conversation_id": 11}},
+        )
     upgrade()
     with db.engine.connect() as conn:
         conversations = conn.execute(text("SELECT id FROM chat_conversations")).all()
@@ -269,7 +287,17 @@ def test_a_keys_duplicate_conversations_are_merged_into_its_oldest(migrated_app)
             text("SELECT id, conversation_id, seq FROM chat_messages ORDER BY seq")
         ).all()
         called = conn.execute(text("SELECT DISTINCT conversation_id FROM chat_tool_calls")).all()
+        events = conn.execute(
+            select(Event.id, Event.conversation_id, Event.payload).order_by(Event.id)
+        ).all()
     assert [tuple(r) for r in conversations] == [(10,)]
+    held = {e.id: (e.conversation_id, e.payload["conversation_id"]) for e in events if e.id > 9}
+    assert held == {
+        event_id: (10 if event_id % 10 else None, 10)
+        for message_id in (101, 102, 111, 112)
+        for event_id in (message_id * 10, message_id * 10 + 1)
+    }
+    assert events[0].payload == {"conversation_id": 11}
     assert [tuple(r) for r in messages] == [(101, 10, 1), (102, 10, 2), (111, 10, 3), (112, 10, 4)]
     assert [tuple(r) for r in called] == [(10,)]
 

@@ -9,10 +9,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import select
 
 from monark.chat import service
+from monark.chat.models import Conversation
 from monark.chat.runtime import provider_for, set_llm_provider
 from monark.chat.service import SendInput
+from monark.extensions import db
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Say
 from tests.test_providers import _replies, use_provider
@@ -83,3 +86,84 @@ def test_a_client_dropped_while_a_reply_streams_on_it_closes_when_the_reply_ends
     assert result.status == "done"
     assert [m.text for m in _replies(result.conversation_id)] == ["one two three four"]
     assert streaming_sdk.is_closed()  # closed once the reply ended
+
+
+def test_a_turn_whose_client_was_dropped_keeps_it_for_its_later_steps(
+    app, world, fake, monkeypatch
+):
+    """Dropped from the cache mid-turn, the adapter's client serves the turn's next steps
+    (no new client per step) and is closed once the turn ends."""
+    from monark.chat.llm.openai_chat import OpenAIProvider
+    from tests.llm_script import Call
+
+    built: list[object] = []
+    make_client = OpenAIProvider.make_client
+
+    def counted(self):
+        client = make_client(self)
+        built.append(client)
+        return client
+
+    monkeypatch.setattr(OpenAIProvider, "make_client", counted)
+    monkeypatch.setitem(app.config, "CHAT_LLM_CLIENT_CACHE", 1)
+    use_provider(app, world.a.org.id, "openai", fake.base_url, key="sk-acme-key-0001")
+    use_provider(app, world.b.org.id, "openai", fake.base_url, key="sk-globex-key-0002")
+    fake.gate = threading.Event()
+    fake.script.add([Call("records_list", {"model": "tasks"})], [Say("Two steps.")])
+    done: dict = {}
+
+    def acme_turn() -> None:
+        with app.app_context():
+            member = world.a.principal("member")
+            done["first"] = service.send_message(member, SendInput(text="List"))
+
+    turn = threading.Thread(target=acme_turn)
+    turn.start()
+    deadline = time.monotonic() + 10
+    while not fake.requests:  # the first step has begun on Acme's client
+        assert time.monotonic() < deadline, "Acme's turn never reached the model"
+        time.sleep(0.01)
+    provider_for(world.b.org.id)  # Globex's adapter takes the only place: Acme's is dropped
+    fake.gate.set()
+    turn.join(20)
+    result = done["first"]
+    assert result.status == "done" and len(fake.requests) == 2
+    (client,) = built  # one client for the turn's two steps (Globex's is not made yet)
+    assert client.is_closed()  # closed when the turn ended
+
+
+def test_stop_ends_a_turn_whose_client_is_still_being_built(app, world, fake, monkeypatch):
+    """Building a client can be slow (the SDK's first import takes seconds): the turn
+    holding the adapter does not wait for it to end, so Stop stops it at once."""
+    from monark.chat import turns
+    from monark.chat.llm.openai_chat import OpenAIProvider
+
+    building, built = threading.Event(), threading.Event()
+    make_client = OpenAIProvider.make_client
+
+    def slow(self):
+        building.set()
+        built.wait(20)
+        return make_client(self)
+
+    monkeypatch.setattr(OpenAIProvider, "make_client", slow)
+    use_provider(app, world.a.org.id, "openai", fake.base_url, key="sk-acme-key-0001")
+    done: dict = {}
+
+    def acme_turn() -> None:
+        with app.app_context():
+            member = world.a.principal("member")
+            done["result"] = service.send_message(member, SendInput(text="Hi"))
+
+    turn = threading.Thread(target=acme_turn)
+    turn.start()
+    try:
+        assert building.wait(10), "the turn never asked for its client"
+        conversation_id = db.session.scalar(select(Conversation.id))
+        turns.request_stop(conversation_id)
+        turn.join(10)
+        assert not turn.is_alive(), "the turn waited for its client to be built"
+        assert done["result"].status == "stopped"
+    finally:
+        built.set()
+        turn.join(20)

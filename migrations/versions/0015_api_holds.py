@@ -20,9 +20,41 @@ AUTOINCREMENT = {"sqlite_autoincrement": True}
 OWNED = ('chat_messages', 'chat_tool_calls', 'chat_participants', 'chat_allowances')
 
 
+def _repoint_events(bind, other: int, keep: int) -> None:
+    """The events of a conversation merged away name the one kept instead: the column,
+    a conversation's own events (their subject), and the ``conversation_id`` of the
+    payloads of its calls' events (read before the calls move)."""
+    events = sa.text(
+        "SELECT id, payload FROM events WHERE conversation_id = :other "
+        "OR (subject_type = 'conversation' AND subject_id = :other) "
+        "OR (subject_type = 'tool_call' AND subject_id IN "
+        "(SELECT id FROM chat_tool_calls WHERE conversation_id = :other))"
+    ).columns(sa.column('id', sa.Integer()), sa.column('payload', sa.JSON()))
+    for event_id, payload in bind.execute(events, {"other": other}).all():
+        if isinstance(payload, dict) and payload.get('conversation_id') == other:
+            bind.execute(
+                sa.text("UPDATE events SET payload = :payload WHERE id = :id").bindparams(
+                    sa.bindparam('payload', type_=sa.JSON())
+                ),
+                {"payload": {**payload, 'conversation_id': keep}, "id": event_id},
+            )
+    bind.execute(
+        sa.text("UPDATE events SET conversation_id = :keep WHERE conversation_id = :other"),
+        {"keep": keep, "other": other},
+    )
+    bind.execute(
+        sa.text(
+            "UPDATE events SET subject_id = :keep "
+            "WHERE subject_type = 'conversation' AND subject_id = :other"
+        ),
+        {"keep": keep, "other": other},
+    )
+
+
 def _merge_duplicate_key_conversations() -> None:
     """Two first writes at once could make two conversations for one key: keep its
-    oldest, and move the others' messages (numbered after its own) and calls into it."""
+    oldest, and move the others' messages (numbered after its own), calls and events
+    into it."""
     bind = op.get_bind()
     duplicates = bind.execute(
         sa.text(
@@ -39,6 +71,7 @@ def _merge_duplicate_key_conversations() -> None:
             {"k": key_id, "keep": keep},
         ).scalars()
         for other in list(others):
+            _repoint_events(bind, other, keep)
             offset = bind.execute(
                 sa.text("SELECT coalesce(max(seq), 0) FROM chat_messages WHERE conversation_id = :c"),
                 {"c": keep},

@@ -24,7 +24,7 @@ from monark.api import schemas as s
 from monark.api.dispatch import dispatch
 from monark.api.routes import V1_ROUTES
 from monark.chat import decisions, handover, lease, store, turns
-from monark.chat.calls import run_tool_call
+from monark.chat.calls import kept_preview, run_tool_call
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
@@ -47,7 +47,6 @@ from monark.core.routes import (
     prepare_call,
     query_arguments,
 )
-from monark.core.text import storable
 from monark.core.uow import unit_of_work
 from monark.extensions import db
 
@@ -128,12 +127,14 @@ class Refused(AppError):
 def hold(principal: Principal, route: RouteDescriptor, arguments: dict[str, Any]) -> ToolCall:
     """Store the key's write as a pending approval, with the card its route draws."""
     try:
-        preview = storable(route.preview(principal, arguments)) if route.preview else None
+        drawn = route.preview(principal, arguments) if route.preview else None
     except Exception:  # a preview is a courtesy; the held write must still be stored
         current_app.logger.exception("previewing %s failed", route.name)
-        preview = None
+        drawn = None
     db.session.rollback()  # the preview's reads
-    preview = preview or {"headline": f"run {route.name}"}
+    # Bounded as every stored card is: the inbox shows it within CHAT_CARD_MAX, and the
+    # target's check at Confirm compares like with like.
+    preview = kept_preview(drawn or {"headline": f"run {route.name}"}) or {}
     key = held.lock_key(principal.actor_id)
     conversation = held.key_conversation(principal, key)
     call = held.store_held(
@@ -334,9 +335,16 @@ def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
     result, error or rejection reason."""
     call = find_approval(principal, approval_id)
     if call.status == ToolCallStatus.EXECUTING or call.error == lease.INTERRUPTED_CALL:
-        cut_off.settle(principal.org_id, call.conversation_id)  # its decision may have died
-        call = find_approval(principal, approval_id)
-        db.session.refresh(call)
+        # Its decision may have died: settled in a unit that keeps what it writes (even
+        # inside a read, such as the assistant's ``approvals_get``), and answered from
+        # what it kept, so the answer never names a request that does not exist.
+        with unit_of_work():
+            cut_off.settle(principal.org_id, call.conversation_id)
+            return _approval_answer(principal, find_approval(principal, approval_id))
+    return _approval_answer(principal, call)
+
+
+def _approval_answer(principal: Principal, call: ToolCall) -> s.ApprovalOut:
     config = current_app.config
     status = _status(call, config)
     asked_again_as = cut_off.asked_again_as(call) if status == "failed" else None

@@ -25,6 +25,7 @@ from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCal
 from monark.core.errors import Conflict
 from monark.core.keys import key_principal
 from monark.core.models import utcnow
+from monark.core.uow import unit_of_work
 from monark.extensions import db
 
 ASKED_AGAIN = (
@@ -63,23 +64,25 @@ def settle(
     org_id: int, conversation_id: int | None = None, config: Mapping[str, Any] | None = None
 ) -> None:
     """Settle the org's (or one conversation's) held writes cut off while they ran, and ask
-    each again; commits. A conversation whose decision still holds its lease is left to it."""
+    each again, in a unit of work that writes (kept even where it is called within a read);
+    commits. A conversation whose decision still holds its lease is left to it."""
     config = config if config is not None else current_app.config
     query = _left_behind(org_id)
     if conversation_id is not None:
         query = query.where(Conversation.id == conversation_id)
-    found = db.session.execute(query).all()
-    db.session.rollback()
-    for cid, key_id in found:
-        try:
-            turn_id = turns.claim(cid, config)  # taken over: what the dead run left is failed
-        except Conflict:
-            continue  # a live decision holds it: it settles its own
-        try:
-            _ask_again(org_id, cid, key_id)
-        finally:
-            db.session.rollback()
-            lease.release(cid, turn_id)
+    with unit_of_work():
+        found = db.session.execute(query).all()
+        db.session.rollback()
+        for cid, key_id in found:
+            try:
+                turn_id = turns.claim(cid, config)  # taken over: the dead run's call failed
+            except Conflict:
+                continue  # a live decision holds it: it settles its own
+            try:
+                _ask_again(org_id, cid, key_id)
+            finally:
+                db.session.rollback()
+                lease.release(cid, turn_id)
 
 
 def _ask_again(org_id: int, conversation_id: int, key_id: int | None) -> None:

@@ -43,7 +43,7 @@ from monark.chat.loop import TurnStatus
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
 from monark.chat.turns import progress_log
 from monark.core.broker import ProgressLog
-from monark.core.errors import DATABASE_DOWN, UNAVAILABLE, AppError
+from monark.core.errors import UNAVAILABLE, AppError, is_outage
 from monark.core.rbac import Principal
 from monark.extensions import db
 
@@ -316,7 +316,9 @@ def watch_turn(
             if after is not None:
                 watch.absorb(_entries_until(log, turn_id, after))
             yield from _follow(watch, log, turn_id, after)
-        except DATABASE_DOWN:
+        except SQLAlchemyError as err:
+            if not is_outage(err):
+                raise
             yield _database_lost(watch.conversation_id)
 
     # The request's own session is done: hand its connection back before the long stream.

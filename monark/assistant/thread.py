@@ -21,7 +21,7 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.runtime import tool_executor
-from monark.core.bounds import clip
+from monark.core.bounds import bounded, clip
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
@@ -170,6 +170,16 @@ def _shown(value: Any) -> str:
     return clip(pretty_json(value), current_app.config["CHAT_CARD_MAX"])
 
 
+def _changes_shown(changes: Any) -> list[dict[str, Any]]:
+    """A card's before → after rows, within ``CHAT_CARD_MAX`` (bounded when stored, by
+    ``kept_preview``, and again here for a card stored before every storer did); a cut's
+    marker is a row of its own, saying what was left out."""
+    kept = bounded(
+        changes if isinstance(changes, list) else [], current_app.config["CHAT_CARD_MAX"]
+    )
+    return [c if isinstance(c, dict) else {"field": "…", "after": str(c)} for c in kept]
+
+
 def call_view(
     call: ToolCall,
     names: dict[int, str] | None = None,
@@ -195,7 +205,7 @@ def call_view(
         status=call.status,
         mutates=call.mutates,
         headline=headline,
-        changes=list(preview.get("changes") or []),
+        changes=_changes_shown(preview.get("changes")),
         input_json=_shown(call.input),
         result_json=_shown(result) if result is not None else None,
         error=clip(call.error, current_app.config["CHAT_CARD_MAX"]) if call.error else None,

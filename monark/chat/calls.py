@@ -8,7 +8,10 @@ statements stop there and its writes roll back), and what it stores is bounded
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from flask import current_app
@@ -21,30 +24,28 @@ from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
 from monark.core.text import storable
-from monark.core.uow import Deadline, time_limit, unit_of_work
+from monark.core.uow import (
+    Deadline,
+    TimeLimitPassed,
+    session_released,
+    time_limit,
+    unit_of_work,
+)
 from monark.extensions import db
-
-
-def _kept(value: Any) -> Any:
-    """What is stored of a tool's result (or error, or details): storable, and bounded."""
-    limit = current_app.config["CHAT_TOOL_RESULT_MAX"]
-    if isinstance(value, str):
-        return storable(clip(value, limit))
-    return storable(bounded(value, limit))
 
 
 def _outcome_values(outcome: ToolOutcome, duration_ms: int) -> dict[str, Any]:
     if outcome.ok:
         return {
             "status": ToolCallStatus.SUCCEEDED,
-            "result": _kept(outcome.result),
+            "result": kept(outcome.result),
             "error": None,
             "duration_ms": duration_ms,
         }
     return {
         "status": ToolCallStatus.FAILED,
-        "error": _kept(outcome.error or "The tool failed."),
-        "result": {"details": _kept(outcome.details)} if outcome.details else None,
+        "error": kept(outcome.error or "The tool failed."),
+        "result": {"details": kept(outcome.details)} if outcome.details else None,
         "duration_ms": duration_ms,
     }
 
@@ -119,18 +120,39 @@ def run_tool_call(
     So is what undoing it takes (its tool's undo hook reads the before-state first).
     """
     actor = principal.via_assistant(call.conversation_id)
-    db.session.commit()  # nothing of ours pending while the tool's own transaction runs
-    undo_spec = _undo_spec(executor, call)
     limit = current_app.config["CHAT_TOOL_TIMEOUT"]
-    deadline: Deadline | None = None
     started = time.perf_counter()
+    # Nothing of ours is pending, and no connection held, while the tool's own unit runs.
+    with session_released():
+        outcome, stored = _run_within(limit, actor, call, executor, started)
+    if not stored:
+        duration = int((time.perf_counter() - started) * 1000)
+        _store_outcome(actor, call, _outcome_values(outcome, duration))
+        db.session.commit()
+    db.session.refresh(call)
+    hooks.on_tool_call(call)
+
+
+def _run_within(
+    limit: float, actor: Principal, call: ToolCall, executor: ChatToolExecutor, started: float
+) -> tuple[ToolOutcome, bool]:
+    """The call run in a unit of work within ``limit`` seconds: its outcome, and whether
+    it was stored with the tool's writes (a write that succeeded)."""
+    undo_spec = _undo_spec(executor, call)
+    deadline: Deadline | None = None
     stored = False
     try:
         # The tool's writes are kept only if it succeeds (the unit rolls back otherwise),
-        # and its statements stop at the time limit (then it fails).
+        # and within the time limit: its statements stop there, and a unit that reaches
+        # its commit after it keeps nothing (``TimeLimitPassed``). The in-process calls
+        # the tool makes share its unit (and its one connection).
         with time_limit(limit) as deadline, unit_of_work(read_only=not call.mutates) as unit:
             before = _undo_before(undo_spec, actor, call)
             outcome = executor.execute(actor, call.name, dict(call.input))
+            if outcome.ok and deadline.passed():
+                # Past the limit in Python time or a wait outside the database: it failed,
+                # however it ended.
+                outcome = timed_out(limit)
             if not outcome.ok:
                 unit.fail()
             elif call.mutates:
@@ -141,31 +163,74 @@ def run_tool_call(
                 if not stored:  # settled as interrupted meanwhile: keep its word, undo
                     unit.fail()
                     outcome = ToolOutcome(ok=False, error=lease.INTERRUPTED_CALL)
+    except TimeLimitPassed:  # a statement, or the commit, came after the deadline
+        return timed_out(limit), False
     except Exception as err:  # the tool boundary: a failure becomes a result the model sees
         current_app.logger.exception("tool %s failed", call.name)
-        stored = False
         # The exception's text may hold SQL or internals: it goes to the log, not the model.
         outcome = ToolOutcome(
             ok=False,
             error=f"The tool failed unexpectedly ({type(err).__name__}); the server logged it.",
         )
+        stored = False
     if not outcome.ok and deadline is not None and deadline.passed():
         outcome = timed_out(limit)  # whatever its stopped statement made of it
-    if not stored:
-        duration = int((time.perf_counter() - started) * 1000)
-        _store_outcome(actor, call, _outcome_values(outcome, duration))
-        db.session.commit()
-    db.session.refresh(call)
-    hooks.on_tool_call(call)
+    return outcome, stored
+
+
+def kept(value: Any, limit: int | None = None) -> Any:
+    """What is stored of a call's result, error, details, refusal or card: storable, and
+    within ``limit`` characters of JSON (``CHAT_TOOL_RESULT_MAX`` unless said), cut with
+    markers. Everything a call stores from a tool, a route or a model goes through here."""
+    limit = limit if limit is not None else current_app.config["CHAT_TOOL_RESULT_MAX"]
+    if isinstance(value, str):
+        return storable(clip(value, limit))
+    return storable(bounded(value, limit))
+
+
+# The stored card's digest of its whole before side (``before_digest``), taken before the
+# card is cut to ``CHAT_CARD_MAX``: a change past what the card kept is still a change.
+BEFORE_DIGEST = "before_digest"
+
+
+def kept_preview(preview: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What is stored of a card's preview: ``kept`` within ``CHAT_CARD_MAX``, with the
+    digest of its whole before side. Every preview a call stores is this."""
+    if preview is None:
+        return None
+    digest = before_digest(preview)
+    shown = kept(dict(preview), current_app.config["CHAT_CARD_MAX"])
+    return {**shown, BEFORE_DIGEST: digest}
+
+
+def _before_side(preview: Mapping[str, Any]) -> list[Any]:
+    """What a card shows of the target as it was: the headline naming it, and each
+    field's before (and whether the write would leave it as it is)."""
+    changes = [
+        [str(c.get("field")), c.get("before"), bool(c.get("unchanged"))]
+        for c in preview.get("changes") or []
+        if isinstance(c, Mapping) and ("before" in c or c.get("unchanged"))
+    ]
+    return [preview.get("headline"), changes]
+
+
+def before_digest(preview: Mapping[str, Any]) -> str:
+    """A digest of a card's before side, whole: the one it was stored with, or for a card
+    stored without one, of what it kept."""
+    stored = preview.get(BEFORE_DIGEST)
+    if isinstance(stored, str):
+        return stored
+    side = json.dumps(_before_side(preview), ensure_ascii=True, sort_keys=True, default=repr)
+    return hashlib.sha256(side.encode()).hexdigest()
 
 
 def preview_of(
     executor: ChatToolExecutor, actor: Principal, call: ToolCall
 ) -> dict[str, Any] | None:
-    """The card's preview of a call (None when it cannot be made)."""
+    """The card's preview of a call, as stored (``kept_preview``; None when it cannot be
+    made)."""
     try:
-        preview = executor.preview(actor, call.name, dict(call.input))
-        return storable(bounded(preview, current_app.config["CHAT_CARD_MAX"]))
+        return kept_preview(executor.preview(actor, call.name, dict(call.input)))
     except Exception:  # a preview is a courtesy; the call itself must still be stored
         current_app.logger.exception("previewing %s failed", call.name)
         return None
@@ -180,9 +245,8 @@ def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
     except ValueError as err:
         call.input = {}
         return f"The arguments {err}; nothing was run."
-    if spec is None:
-        name = clip(call.name, 100)
-        return f"There is no tool named {name!r}; call only the tools you were given."
+    if spec is None:  # the name as stored: cut when it was longer (``CALL_NAME_MAX``)
+        return f"There is no tool named {call.name!r}; call only the tools you were given."
     if spec.validate is None:
         return None
     try:
@@ -190,7 +254,7 @@ def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
     except Exception:  # a check that breaks does not decide: the tool checks again
         current_app.logger.exception("validating %s failed", call.name)
         return None
-    return storable(refused) if refused else None
+    return kept(refused) if refused else None
 
 
 def precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> None:
@@ -202,5 +266,5 @@ def precheck(executor: ChatToolExecutor, actor: Principal, call: ToolCall) -> No
         return
     if outcome is not None and not outcome.ok:
         call.status = ToolCallStatus.FAILED
-        call.error = storable(outcome.error or "The arguments are invalid.")
-        call.result = {"details": storable(outcome.details)} if outcome.details else None
+        call.error = kept(outcome.error or "The arguments are invalid.")
+        call.result = {"details": kept(outcome.details)} if outcome.details else None

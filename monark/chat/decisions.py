@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from monark.chat import store
-from monark.chat.calls import preview_of
+from monark.chat.calls import before_digest, preview_of
 from monark.chat.edits import EDITED_SINCE, shows_current
 from monark.chat.models import ToolCall, ToolCallStatus
 from monark.chat.tools import ChatToolExecutor
@@ -228,27 +228,15 @@ def expire_overdue(principal: Principal, conversation_id: int, config: Mapping[s
     return expired
 
 
-def _before_side(preview: Mapping[str, Any] | None) -> list[tuple[Any, ...]]:
-    """What a card shows of the target as it was: each field's before (and whether the
-    write would leave it as it is), and the headline naming the target."""
-    preview = preview or {}
-    changes = [
-        (str(c.get("field")), repr(c.get("before")), bool(c.get("unchanged")))
-        for c in preview.get("changes") or []
-        if isinstance(c, Mapping) and ("before" in c or c.get("unchanged"))
-    ]
-    return [("headline", preview.get("headline"), False), *changes]
-
-
 def redrawn(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> bool:
     """Read a write's target again, as the user, before it runs: when the card's before
-    side no longer holds, store the card as it is now (the call stays PROPOSED, to be
-    decided again) and say so."""
+    side no longer holds (its digest, of the whole values, not of what the card kept),
+    store the card as it is now (the call stays PROPOSED, to be decided again) and say so."""
     if not call.mutates or not call.preview:
         return False
     shown = call.preview
     fresh = preview_of(executor, principal.via_assistant(call.conversation_id), call)
-    if fresh is None or _before_side(fresh) == _before_side(shown):
+    if fresh is None or before_digest(fresh) == before_digest(shown):
         db.session.rollback()  # the preview's reads: leave nothing open
         return False
     changed = db.session.execute(

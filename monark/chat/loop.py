@@ -9,6 +9,7 @@ with its calls and previews; end, wait for the user, or run the reads and go rou
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -22,8 +23,10 @@ from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
+from monark.chat.llm.common import held
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
+    CALL_NAME_MAX,
     Conversation,
     Message,
     MessageRole,
@@ -36,6 +39,7 @@ from monark.chat.runtime import provider_for, tool_executor
 from monark.chat.streaming import Step, stream_step
 from monark.chat.tools import ChatToolExecutor, ToolSpec
 from monark.chat.transcript import build_llm_messages, tool_definitions
+from monark.core.bounds import clip
 from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -211,6 +215,16 @@ def _stream_reply(
     return stream_step(setup.provider, request, hooks, setup.silence)
 
 
+def _call_id(asked: str) -> str:
+    """The provider's call id as stored (within ``CALL_NAME_MAX``): a longer one keeps its
+    start and a digest of the whole, so the calls of one step keep ids of their own (the
+    model pairs each result with its call by it)."""
+    if len(asked) <= CALL_NAME_MAX:
+        return asked
+    digest = hashlib.sha256(asked.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{asked[: CALL_NAME_MAX - 17]}_{digest}"
+
+
 def _proposed_calls(
     setup: _Setup, actor: Principal, conversation: Conversation, requested: list
 ) -> list[ToolCall]:
@@ -222,9 +236,9 @@ def _proposed_calls(
             org_id=conversation.org_id,
             conversation_id=conversation.id,
             position=position,
-            provider_call_id=asked.id,
+            provider_call_id=_call_id(asked.id),
             provider_meta=asked.meta,
-            name=asked.name,
+            name=clip(asked.name, CALL_NAME_MAX),  # an unknown one: ``validate`` says so
             input=asked.input,
             # A tool nobody declared fails closed (``validate``), shown as a refused write.
             mutates=spec.mutates if spec is not None else True,
@@ -317,6 +331,16 @@ def advance_conversation(
     hooks = hooks or TurnHooks()
     config = config if config is not None else current_app.config
     setup = _Setup.load(principal, config)
+    # The turn holds its adapter: dropped from the cache meanwhile, its client still serves
+    # every step of the turn, and is closed when the turn ends.
+    with held(setup.provider):
+        return _run_steps(setup, principal, conversation_id, hooks)
+
+
+def _run_steps(
+    setup: _Setup, principal: Principal, conversation_id: int, hooks: TurnHooks
+) -> TurnResult:
+    """The turn's steps, until it ends, a write awaits confirmation, or a limit hits."""
     result = TurnResult(TurnStatus.DONE, conversation_id)
     while True:
         if hooks.should_stop():  # Stop during a tool call: no new model step

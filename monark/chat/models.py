@@ -164,6 +164,11 @@ class Message(db.Model):
     )
 
 
+# How long a stored call's tool name and provider call id may be (``ToolCall``): a model's
+# longer ones are cut where its step is stored (``chat.loop``).
+CALL_NAME_MAX = 120
+
+
 class ToolCall(db.Model):
     __tablename__ = "chat_tool_calls"
     __table_args__ = (
@@ -181,10 +186,10 @@ class ToolCall(db.Model):
         ForeignKey("chat_messages.id", ondelete="CASCADE"), index=True
     )
     position: Mapped[int] = mapped_column(default=0)
-    provider_call_id: Mapped[str] = mapped_column(String(120))
+    provider_call_id: Mapped[str] = mapped_column(String(CALL_NAME_MAX))
     # What the provider asked to get back with the call (Gemini's thought signature).
     provider_meta: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    name: Mapped[str] = mapped_column(String(120))
+    name: Mapped[str] = mapped_column(String(CALL_NAME_MAX))
     input: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     mutates: Mapped[bool] = mapped_column()
     status: Mapped[ToolCallStatus] = mapped_column(EnumText(ToolCallStatus, 12))

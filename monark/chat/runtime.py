@@ -26,13 +26,12 @@ from monark.chat.llm.unavailable import UnavailableProvider
 from monark.chat.tools import ChatToolExecutor, NoTools
 
 _KEY = "monark.chat"
-CLIENT_CACHE = 64  # adapters (SDK clients) kept per process, unless configured
 
 
 class AdapterCache:
     """Adapters by provider configuration (an org's key and endpoint, or the deployment's),
-    the most recently used kept; each one dropped is closed, once the steps still
-    streaming on it end (``SdkAdapter.close``). A changed key or base URL is a new
+    the most recently used kept; each one dropped is closed, once the turns still using
+    it end (``SdkAdapter.close``, ``llm.common.held``). A changed key or base URL is a new
     configuration: without a bound, every old one would keep its client for good."""
 
     def __init__(self) -> None:
@@ -111,7 +110,7 @@ def provider_for(org_id: int | None, config: Any | None = None) -> tuple[LlmProv
     override = runtime().override
     if override is not None:
         return override, resolved
-    return _adapter(resolved, int(config.get("CHAT_LLM_CLIENT_CACHE", CLIENT_CACHE))), resolved
+    return _adapter(resolved, int(config["CHAT_LLM_CLIENT_CACHE"])), resolved
 
 
 def llm_provider(config: Any | None = None) -> LlmProvider:

@@ -36,7 +36,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from monark.chat import allowances, handover, store, turns
-from monark.chat.calls import run_tool_call
+from monark.chat.calls import kept_preview, run_tool_call
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
@@ -226,7 +226,7 @@ def _store_undo(
         status=ToolCallStatus.EXECUTING,
         decided_by_id=principal.user_id,
         decided_at=utcnow(),
-        preview={"headline": f"undo: {summary}"},
+        preview=kept_preview({"headline": f"undo: {summary}"}),
         undo_of_id=call.id,
     )
     db.session.add(undo_call)

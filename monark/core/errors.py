@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from flask import Flask, current_app, jsonify, render_template, request
 from pydantic import ValidationError
-from sqlalchemy.exc import DataError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
@@ -86,14 +93,40 @@ _HTTP_CODES = {
     503: "unavailable",
 }
 
-# The database did not answer: a refused or dropped connection, no connection free in the
-# pool, a lock held past the wait. A moment later it may: Monark's own 503, never a bare 500.
-DATABASE_DOWN = (OperationalError, InterfaceError, PoolTimeout)
+# PostgreSQL's SQLSTATEs of a server that cannot serve now: shutting down (admin, crash),
+# starting up, too many connections; class 08 (connection exceptions) too.
+_PG_OUTAGE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+# What SQLite says when the file cannot be reached, read or locked in time.
+_SQLITE_OUTAGE = ("unable to open database file", "disk i/o error", "database is locked")
 RETRY_AFTER_SECONDS = 5
 UNAVAILABLE = "Monark cannot reach its database just now. Try again in a moment."
 # Set on a request whose answer says the database is down: drawing that answer must not
 # ask the database again (who is signed in, the navigation, the assistant's gates).
 _DATABASE_DOWN_KEY = "monark.database_down"
+
+
+def is_outage(err: BaseException) -> bool:
+    """Whether a database error means the database did not answer (a refused or dropped
+    connection, no connection free in the pool, a lock held past the wait): a moment later
+    it may, so it is answered with Monark's 503. Anything else (SQL that cannot run, a
+    full disk, a deadlock, a cancelled statement) is a fault, answered 500 and logged."""
+    if isinstance(err, InterfaceError | PoolTimeout):
+        return True
+    if not isinstance(err, DBAPIError):
+        return False
+    if err.connection_invalidated:
+        return True
+    if not isinstance(err, OperationalError):
+        return False
+    cause = err.orig
+    if isinstance(cause, sqlite3.Error):
+        said = str(cause).lower()
+        return any(words in said for words in _SQLITE_OUTAGE)
+    if hasattr(cause, "sqlstate"):  # psycopg
+        state = cause.sqlstate
+        # None: no server ever answered (the connection could not be made, or broke).
+        return state is None or state.startswith("08") or state in _PG_OUTAGE_STATES
+    return False
 
 
 def database_down() -> bool:
@@ -125,7 +158,9 @@ def error_page(status: int, message: str, retry: bool = False) -> str:
         how = "button" if is_htmx() else "link" if request.method == "GET" else "form"
     try:
         return render_template(template, status=status, message=message, retry=how)
-    except DATABASE_DOWN:
+    except SQLAlchemyError as err:
+        if not is_outage(err):
+            raise
         # Another error (an expired CSRF token, a page that does not exist) while the
         # database is down: drawing who is signed in failed, so draw it signed out.
         _leave_database()
@@ -205,8 +240,14 @@ def register_error_handlers(app: Flask) -> None:
             return error_json("bad_request", message, 400)
         return error_page(400, message), 400
 
-    for outage in DATABASE_DOWN:
-        app.register_error_handler(outage, unavailable)
+    @app.errorhandler(DBAPIError)
+    @app.errorhandler(PoolTimeout)
+    def handle_database_error(err: SQLAlchemyError):
+        if is_outage(err):
+            return unavailable(err)
+        # A fault, not an outage: raised on, it takes the normal 500 path (logged with its
+        # traceback, then ``handle_server_error``).
+        raise err
 
     @app.errorhandler(500)
     def handle_server_error(err):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 from typing import Any
 
@@ -124,6 +124,16 @@ def _public_transport() -> Any:
     return PublicOnly()
 
 
+@contextmanager
+def held(provider: Any) -> Iterator[None]:
+    """Keep ``provider``'s client open while the block runs (a turn, all its steps): an
+    adapter dropped from the cache meanwhile closes its client when the block ends, rather
+    than after each step and building a new one for the next."""
+    in_use = getattr(provider, "in_use", None)
+    with in_use() if in_use is not None else nullcontext():
+        yield
+
+
 def close_provider(provider: Any) -> None:
     """Close what ``provider`` holds open (an adapter's SDK client), if it holds anything."""
     close = getattr(provider, "close", None)
@@ -141,7 +151,8 @@ class SdkAdapter:
         self.api_key = api_key
         self._client: Any = None
         self._lock = threading.Lock()
-        self._users = 0  # steps streaming and lists being read on the client now
+        self._building = threading.Lock()
+        self._users = 0  # turns, steps streaming and lists being read on the client now
         self._closing = False
 
     # ---- what an adapter writes ----
@@ -178,11 +189,17 @@ class SdkAdapter:
         return text
 
     def client(self) -> Any:
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = self.make_client()
-        return self._client
+        client = self._client
+        if client is None:
+            # A lock of its own: building can take seconds (the SDK's first import), and
+            # ``_lock`` is what a turn ending (or Stop) waits for.
+            with self._building:
+                client = self._client
+                if client is None:
+                    client = self.make_client()
+                    with self._lock:
+                        self._client = client
+        return client
 
     @contextmanager
     def in_use(self) -> Iterator[None]:
@@ -197,8 +214,8 @@ class SdkAdapter:
             self._close_if_idle()
 
     def close(self) -> None:
-        """Close the SDK client (its connections): now, or once the steps streaming on it
-        end, so that a turn whose adapter was dropped from the cache finishes its reply.
+        """Close the SDK client (its connections): now, or once the turns and steps using
+        it end, so that a turn whose adapter was dropped from the cache finishes on it.
         An adapter used after this builds a client again, closed when that use ends."""
         with self._lock:
             self._closing = True
