@@ -10,8 +10,11 @@ from flask import current_app
 from markupsafe import Markup
 from sqlalchemy import func, select
 
-from monark.chat import allowances, decisions, handover, lease, store, undo
-from monark.chat.edits import shown_token
+from monark.approvals import allowances, handover, undo
+from monark.approvals.decision import shown_token
+from monark.approvals.inbox import holders, permission_of
+from monark.approvals.policy import ApprovalPolicy
+from monark.chat import decisions, lease, store
 from monark.chat.models import (
     Conversation,
     Message,
@@ -146,23 +149,21 @@ def _user_names(ids: set[int]) -> dict[int, str]:
 
 
 def _hand_over_view(view: CallView, call: ToolCall) -> None:
-    """A waiting write's hand-over: the members who may approve it, and four eyes."""
+    """A waiting write's hand-over: the members who may approve it, and whether four eyes
+    keeps the requester's Confirm away (they last set its arguments)."""
     if not (view.waiting and call.mutates):
         return
     executor = tool_executor()
-    permission = handover.permission_of(executor, call.name)
+    permission = permission_of(executor, call.name)
     if permission is not None:
-        requester = db.session.scalar(
-            select(Conversation.creator_id).where(Conversation.id == call.conversation_id)
-        )
-        holders = [m for m in handover.holders(call.org_id, permission) if m[0] != requester]
+        may = {uid for uid, _, _ in holders(call.org_id, permission)}
         # Handed to someone whose role lost the permission (or who left): ask someone else.
-        view.approver_gone = call.approver_id is not None and call.approver_id not in {
-            uid for uid, _ in holders
-        }
+        view.approver_gone = call.approver_id is not None and call.approver_id not in may
         if call.approver_id is None or view.approver_gone:
-            view.approvers = holders
-    view.four_eyes = call.name in handover.four_eyes_tools(call.org_id)
+            view.approvers = handover.approvers(executor, call)
+    conversation = db.session.get(Conversation, call.conversation_id)
+    requester = conversation.creator_id if conversation is not None else None
+    view.four_eyes = requester in ApprovalPolicy.of(call.org_id).makers(call, conversation)
 
 
 def _shown(value: Any) -> str:

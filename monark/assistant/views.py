@@ -10,6 +10,9 @@ from urllib.parse import parse_qsl
 from flask import Blueprint, Response, current_app, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
 
+from monark.approvals import handover
+from monark.approvals import service as approvals
+from monark.approvals.decision import ProposalChanged
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.stream import (
     follow_slot,
@@ -19,7 +22,7 @@ from monark.assistant.stream import (
     watch_turn,
 )
 from monark.assistant.thread import ThreadView, call_view, thread_view
-from monark.chat import decisions, handover, lease, service, store, turns
+from monark.chat import decisions, lease, service, store, turns
 from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
 from monark.chat.prompt import PageContext
@@ -310,7 +313,7 @@ def decide():
     return decide_call(
         principal,
         call_id,
-        lambda: service.begin_decision(
+        lambda: approvals.begin_decision(
             principal, call_id, action == "confirm", reason, shown=shown
         ),
     )
@@ -334,7 +337,7 @@ def decide_call(
         return _already_decided(call)
     try:
         turn = begin()
-    except (decisions.ProposalExpired, decisions.ProposalChanged) as err:
+    except (decisions.ProposalExpired, ProposalChanged) as err:
         # Nothing ran: the card as it is now (expired, or drawn again to be decided again).
         # No turn started: the page must not wake a follower left from an earlier one (it
         # would redraw the thread over this answer).

@@ -114,6 +114,33 @@ class ChatToolExecutor(Protocol):
         ...
 
 
+class ProposalGate(Protocol):
+    """What the host decides about proposals (``runtime.install``): whether a proposed write
+    may run at once, and what a turn's claim does first."""
+
+    def runs_at_once(
+        self, actor: Principal, conversation: Any, spec: ToolSpec | None, call: Any
+    ) -> bool:
+        """Whether the just-proposed ``call`` runs without asking anyone."""
+        ...
+
+    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+        """Called as a turn claims its conversation, before it stores anything."""
+        ...
+
+
+class AlwaysAsk:
+    """The gate before the host injects one: every write waits for a decision."""
+
+    def runs_at_once(
+        self, actor: Principal, conversation: Any, spec: ToolSpec | None, call: Any
+    ) -> bool:
+        return False
+
+    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+        return None
+
+
 class NoTools:
     """The executor before the host injects one: no tools, every call fails closed."""
 

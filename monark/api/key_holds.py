@@ -1,6 +1,7 @@
-"""Writes of an API key marked "writes need approval": held, decided in the Approvals inbox.
+"""An API key's held writes: held (202), decided in the Approvals inbox, their status.
 
-A write through /api/v1 with such a key does not run. Its request is validated first (the
+A write through /api/v1 with such a key, or of a tool the org holds to four eyes through
+any key, does not run. Its request is validated first (the
 route's own models, then a dry run of the view as the key, rolled back: a bad request is
 answered at once and never held); then it is stored with the stored-call machinery, as
 one message with its ``ToolCall`` (PROPOSED, the flattened arguments the assistant's tools
@@ -23,8 +24,13 @@ from monark.api import cut_off, held
 from monark.api import schemas as s
 from monark.api.dispatch import dispatch
 from monark.api.routes import V1_ROUTES
-from monark.chat import decisions, handover, lease, store, turns
-from monark.chat.calls import kept_preview, run_tool_call
+from monark.approvals import inbox
+from monark.approvals.decision import Decision, Runner
+from monark.approvals.decision import decide as approvals_decide
+from monark.approvals.policy import ApprovalPolicy
+from monark.chat import decisions, lease, store, turns
+from monark.chat.calls import kept_preview
+from monark.chat.decisions import ALREADY_DECIDED
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
@@ -62,10 +68,14 @@ STATUS_TEXT = {
 }
 
 
-def writes_held(principal: Principal) -> bool:
-    """Whether this principal is an API key whose writes wait for approval."""
+def writes_held(principal: Principal, tool: str) -> bool:
+    """Whether this write of ``tool`` waits for approval: the principal is an API key
+    marked "writes need approval", or the org holds the tool to four eyes (a key's write
+    of such a tool is always held, for a member who did not create the key to decide)."""
     if principal.actor_kind != "api_key":
         return False
+    if ApprovalPolicy.of(principal.org_id).four_eyes(tool):
+        return True
     return bool(
         db.session.scalar(
             select(ApiKey.writes_need_approval).where(
@@ -213,63 +223,63 @@ def decide(
     config: Mapping[str, Any] | None = None,
     shown: str | None = None,
 ) -> ToolCall:
-    """A member's decision on a key's held write, exactly once: confirm runs it as the key
-    (whose role caps it, as when it asked) with the approver recorded; reject keeps the
-    reason for the agent. ``shown``: the token of what the approver's card showed.
+    """A member's decision on a key's held write, exactly once (``approvals.decide``, with
+    a runner that runs it as the key, whose role caps it as when it asked, with the
+    approver recorded); reject keeps the reason for the agent. ``shown``: the token of
+    what the approver's card showed.
 
     It runs as a turn of the key's conversation (``chat.turns``): under its lease, renewed
     while the write runs, so a decision whose process dies is settled like a turn (see
     ``cut_off.settle``), and released, settling what it left, if it breaks off."""
     config = config if config is not None else current_app.config
     executor = tool_executor()
-    call, conversation = handover.get_request(approver, executor, call_id)
+    call, conversation = inbox.get_request(approver, executor, call_id)
     if conversation.kind != ConversationKind.API:
-        raise NotFound(handover.NO_REQUEST)
+        raise NotFound(inbox.NO_REQUEST)
     if call.status != ToolCallStatus.PROPOSED:
-        raise Conflict(handover.ALREADY_DECIDED)
+        raise Conflict(ALREADY_DECIDED)
     conversation_id = conversation.id
     try:
         turn_id = turns.claim(conversation_id, config)
     except Conflict:
         raise Conflict(DECIDING) from None
+    decision = Decision(confirm, reason, {call_id: shown} if shown else {})
 
     def work(hooks: TurnHooks) -> TurnResult:
-        _decide(approver, executor, call_id, confirm, reason, config, shown, hooks)
+        _decide(approver, executor, call_id, decision, config, hooks)
         return TurnResult(TurnStatus.DONE, conversation_id)
 
     turns.run_turn(Turn(approver, conversation_id, turn_id, work))
     return db.session.get(ToolCall, call_id, populate_existing=True)  # type: ignore[return-value]
 
 
+def key_runner(approver: Principal, executor: ChatToolExecutor, key: Principal | None) -> Runner:
+    """How a key's approved write runs: as the key, approved by the member, once the
+    member could make it themselves (``check_approver_could_make_it``)."""
+    if key is None:  # revoked since: decided, then failed, saying why
+        return Runner(approver, executor)
+    runner = _AsKey(executor, key.approved_by(approver.user_id))
+    return Runner(
+        approver,
+        runner,  # type: ignore[arg-type]
+        check=lambda call: check_approver_could_make_it(approver, key, call),
+    )
+
+
 def _decide(
     approver: Principal,
     executor: ChatToolExecutor,
     call_id: int,
-    confirm: bool,
-    reason: str | None,
+    decision: Decision,
     config: Mapping[str, Any],
-    shown: str | None,
     hooks: TurnHooks,
 ) -> None:
     """The decision itself, under the conversation's lease."""
-    call, conversation = handover.get_request(approver, executor, call_id)
+    call, conversation = inbox.get_request(approver, executor, call_id)
     db.session.refresh(call)
-    if call.status != ToolCallStatus.PROPOSED:
-        raise Conflict(handover.ALREADY_DECIDED)
-    if decisions.is_expired(call, config):
-        decisions.expire_overdue(approver, conversation.id, config)
-        raise decisions.ProposalExpired(decisions.expired_message(config))
-    reason = " ".join((reason or "").split())[:500] or None
-    checked_edit = call.edited_at
     key = key_principal(conversation.org_id, conversation.api_key_id or 0)
-    if confirm:
-        decisions.check_shown(call, shown)
-        if key is not None:
-            check_approver_could_make_it(approver, key, call)
-        decisions.check_fresh(executor, approver, call)
-    status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
-    decisions.decide(approver, call, status, reason, **decisions.edit_guard(confirm, checked_edit))
-    if not confirm:
+    runner = key_runner(approver, executor, key)
+    if not approvals_decide(runner, [call], decision, config):
         return
     if key is None:
         db.session.execute(
@@ -281,8 +291,7 @@ def _decide(
         store.tool_call_event(approver.via_assistant(conversation.id), call, "failed")
         db.session.commit()
     else:
-        runner = _AsKey(executor, key.approved_by(approver.user_id))
-        run_tool_call(approver, call, runner, hooks)  # type: ignore[arg-type]
+        runner.run(call, hooks)
 
 
 # ---- its status, for the agent --------------------------------------------------------------

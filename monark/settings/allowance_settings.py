@@ -1,4 +1,4 @@
-"""The org's approval settings for the assistant's writes (issue 14, point 3), for admins:
+"""The org's allowance settings for the assistant's writes, for admins:
 whether "Allow <tool> for this conversation" is offered at all, and which write tools
 always ask (``Org.chat_allowances_enabled``, ``Org.chat_always_confirm``). Its form is a
 section of the settings page (``templates/settings/_approvals.html``), saved on its own."""
@@ -20,7 +20,7 @@ from monark.settings import services
 from monark.settings.views import bp
 
 
-def write_tools() -> list[ToolSpec]:
+def always_ask_candidates() -> list[ToolSpec]:
     """The write tools an admin may set to always ask: those a user could allow at all
     (deletes and the like always ask anyway), by name."""
     return [s for s in tool_executor().specs() if s.mutates and s.allowable]
@@ -32,7 +32,7 @@ def update_approval_settings(
     """Save the org's allowance switch and its always-confirm tools, with an event."""
     principal.require("org.manage")
     org = services.get_org(principal)
-    known = {s.name for s in write_tools()}
+    known = {s.name for s in always_ask_candidates()}
     unknown = sorted(set(always_confirm) - known)
     if unknown:
         raise ValidationFailed(
