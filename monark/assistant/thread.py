@@ -75,7 +75,7 @@ class CallView:
     edited_at: datetime | None = None
     original_json: str | None = None
     editable: bool = False  # its tool has arguments a person may change
-    # Allowances and undo (``chat.allowances``, ``chat.undo``): what a waiting card may
+    # Allowances and undo (``approvals.allowances``, ``approvals.undo``): what a waiting card may
     # allow for the conversation (“updates to Tasks records”); ran at once under an
     # allowance; the call this one undoes; whether it may be undone now, or was.
     allow_label: str | None = None
@@ -83,7 +83,7 @@ class CallView:
     undo_of: int | None = None
     can_undo: bool = False
     undone: bool = False
-    # The token of the arguments this card shows, sent with its decision (``chat.edits``).
+    # The token of the arguments this card shows, sent with its decision (``approvals.edits``).
     shown: str = ""
 
     @property
@@ -287,7 +287,7 @@ def _approval_state(call: ToolCall) -> dict[str, Any]:
 def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
     """A bubble's data; assistant text is rendered from Markdown and sanitized."""
     # A reply still streaming has no calls yet (they are stored with its end).
-    # An undo's note carries its call too (``chat.undo``).
+    # An undo's note carries its call too (``approvals.undo``).
     has_calls = message.role in (MessageRole.ASSISTANT, MessageRole.NOTE) and (
         message.status != MessageStatus.STREAMING
     )
@@ -371,7 +371,7 @@ class ThreadView:
     title: str
     messages: list[MessageView]
     turn_id: str | None = None  # the turn being written now (here, in another tab, anywhere)
-    # The user's allowances that hold in this conversation now (``chat.allowances``).
+    # The user's allowances that hold in this conversation now (``approvals.allowances``).
     allowances: list[AllowanceView] = field(default_factory=list)
 
     @property

@@ -215,7 +215,7 @@ class ToolCall(db.Model):
     # conversation"), not by a click on its card.
     allowed: Mapped[bool] = mapped_column(default=False)
     # What undoing a done write takes: the target's state before it and after it, and the
-    # call that puts the before back (``chat.undo``).
+    # call that puts the before back (``approvals.undo``).
     undo: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     # An undo is a call of its own, pointing at the call it undoes: one undo per call.
     undo_of_id: Mapped[int | None] = mapped_column(
@@ -230,7 +230,7 @@ class ToolCall(db.Model):
     )
     handed_at: Mapped[datetime | None] = mapped_column(default=None)
     # A key's held write whose approved run was cut off (its process died) is asked again
-    # as a new call pointing at it: once per call (``api.approvals.ask_again``).
+    # as a new call pointing at it: once per call (``api.cut_off``).
     retry_of_id: Mapped[int | None] = mapped_column(
         ForeignKey("chat_tool_calls.id", ondelete="SET NULL"), default=None, unique=True
     )

@@ -109,7 +109,7 @@ def row_turns(
         blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
         return [("user", [*blocks, TextBlock(row.text)])]
     if row.role == MessageRole.NOTE:
-        # An undo's note (``chat.undo``): the user's side says what they undid, after what
+        # An undo's note (``approvals.undo``): the user's side says what they undid, after what
         # the model already read (nothing earlier is rewritten, so the cached prefix holds).
         said = [TextBlock(b["text"]) for b in row.content if b.get("undo_of") and b.get("text")]
         return [("user", said)] if said else []
