@@ -142,9 +142,16 @@ def confirm_refusal(
 
 def awaits_another(principal: Principal, call: ToolCall) -> bool:
     """Whether ``call`` is not this member's to confirm (handed to another, four eyes)."""
-    conversation = db.session.get(Conversation, call.conversation_id)
-    policy = ApprovalPolicy.of(call.org_id)
-    return confirm_refusal(policy, principal.user_id, call, conversation) is not None
+    return call.id in awaiting_others(principal, [call])
+
+
+def awaiting_others(principal: Principal, calls: Sequence[ToolCall]) -> set[int]:
+    """Which of one conversation's ``calls`` are not this member's to confirm."""
+    if not calls:
+        return set()
+    conversation = db.session.get(Conversation, calls[0].conversation_id)
+    policy = ApprovalPolicy.of(calls[0].org_id)
+    return {c.id for c in calls if confirm_refusal(policy, principal.user_id, c, conversation)}
 
 
 def redrawn(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> bool:
@@ -224,8 +231,13 @@ def decide(
         raise ProposalExpired(expired_message(config))
     if any(c.status != ToolCallStatus.PROPOSED for c in calls):
         raise Conflict(already)
+    ids = [c.id for c in calls]
     chosen = [c for c in calls if decision.confirm and (selected is None or c.id in selected)]
+    chosen_ids = [c.id for c in chosen]
     checked_edits = {c.id: c.edited_at for c in chosen}  # no edit may land after the checks
+    # What the checks read of each call, kept apart from the session: a check that ends
+    # its reads (a rollback) then costs no reload of every call after it.
+    as_checked = {c.id: _snapshot(c) for c in chosen}
 
     policy = ApprovalPolicy.of(calls[0].org_id)
     conversation = db.session.get(Conversation, conversation_id)
@@ -233,32 +245,59 @@ def decide(
     for call in chosen:
         if refused := confirm_refusal(policy, actor.user_id, call, conversation):
             raise Forbidden(refused)
-        if runner.check is not None:
-            runner.check(call)
         if decision.allow and (refused := policy.allow_refusal(specs.get(call.name))):
             raise Forbidden(refused)
+    if runner.check is not None:
+        for call_id in chosen_ids:
+            runner.check(as_checked[call_id])
 
-    edited = [c.id for c in chosen if not shows_current(c, decision.shown.get(c.id))]
+    edited = [i for i in chosen_ids if not shows_current(as_checked[i], decision.shown.get(i))]
     if edited:
         raise ProposalChanged(EDITED_SINCE, call_ids=edited)
     changed: list[int] = []
-    for call in chosen:
+    for call_id in chosen_ids:
         try:
-            check_fresh(tool_executor(), actor, call)
+            check_fresh(tool_executor(), actor, as_checked[call_id])
         except ProposalChanged:
-            changed.append(call.id)
+            changed.append(call_id)
     if changed:
         raise ProposalChanged(CHANGED_MESSAGE, call_ids=changed)
 
+    # The calls as stored now, in one read, to settle (the checks may have ended reads).
+    loaded = {
+        c.id: c
+        for c in db.session.scalars(
+            select(ToolCall).where(ToolCall.id.in_(ids)).execution_options(populate_existing=True)
+        )
+    }
     if decision.allow:
-        for call in chosen:
-            allowances.grant(actor, call, specs.get(call.name))
-    chosen_ids = {c.id for c in chosen}
+        for call_id in chosen_ids:
+            allowances.grant(actor, loaded[call_id], specs.get(loaded[call_id].name))
     settlements = [
-        Settlement(c, ToolCallStatus.EXECUTING, holds=_as_checked(checked_edits[c.id]))
-        if c.id in chosen_ids
-        else Settlement(c, ToolCallStatus.REJECTED, decision.reason)
-        for c in calls
+        Settlement(loaded[i], ToolCallStatus.EXECUTING, holds=_as_checked(checked_edits[i]))
+        if i in checked_edits
+        else Settlement(loaded[i], ToolCallStatus.REJECTED, decision.reason)
+        for i in ids
+        if i in loaded
     ]
-    settle(actor, settlements, _lost(already, chosen_ids))
-    return chosen
+    if len(settlements) != len(ids):
+        raise Conflict(already)
+    settle(actor, settlements, _lost(already, set(chosen_ids)))
+    return [loaded[i] for i in chosen_ids]
+
+
+def _snapshot(call: ToolCall) -> ToolCall:
+    """A detached copy of what the checks read of ``call``."""
+    return ToolCall(
+        id=call.id,
+        org_id=call.org_id,
+        conversation_id=call.conversation_id,
+        message_id=call.message_id,
+        name=call.name,
+        input=call.input,
+        mutates=call.mutates,
+        status=call.status,
+        preview=call.preview,
+        edited_at=call.edited_at,
+        edited_by_id=call.edited_by_id,
+    )

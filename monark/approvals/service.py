@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from monark.approvals import edits, handover
-from monark.approvals.decision import Decision, Runner, awaits_another, decide
+from monark.approvals.decision import Decision, Runner, awaiting_others, decide
 from monark.chat import decisions, store
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
@@ -88,13 +88,15 @@ def begin_group_decision(
         calls = store.proposed_calls_of(message_id)
         if confirm:
             # Neither confirmed nor rejected by Confirm selected: it waits for its approver.
-            calls = [c for c in calls if not awaits_another(principal, c)]
+            others = awaiting_others(principal, calls)
+            calls = [c for c in calls if c.id not in others]
         expired = any(decisions.is_expired(c, config) for c in calls)
         if confirm and calls and not expired and not any(c.id in selected for c in calls):
             raise nothing
-        done = decide(runner, calls, decision, config, selected=selected if confirm else set())
-        confirmed_ids.extend(c.id for c in done)
-        return [{"k": "c", "id": c.id} for c in calls]
+        ids = [c.id for c in calls]
+        decide(runner, calls, decision, config, selected=selected if confirm else set())
+        confirmed_ids.extend(i for i in ids if confirm and i in selected)
+        return [{"k": "c", "id": i} for i in ids]
 
     def work(hooks: TurnHooks) -> TurnResult:
         for call_id in confirmed_ids:

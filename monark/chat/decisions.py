@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat import store
 from monark.chat.models import ToolCall, ToolCallStatus
@@ -82,36 +83,59 @@ def _already(call: ToolCall) -> Conflict:
     return Conflict(ALREADY_DECIDED)
 
 
+_SETTLED = ("status", "decided_by_id", "decided_at", "reject_reason", "skipped")
+
+
 def settle(
     principal: Principal,
     settlements: Sequence[Settlement],
     lost: Callable[[ToolCall], Conflict] = _already,
 ) -> None:
-    """PROPOSED → each settlement's status, in one transaction of conditional updates, each
-    audited: all of them or none (``lost(call)`` names why the first that changed nothing
-    lost: decided meanwhile, or its precondition broken)."""
+    """PROPOSED → each settlement's status, in one transaction of conditional updates (one
+    per outcome), each audited: all of them or none (``lost(call)`` names why the first
+    that changed nothing lost: decided meanwhile, or its precondition broken)."""
     now = utcnow()
+    outcomes: dict[tuple[Any, ...], list[Settlement]] = {}
     for s in settlements:
+        reason = (s.reason or None) if s.status == ToolCallStatus.REJECTED else None
+        outcomes.setdefault((s.status, reason, s.skipped), []).append(s)
+    for (status, reason, skipped), group in outcomes.items():
+        values = {
+            "status": status,
+            "decided_by_id": principal.user_id,
+            "decided_at": now,
+            "reject_reason": reason,
+            "skipped": skipped,
+        }
         changed = db.session.execute(
             update(ToolCall)
-            .where(ToolCall.id == s.call.id, ToolCall.status == ToolCallStatus.PROPOSED, *s.holds)
-            .values(
-                status=s.status,
-                decided_by_id=principal.user_id,
-                decided_at=now,
-                reject_reason=(s.reason or None) if s.status == ToolCallStatus.REJECTED else None,
-                skipped=s.skipped,
+            .where(
+                ToolCall.status == ToolCallStatus.PROPOSED,
+                or_(*(and_(ToolCall.id == s.call.id, *s.holds) for s in group)),
             )
+            .values(**values)
             .execution_options(synchronize_session=False)
         ).rowcount
-        if changed != 1:
+        if changed != len(group):
+            failed = next((s for s in group if not _changed(s, status, now)), group[0])
             db.session.rollback()
-            raise lost(s.call)
+            raise lost(failed.call)
+        for s in group:
+            for name in _SETTLED:  # as stored now, without reading it back
+                set_committed_value(s.call, name, values[name])
     for s in settlements:
-        db.session.refresh(s.call)
         what = "confirmed" if s.status == ToolCallStatus.EXECUTING else "rejected"
         store.tool_call_event(principal.via_assistant(s.call.conversation_id), s.call, what)
     db.session.commit()
+
+
+def _changed(s: Settlement, status: ToolCallStatus, when: datetime) -> bool:
+    """Whether the update above settled ``s``'s call (read in its transaction, before the
+    rollback): the one that did not is the one that lost."""
+    row = db.session.execute(
+        select(ToolCall.status, ToolCall.decided_at).where(ToolCall.id == s.call.id)
+    ).one_or_none()
+    return row is not None and row.status == status and as_utc(row.decided_at) == as_utc(when)
 
 
 def expire_overdue(principal: Principal, conversation_id: int, config: Mapping[str, Any]) -> int:
