@@ -17,7 +17,7 @@ from tests.factories import add_member, make_key, make_user
 from tests.llm_script import Call
 from tests.test_api_approvals import bearer, create, titled
 from tests.test_chat_loop import calls_of, send
-from tests.test_handover import card_of, decide, hand, inbox_ids
+from tests.test_handover import card_of, decide, hand, inbox_ids, propose
 
 
 def four_eyes(world, *tools: str) -> None:
@@ -140,3 +140,18 @@ def test_revoking_a_key_rejects_its_held_writes_with_the_reason(app, world, logi
     assert titled("Never run") == 0
     page = BeautifulSoup(owner.get("/approvals").get_data(as_text=True), "html.parser")
     assert page.select_one(".approvals-badge") is None
+
+
+def test_the_requesters_open_panel_hears_the_approvers_decision(world, scripted, login):
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    hand(member, call.id, world.a.users["owner"].id)
+    page = member.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    waiter = BeautifulSoup(page, "html.parser").select_one("#chat-await")
+    assert waiter is not None  # the open panel waits for the approver
+    url = waiter["hx-sse:connect"]
+    assert f"calls={call.id}" in url
+    decide(login("owner@acme.test"), call.id, "confirm")
+    body = member.get(url).get_data(as_text=True)
+    assert "event: done" in body
+    assert "Confirmed by Acme Owner" in body  # the card, drawn again as decided

@@ -326,8 +326,10 @@ class ThreadFoot:
     waiting: bool  # a proposed write still waits for the user's decision
     running: bool  # a turn is being written (in another tab, window or instance)
     retry: bool  # the last reply broke off or never came
-    # What waits is not the user's to confirm: handed to another member, or four eyes.
+    # What waits is not the user's to confirm: handed to another member, or four eyes;
+    # those calls, which an open panel waits for another member to decide.
     elsewhere: bool = False
+    awaited: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, waiting: bool, running: bool, last: tuple[str, str] | None) -> ThreadFoot:
@@ -387,7 +389,7 @@ class ThreadView:
         foot = ThreadFoot.of(waiting, self.running, last)
         open_calls = [c for m in self.messages for c in m.calls if c.waiting]
         if open_calls and all(c.approver or c.four_eyes for c in open_calls):
-            foot = replace(foot, elsewhere=True)
+            foot = replace(foot, elsewhere=True, awaited=tuple(c.id for c in open_calls))
         return foot
 
 
