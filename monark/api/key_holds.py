@@ -8,8 +8,8 @@ one message with its ``ToolCall`` (PROPOSED, the flattened arguments the assista
 use, the route's own preview) in the key's conversation of kind ``API``, and answered
 ``202 Accepted``. Members whose role holds the route's permission see it in their
 Approvals inbox; a confirm runs it in-process as the key (its ceiling applies again),
-recording who approved it; ``GET /api/v1/approvals/{id}`` (the ``approvals_get`` tool)
-tells the agent how it ended.
+recording who approved it; ``GET /api/v1/approvals/{id}`` (the ``approvals_get`` tool,
+``api.hold_status``) tells the agent how it ended.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from flask import current_app, url_for
 from sqlalchemy import select, update
 
-from monark.api import cut_off, held
+from monark.api import held
 from monark.api import schemas as s
 from monark.api.dispatch import dispatch
 from monark.api.routes import V1_ROUTES
@@ -28,13 +28,12 @@ from monark.approvals import inbox
 from monark.approvals.decision import Decision, Runner
 from monark.approvals.decision import decide as approvals_decide
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import decisions, lease, store, turns
+from monark.chat import store, turns
 from monark.chat.calls import kept_preview
 from monark.chat.decisions import ALREADY_DECIDED
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
-    Conversation,
     ConversationKind,
     ToolCall,
     ToolCallStatus,
@@ -45,7 +44,7 @@ from monark.chat.turns import Turn
 from monark.core.errors import AppError, Conflict, Forbidden, NotFound
 from monark.core.jsonbody import request_json
 from monark.core.keys import key_principal
-from monark.core.models import ApiKey, User, as_utc
+from monark.core.models import ApiKey
 from monark.core.rbac import Principal
 from monark.core.routes import (
     RouteDescriptor,
@@ -58,14 +57,6 @@ from monark.extensions import db
 
 KEY_GONE = "The API key was revoked (or its creator left) before this was approved: nothing ran."
 DECIDING = "Another of this key's writes is being approved right now: try again in a moment."
-STATUS_TEXT = {
-    "pending": "Waiting for a member's approval in Monark; nothing has changed yet.",
-    "running": "Approved; it is running now.",
-    "succeeded": "Approved and done: result holds the route's answer.",
-    "failed": "Approved, but it failed when it ran: error says why; nothing was changed.",
-    "rejected": "Rejected by a member in Monark; nothing was changed.",
-    "expired": "Nobody decided in time, so it expired; nothing was changed.",
-}
 
 
 def writes_held(principal: Principal, tool: str) -> bool:
@@ -292,86 +283,3 @@ def _decide(
         db.session.commit()
     else:
         runner.run(call, hooks)
-
-
-# ---- its status, for the agent --------------------------------------------------------------
-
-
-def _status(call: ToolCall, config: Mapping[str, Any]) -> str:
-    if call.status == ToolCallStatus.PROPOSED:
-        return "expired" if decisions.is_expired(call, config) else "pending"
-    return {
-        ToolCallStatus.EXECUTING: "running",
-        ToolCallStatus.SUCCEEDED: "succeeded",
-        ToolCallStatus.FAILED: "failed",
-        ToolCallStatus.REJECTED: "rejected",
-    }.get(call.status, "expired")
-
-
-def find_approval(principal: Principal, approval_id: int) -> ToolCall:
-    """A held write the principal may read: the key's own, or for a member any of their
-    org's; ``NotFound`` otherwise (another org's, another key's)."""
-    row = db.session.execute(
-        select(ToolCall, Conversation)
-        .join(Conversation, Conversation.id == ToolCall.conversation_id)
-        .where(
-            ToolCall.id == approval_id,
-            ToolCall.org_id == principal.org_id,
-            Conversation.org_id == principal.org_id,
-            Conversation.kind == ConversationKind.API,
-        )
-    ).one_or_none()
-    if row is None:
-        raise NotFound("No such approval.")
-    call, conversation = row
-    if principal.actor_kind == "api_key" and conversation.api_key_id != principal.actor_id:
-        raise NotFound("No such approval.")
-    return call
-
-
-def _shows_result(principal: Principal, call: ToolCall) -> bool:
-    """The route's answer goes to the key that asked and to the member who approved it
-    (who could make the write themselves, see ``check_approver_could_make_it``); the rest
-    of the org reads only how it ended: the answer may hold what only the key's role may
-    see (a private record's values, say)."""
-    if principal.actor_kind == "api_key":
-        return True
-    return principal.user_id is not None and principal.user_id == call.decided_by_id
-
-
-def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
-    """What ``approvals_get`` answers: the held write's status and, once decided, its
-    result, error or rejection reason."""
-    call = find_approval(principal, approval_id)
-    if call.status == ToolCallStatus.EXECUTING or call.error == lease.INTERRUPTED_CALL:
-        # Its decision may have died: settled in a unit that keeps what it writes (even
-        # inside a read, such as the assistant's ``approvals_get``), and answered from
-        # what it kept, so the answer never names a request that does not exist.
-        with unit_of_work():
-            cut_off.settle(principal.org_id, call.conversation_id)
-            return _approval_answer(principal, find_approval(principal, approval_id))
-    return _approval_answer(principal, call)
-
-
-def _approval_answer(principal: Principal, call: ToolCall) -> s.ApprovalOut:
-    config = current_app.config
-    status = _status(call, config)
-    asked_again_as = cut_off.asked_again_as(call) if status == "failed" else None
-    decided_by = (
-        db.session.scalar(select(User.name).where(User.id == call.decided_by_id))
-        if call.decided_by_id
-        else None
-    )
-    return s.ApprovalOut(
-        id=call.id,
-        tool=call.name,
-        status=status,  # type: ignore[arg-type]
-        message=STATUS_TEXT[status],
-        created_at=as_utc(call.created_at),  # type: ignore[arg-type]
-        decided_at=as_utc(call.decided_at),
-        decided_by=decided_by,
-        result=call.result if status == "succeeded" and _shows_result(principal, call) else None,
-        error=call.error if status == "failed" else None,
-        reason=call.reject_reason if status == "rejected" else None,
-        asked_again_as=asked_again_as,
-    )

@@ -46,7 +46,7 @@ def _org_page(
         invites=members.list_pending_invites(principal),
         # Roles at or below the admin's own (only owners invite owners, or make them).
         grantable_roles=roles_up_to(principal.role),
-        approval_tools=_approval_tools(),
+        approval_tools=four_eyes.always_ask_candidates(),
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
@@ -54,14 +54,6 @@ def _org_page(
         invite_form=request.form if invite_errors else {},
         four_eyes_tools=four_eyes.four_eyes_candidates(),
     ), status
-
-
-def _approval_tools() -> list[Any]:
-    """The write tools the approval settings list (``settings.allowance_settings``, which
-    registers on this blueprint and so is imported here only when the page is drawn)."""
-    from monark.settings.allowance_settings import always_ask_candidates
-
-    return always_ask_candidates()
 
 
 def _settings_form() -> dict[str, Any]:
