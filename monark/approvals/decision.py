@@ -286,18 +286,12 @@ def decide(
     return [loaded[i] for i in chosen_ids]
 
 
+_CHECKED = (
+    "id", "org_id", "conversation_id", "message_id", "name", "input", "mutates", "status",
+    "preview", "edited_at", "edited_by_id",
+)  # fmt: skip
+
+
 def _snapshot(call: ToolCall) -> ToolCall:
     """A detached copy of what the checks read of ``call``."""
-    return ToolCall(
-        id=call.id,
-        org_id=call.org_id,
-        conversation_id=call.conversation_id,
-        message_id=call.message_id,
-        name=call.name,
-        input=call.input,
-        mutates=call.mutates,
-        status=call.status,
-        preview=call.preview,
-        edited_at=call.edited_at,
-        edited_by_id=call.edited_by_id,
-    )
+    return ToolCall(**{name: getattr(call, name) for name in _CHECKED})
