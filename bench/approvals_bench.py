@@ -25,6 +25,7 @@ from _measure import add_database_argument, throwaway_database, verdict
 from flask import Flask
 
 from monark import create_app
+from monark.approvals import service as approval_service
 from monark.chat import service, store
 from monark.chat.llm.types import (
     LlmEvent,
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 message_id = calls[0].message_id
                 with log.capture():
                     t0 = time.perf_counter()
-                    turn = service.begin_group_decision(owner, message_id, selected, True)
+                    turn = approval_service.begin_group_decision(owner, message_id, selected, True)
                     result = run_turn(turn)
                     decide_ms = (time.perf_counter() - t0) * 1000
                 decide_queries = log.count

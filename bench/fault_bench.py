@@ -310,6 +310,7 @@ class Bench:
         from sqlalchemy import event, func, select
         from sqlalchemy.exc import OperationalError
 
+        from monark.approvals import service as approval_service
         from monark.chat import service
         from monark.chat.models import ToolCall
         from monark.core.models import Membership, User
@@ -350,7 +351,7 @@ class Bench:
             row.injected += 1
             event.listen(db.engine, "before_cursor_execute", refuse)
             try:
-                service.confirm_tool_call(principal, call_id)
+                approval_service.confirm_tool_call(principal, call_id)
             except OperationalError:
                 pass
             finally:

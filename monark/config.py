@@ -129,6 +129,9 @@ def _assistant_config() -> dict[str, Any]:
         # How long an "Allow <tool> for this conversation" holds without activity in the
         # conversation: idle longer, it lapses (each write asks again).
         "CHAT_ALLOWANCE_IDLE": _duration("CHAT_ALLOWANCE_IDLE", "1h"),
+        # How long an open panel waits on one connection for another member's decision on
+        # what it shows waiting for them (it connects again after).
+        "CHAT_AWAIT_SECONDS": _duration("CHAT_AWAIT_SECONDS", "25s"),
         # How long one tool call may run (reads and writes): past it, its statement is
         # stopped, its writes are rolled back and the model reads that it timed out.
         "CHAT_TOOL_TIMEOUT": _duration("CHAT_TOOL_TIMEOUT", "15s"),

@@ -14,6 +14,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from monark import models  # noqa: F401  (every table, for Alembic and create_all)
 from monark.api.routes import V1_ROUTES
 from monark.api.views import bp as api_bp
+from monark.approvals.allowances import AllowanceGate
 from monark.assistant import (
     approval_views,  # noqa: F401  (its endpoints join assistant_bp)
     cards,  # noqa: F401 (its views join the assistant's blueprint)
@@ -39,7 +40,7 @@ from monark.core.views import bp as core_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
-from monark.settings import approvals as settings_approvals  # noqa: F401  (joins settings_bp)
+from monark.settings import allowance_settings  # noqa: F401  (joins settings_bp)
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
@@ -107,5 +108,5 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     register_error_handlers(app)
     register_cli(app)
     install_engine()
-    runtime.install(app, build_chat_toolset(ROUTES, [NavigateTool()]))
+    runtime.install(app, build_chat_toolset(ROUTES, [NavigateTool()]), AllowanceGate())
     return app

@@ -1,5 +1,6 @@
 """Imports every table so metadata is complete (Alembic, tests)."""
 
+from monark.approvals.models import Allowance
 from monark.automations.models import Automation, AutomationRun
 from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
@@ -14,6 +15,7 @@ for _table in db.metadata.tables.values():
     _table.dialect_kwargs["sqlite_autoincrement"] = True
 
 __all__ = [
+    "Allowance",
     "ApiKey",
     "Automation",
     "AutomationRun",

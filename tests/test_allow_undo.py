@@ -12,9 +12,11 @@ from bs4 import BeautifulSoup
 from sqlalchemy import select, update
 
 from monark.api.schemas import Deleted
-from monark.chat import allowances, service, undo
+from monark.approvals import allowances, undo
+from monark.approvals import service as approval_service
+from monark.approvals.models import Allowance
 from monark.chat.llm.types import TextBlock
-from monark.chat.models import Allowance, Conversation, ToolCall
+from monark.chat.models import Conversation, ToolCall
 from monark.chat.runtime import tool_executor
 from monark.chat.turns import run_turn
 from monark.core.errors import Forbidden
@@ -46,9 +48,7 @@ def update_call(world, status: str, record_id: int | None = None) -> Call:
 
 def allow(principal, call_id: int):
     """Choose "Allow <tool> for this conversation" on a card."""
-    turn = service.begin_decision(
-        principal, call_id, True, on_confirm=allowances.granting(principal)
-    )
+    turn = approval_service.begin_decision(principal, call_id, True, allow=True)
     return run_turn(turn)
 
 
@@ -260,7 +260,7 @@ def test_an_update_allowed_on_one_model_asks_on_another(world, scripted):
     assert status_of(project.id) == "todo"
     # The same tool on the allowed model still runs at once.
     scripted.script.add([Say("Understood.")], [update_call(world, "done")], [Say("Finished.")])
-    service.reject_tool_call(member, card.id)
+    approval_service.reject_tool_call(member, card.id)
     assert send(member, "Only the task then", conversation_id=conversation_id).status == "done"
     assert calls_of(conversation_id)[-1].allowed
     assert status_of(world.a.public.id) == "done"
@@ -377,7 +377,7 @@ def confirmed(principal, scripted, *steps, text="Do it", conversation_id=None) -
     scripted.script.add(*steps)
     proposed = send(principal, text, conversation_id=conversation_id)
     call = calls_of(proposed.conversation_id)[-1]
-    service.confirm_tool_call(principal, call.id)
+    approval_service.confirm_tool_call(principal, call.id)
     db.session.refresh(call)
     assert call.status == "SUCCEEDED", call.error
     return call
@@ -852,7 +852,7 @@ def test_an_undo_after_a_reply_that_broke_off_keeps_retry(world, scripted, login
     scripted.script.add([update_call(world, "done")], [Say("Half"), Fail()])
     proposed = send(member, "Finish it")
     (call,) = calls_of(proposed.conversation_id)
-    service.confirm_tool_call(member, call.id)
+    approval_service.confirm_tool_call(member, call.id)
     assert thread_view(member, proposed.conversation_id).foot.retry
     undo.undo_tool_call(member, call.id)
     # The undo's note is no step: the broken-off reply is still the last word.

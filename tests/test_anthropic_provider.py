@@ -6,6 +6,7 @@ import json
 
 from sqlalchemy import select
 
+from monark.approvals import service as approval_service
 from monark.chat import service
 from monark.chat.llm.anthropic import AnthropicProvider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock
@@ -62,7 +63,7 @@ def run_read_then_write_turn(world, fake):
             ToolCall.conversation_id == proposed.conversation_id, ToolCall.mutates
         )
     ).one()
-    done = service.confirm_tool_call(member, call.id)
+    done = approval_service.confirm_tool_call(member, call.id)
     assert done.status == "done"
     return proposed.conversation_id
 

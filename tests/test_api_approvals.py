@@ -557,7 +557,7 @@ def test_a_keys_writes_are_decided_one_at_a_time(app, world, login):
 def test_a_decision_that_breaks_off_mid_write_keeps_nothing_and_is_asked_again(app, world):
     from sqlalchemy.exc import OperationalError
 
-    from monark.api import approvals as api_approvals
+    from monark.api import key_holds as api_approvals
     from tests.test_turn_faults import _FailingWrites
 
     token = held_key(world)

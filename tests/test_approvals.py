@@ -9,7 +9,8 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import select, update
 
-from monark.chat import decisions, service
+from monark.approvals import decision as decisions
+from monark.approvals import service as approval_service
 from monark.chat.llm.types import ToolResultBlock
 from monark.chat.models import ToolCall
 from monark.config import _duration
@@ -64,7 +65,7 @@ def test_a_proposal_past_its_time_cannot_be_confirmed_and_changes_nothing(world,
     (call,) = calls_of(proposed.conversation_id)
     age(call.id, days=7, minutes=1)
     with pytest.raises(decisions.ProposalExpired, match="more than 7 days"):
-        service.confirm_tool_call(member, call.id)
+        approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(call)
     assert call.status == "EXPIRED" and call.decided_by_id is None
     assert records_titled("Late") == 0
@@ -72,7 +73,7 @@ def test_a_proposal_past_its_time_cannot_be_confirmed_and_changes_nothing(world,
     assert events("chat.tool_call.confirmed", call.id) == 0
     # Rejecting it is no decision either: it stays expired.
     with pytest.raises(decisions.ProposalExpired):
-        service.reject_tool_call(member, call.id)
+        approval_service.reject_tool_call(member, call.id)
 
 
 def test_the_model_learns_that_a_proposal_expired(world, scripted):
@@ -101,7 +102,7 @@ def test_a_proposal_within_its_time_still_runs(world, scripted):
     proposed = send(member, "Add")
     (call,) = calls_of(proposed.conversation_id)
     age(call.id, days=6, hours=23)
-    service.confirm_tool_call(member, call.id)
+    approval_service.confirm_tool_call(member, call.id)
     assert records_titled("In time") == 1
 
 
@@ -150,7 +151,7 @@ def test_an_update_whose_before_changed_is_drawn_again_and_not_run(world, script
     records.update_record(owner, world.a.model, world.a.public.id, {"status": "doing"})
     db.session.commit()
     with pytest.raises(decisions.ProposalChanged, match="confirm again"):
-        service.confirm_tool_call(member, call.id)
+        approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(call)
     db.session.refresh(record)
     assert record.values["status"] == "doing"  # nothing ran
@@ -159,7 +160,7 @@ def test_an_update_whose_before_changed_is_drawn_again_and_not_run(world, script
     assert events("chat.tool_call.redrawn", call.id) == 1
     # Asked again, with the card as it is now: it runs.
     scripted.script.add([Say("Done.")])
-    service.confirm_tool_call(member, call.id)
+    approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(record)
     assert record.values["status"] == "done"
 
@@ -180,7 +181,7 @@ def test_a_long_before_changed_past_what_the_card_kept_still_asks_again(
     )
     db.session.commit()
     with pytest.raises(decisions.ProposalChanged):
-        service.confirm_tool_call(member, call.id)
+        approval_service.confirm_tool_call(member, call.id)
     db.session.expire_all()
     assert db.session.get(Record, world.a.public.id).values["notes"].endswith("z" * 10)
     assert db.session.get(ToolCall, call.id).status == "PROPOSED"
@@ -195,7 +196,7 @@ def test_a_change_to_a_field_the_card_does_not_show_does_not_block(world, script
     )
     db.session.commit()
     scripted.script.add([Say("Done.")])
-    service.confirm_tool_call(member, call.id)
+    approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(record)
     assert record.values["status"] == "done"
     assert record.values["notes"] == "Another hand was here"
@@ -207,7 +208,7 @@ def test_a_renamed_target_asks_again(world, scripted):
     records.update_record(owner, world.a.model, world.a.public.id, {"title": "Renamed meanwhile"})
     db.session.commit()
     with pytest.raises(decisions.ProposalChanged):
-        service.confirm_tool_call(member, call.id)
+        approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(call)
     assert "Renamed meanwhile" in call.preview["headline"]
 
@@ -223,7 +224,7 @@ def test_a_delete_shows_what_goes_and_asks_again_when_it_changed(world, scripted
     records.update_record(member, world.a.model, world.a.public.id, {"status": "done"})
     db.session.commit()
     with pytest.raises(decisions.ProposalChanged):
-        service.confirm_tool_call(owner, call.id)
+        approval_service.confirm_tool_call(owner, call.id)
     assert db.session.get(Record, world.a.public.id) is not None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
+from monark.approvals import service as approval_service
 from monark.chat import service, store
 from monark.chat.llm.types import TextBlock, ToolResultBlock, ToolUseBlock
 from monark.chat.loop import MAX_STEPS, advance_conversation
@@ -78,7 +79,7 @@ def test_confirm_runs_the_stored_write_as_the_user_via_the_assistant(world, scri
     )
     proposed = send(member, "Add a task: buy milk")
     (call,) = calls_of(proposed.conversation_id)
-    result = service.confirm_tool_call(member, call.id)
+    result = approval_service.confirm_tool_call(member, call.id)
     assert result.status == "done"
     db.session.refresh(call)
     assert call.status == "SUCCEEDED" and call.decided_by_id == member.user_id
@@ -104,7 +105,7 @@ def test_reject_continues_with_the_refusal_visible_to_the_model(world, scripted)
     )
     proposed = send(member, "Delete the public task")
     (call,) = calls_of(proposed.conversation_id)
-    result = service.reject_tool_call(member, call.id, reason="I still need it")
+    result = approval_service.reject_tool_call(member, call.id, reason="I still need it")
     assert result.status == "done"
     db.session.refresh(call)
     assert call.status == "REJECTED" and call.reject_reason == "I still need it"
@@ -127,7 +128,7 @@ def test_a_mixed_message_runs_the_read_and_holds_the_write(world, scripted):
     assert proposed.status == "awaiting_confirmation"
     assert read.status == "SUCCEEDED" and write.status == "PROPOSED"
     assert records_titled("Mixed") == 0
-    service.confirm_tool_call(member, write.id)
+    approval_service.confirm_tool_call(member, write.id)
     last = scripted.requests[1].messages[-1].content
     assert [b.tool_use_id for b in last] == [read.provider_call_id, write.provider_call_id]
     assert records_titled("Mixed") == 1
@@ -147,7 +148,7 @@ def test_an_unknown_tool_fails_closed_before_any_card(world, scripted):
     (res,) = scripted.requests[1].messages[-1].content
     assert res.is_error and "There is no tool named 'drop_everything'" in res.content
     with pytest.raises(Conflict):
-        service.confirm_tool_call(owner, call.id)
+        approval_service.confirm_tool_call(owner, call.id)
 
 
 def test_the_turn_stops_after_eight_model_steps_with_a_visible_note(world, scripted):
@@ -176,7 +177,7 @@ def test_a_viewers_confirmed_create_fails_on_permission_and_writes_nothing(world
     )
     proposed = send(viewer, "Add a task")
     (call,) = calls_of(proposed.conversation_id)
-    service.confirm_tool_call(viewer, call.id)
+    approval_service.confirm_tool_call(viewer, call.id)
     db.session.refresh(call)
     assert call.status == "FAILED" and "records.create" in call.error
     assert records_titled("Sneaky") == 0
@@ -220,7 +221,7 @@ def test_resume_after_the_app_is_rebuilt_between_proposal_and_confirmation(world
     fresh = create_app({"TESTING": True, "SECRET_KEY": "test"})
     with fresh.app_context():
         set_llm_provider(scripted)  # the provider lives on the app: give the new one the script
-        result = service.confirm_tool_call(member, call_id)
+        result = approval_service.confirm_tool_call(member, call_id)
         assert result.status == "done"
         assert records_titled("Survives restarts") == 1
         text = db.session.scalars(
@@ -234,11 +235,11 @@ def test_a_decided_call_cannot_be_decided_again(world, scripted):
     scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Once"}})])
     proposed = send(member, "Add")
     (call,) = calls_of(proposed.conversation_id)
-    service.confirm_tool_call(member, call.id)
+    approval_service.confirm_tool_call(member, call.id)
     with pytest.raises(Conflict):
-        service.confirm_tool_call(member, call.id)
+        approval_service.confirm_tool_call(member, call.id)
     with pytest.raises(Conflict):
-        service.reject_tool_call(member, call.id)
+        approval_service.reject_tool_call(member, call.id)
     assert records_titled("Once") == 1
 
 
@@ -249,7 +250,7 @@ def test_only_the_conversations_owner_decides(world, scripted):
     (call,) = calls_of(proposed.conversation_id)
     for other in (world.a.principal("owner"), world.b.principal("owner")):
         with pytest.raises(NotFound):
-            service.confirm_tool_call(other, call.id)
+            approval_service.confirm_tool_call(other, call.id)
     assert records_titled("Mine") == 0
 
 
@@ -335,7 +336,7 @@ def test_chat_events_carry_ids_never_content(world, scripted):
         [Call("records_create", {"model": "tasks", "values": {"title": secret}})], [Say(secret)]
     )
     proposed = send(member, secret)
-    service.confirm_tool_call(member, calls_of(proposed.conversation_id)[0].id)
+    approval_service.confirm_tool_call(member, calls_of(proposed.conversation_id)[0].id)
     events = db.session.scalars(select(Event).where(Event.type.like("chat.%"))).all()
     kinds = {e.type for e in events}
     assert {
@@ -393,7 +394,7 @@ def test_a_tool_that_raises_fails_and_its_writes_are_rolled_back(world, scripted
         scripted.script.add([Call("explode")], [Say("That failed.")])
         proposed = send(member, "Do the risky thing")
         (call,) = calls_of(proposed.conversation_id)
-        result = service.confirm_tool_call(member, call.id)
+        result = approval_service.confirm_tool_call(member, call.id)
     finally:
         state.executor = original
     assert result.status == "done"
@@ -434,7 +435,7 @@ def test_a_card_of_a_deleted_conversation_cannot_be_confirmed(world, scripted):
     (call,) = calls_of(proposed.conversation_id)
     store.archive_conversation(member, proposed.conversation_id)
     with pytest.raises(NotFound):
-        service.confirm_tool_call(member, call.id)
+        approval_service.confirm_tool_call(member, call.id)
     assert records_titled("Late") == 0
 
 
@@ -460,7 +461,7 @@ def test_an_update_card_previews_each_field_before_and_after(world, scripted):
         {"field": "Title", "after": "Acme public task", "unchanged": True},
     ]
     # The preview is what was shown at proposal, even after the record changes.
-    service.confirm_tool_call(member, call.id)
+    approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(call)
     assert call.preview["changes"][0]["before"] == "todo"
 

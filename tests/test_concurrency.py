@@ -9,6 +9,7 @@ import time
 import pytest
 from sqlalchemy import func, select
 
+from monark.approvals import service as approval_service
 from monark.chat import service
 from monark.chat.models import ToolCall
 from monark.chat.service import SendInput
@@ -42,7 +43,7 @@ def test_twenty_concurrent_confirms_run_the_write_once(app, world, scripted):
         with app.app_context():
             start.wait()
             try:
-                result = service.confirm_tool_call(member, call_id)
+                result = approval_service.confirm_tool_call(member, call_id)
                 outcome = f"ran:{result.status}"
             except Conflict:
                 outcome = "conflict"

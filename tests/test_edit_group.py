@@ -378,13 +378,13 @@ def test_the_step_budget_starts_again_after_each_decision(app, world, scripted, 
     assert proposed.status == "awaiting_confirmation"
     # After the confirm, two more steps are allowed: a read, then another write.
     scripted.script.add([Call("records_list", {"model": "tasks"})], creates("Second"))
-    from monark.chat import service
+    from monark.approvals import service as approval_service
 
-    again = service.confirm_tool_call(member, first.id)
+    again = approval_service.confirm_tool_call(member, first.id)
     assert again.status == "awaiting_confirmation"
     second = calls_of(proposed.conversation_id)[-1]
     scripted.script.add([Say("Both added.")])
-    done = service.confirm_tool_call(member, second.id)
+    done = approval_service.confirm_tool_call(member, second.id)
     assert done.status == "done"
     assert records_titled("First") == 1 and records_titled("Second") == 1
     notes = db.session.scalars(
@@ -604,8 +604,9 @@ def test_an_edit_landing_between_the_checks_and_the_confirm_runs_nothing(
     # decided: the decision must not then run the edit it never checked.
     import threading
 
-    from monark.chat import decisions, service
-    from monark.chat.edits import shown_token
+    from monark.approvals import decision as decisions
+    from monark.approvals import service as approval_service
+    from monark.approvals.decision import shown_token
 
     record_id = world.a.public.id
     member = world.a.principal("member")
@@ -614,7 +615,7 @@ def test_an_edit_landing_between_the_checks_and_the_confirm_runs_nothing(
 
     def edit_elsewhere() -> None:
         with app.app_context():
-            service.edit_tool_call(member, call.id, {"values": {"status": "doing"}})
+            approval_service.edit_tool_call(member, call.id, {"values": {"status": "doing"}})
             db.session.remove()
 
     def check_then_race(executor, principal, decided):
@@ -626,7 +627,7 @@ def test_an_edit_landing_between_the_checks_and_the_confirm_runs_nothing(
     monkeypatch.setattr(decisions, "check_fresh", check_then_race)
     shown = shown_token(now(call).input)
     with pytest.raises(decisions.ProposalChanged):
-        service.begin_decision(member, call.id, True, shown=shown)
+        approval_service.begin_decision(member, call.id, True, shown=shown)
     call = now(call)
     assert call.status == "PROPOSED" and call.input["values"] == {"status": "doing"}
     assert status_of(record_id) == "todo"

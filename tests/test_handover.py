@@ -9,7 +9,8 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import select
 
-from monark.chat import handover, service
+from monark.approvals import handover, inbox
+from monark.approvals import service as approval_service
 from monark.chat.llm.types import ToolResultBlock
 from monark.chat.models import Message, ToolCall
 from monark.chat.runtime import tool_executor
@@ -115,7 +116,7 @@ def test_the_approvers_inbox_shows_it_and_nobody_else_sees_or_decides_it(world, 
         assert inbox_ids(other) == set()
         assert decide(other, call.id, "confirm").status_code == 404
     with pytest.raises(Exception, match="No such approval request"):
-        handover.get_request(world.a.principal("admin"), tool_executor(), call.id)
+        inbox.get_request(world.a.principal("admin"), tool_executor(), call.id)
     assert records_titled("Buy milk") == 0
 
 
@@ -178,9 +179,9 @@ def test_while_handed_over_the_requester_cannot_confirm_but_may_withdraw(world, 
     member = world.a.principal("member")
     hand(login("member@acme.test"), call.id, world.a.users["owner"].id)
     with pytest.raises(Forbidden, match="Waiting for Acme Owner"):
-        service.confirm_tool_call(member, call.id)
+        approval_service.confirm_tool_call(member, call.id)
     scripted.script.add([Say("Withdrawn.")])
-    service.reject_tool_call(member, call.id, "Never mind")
+    approval_service.reject_tool_call(member, call.id, "Never mind")
     db.session.refresh(call)
     assert call.status == "REJECTED"
     owner = login("owner@acme.test")
@@ -200,7 +201,7 @@ def test_a_four_eyes_tool_cannot_be_confirmed_by_the_requester(world, scripted, 
     assert card.find("button", string="Confirm") is None
     assert "four eyes" in card.get_text()
     with pytest.raises(Forbidden, match="four eyes"):
-        service.confirm_tool_call(world.a.principal("member"), call.id)
+        approval_service.confirm_tool_call(world.a.principal("member"), call.id)
     # Refused on the server whatever the page shows.
     refused = member.post("/chat/decide", {"decision": f"confirm:{call.id}"})
     assert refused.status_code == 403
@@ -382,8 +383,9 @@ def test_the_approver_may_edit_a_request_and_confirm_runs_the_edit(world, script
 
 
 def test_a_four_eyes_tool_is_never_allowed_for_the_conversation(world, scripted, login):
-    from monark.chat import allowances
-    from monark.chat.models import Allowance, Conversation
+    from monark.approvals import allowances
+    from monark.approvals.models import Allowance
+    from monark.chat.models import Conversation
 
     org = db.session.get(Org, world.a.org.id)
     org.chat_four_eyes = ["records_create"]

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from monark.api.openapi import build_openapi
 from monark.api.routes import V1_ROUTES
+from monark.approvals import service as approval_service
 from monark.assistant.navigate import NavigateTool
 from monark.automations.models import Automation
 from monark.automations.routes import AUTOMATION_ROUTES
@@ -65,7 +66,7 @@ def test_the_model_fixes_an_invalid_graph_before_the_user_confirms(world, script
     assert db.session.scalar(select(Automation)) is None
     assert valid.status == "PROPOSED"
     assert valid.preview["headline"] == "create the automation “Note new tasks”"
-    done = service.confirm_tool_call(admin, valid.id)
+    done = approval_service.confirm_tool_call(admin, valid.id)
     assert done.status == "done"
     automation = db.session.scalar(select(Automation))
     assert automation.name == "Note new tasks" and not automation.enabled
@@ -82,7 +83,7 @@ def test_a_member_confirming_an_automation_create_gets_a_permission_failure(worl
     assert call.status == "PROPOSED"
     # The permission is read from the endpoint's own guard, so the card can warn.
     assert "lacks automation.create" in call.preview["warning"]
-    service.confirm_tool_call(member, call.id)
+    approval_service.confirm_tool_call(member, call.id)
     (call,) = calls(proposed.conversation_id)
     assert call.status == "FAILED" and "automation.create" in call.error
     assert db.session.scalar(select(Automation)) is None
@@ -169,7 +170,7 @@ def test_a_rename_is_proposed_with_before_and_after_then_confirmed(world, script
         {"field": "Title", "before": "Handbook", "after": "Staff handbook"}
     ]
     assert db.session.get(WikiPage, tree.id).title == "Handbook"
-    service.confirm_tool_call(member, call.id)
+    approval_service.confirm_tool_call(member, call.id)
     db.session.rollback()
     assert db.session.get(WikiPage, tree.id).title == "Staff handbook"
 
@@ -181,7 +182,7 @@ def test_a_viewer_cannot_rename_through_the_assistant(world, scripted, tree):
     )
     proposed = service.send_message(viewer, SendInput(text="Rename it"))
     (call,) = calls(proposed.conversation_id)
-    service.confirm_tool_call(viewer, call.id)
+    approval_service.confirm_tool_call(viewer, call.id)
     (call,) = calls(proposed.conversation_id)
     assert call.status == "FAILED" and "wiki.edit" in call.error
     db.session.rollback()

@@ -15,7 +15,8 @@ from flask_migrate import downgrade, upgrade
 from sqlalchemy import JSON, column, func, insert, inspect, select, table, text
 
 from monark import create_app
-from monark.chat.models import Allowance, Conversation, Message
+from monark.approvals.models import Allowance
+from monark.chat.models import Conversation, Message
 from monark.cli import DEMO_PASSWORD
 from monark.core.models import ApiKey, Event, Membership, Org, User, utcnow
 from monark.extensions import db

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
+from monark.approvals import service as approval_service
 from monark.chat import ai_settings, service
 from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings, ToolCall
@@ -169,7 +170,7 @@ def test_one_scripted_conversation_stores_the_same_through_every_provider(app, w
             member = world.a.principal("member")
             proposed = service.send_message(member, SendInput(text=f"Add one via {name}"))
             call = next(c for c in _calls(proposed.conversation_id) if c.status == "PROPOSED")
-            done = service.confirm_tool_call(member, call.id)
+            done = approval_service.confirm_tool_call(member, call.id)
             assert done.status == "done", (name, done.error)
             summaries[name] = _summary(proposed.conversation_id)[1:]  # after the user's text
         finally:

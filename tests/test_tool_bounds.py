@@ -17,6 +17,7 @@ from sqlalchemy import event, func, select, text, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from monark.api.routes import V1_ROUTES
+from monark.approvals import service as approval_service
 from monark.assistant.tools import build_chat_toolset
 from monark.chat import service
 from monark.chat.models import ToolCall
@@ -134,7 +135,7 @@ def test_a_write_past_the_time_limit_fails_and_keeps_nothing(world, scripted, sh
     with extra_tools(_Tool("slow_write", True, writes_then_counts)):
         proposed = service.send_message(member, SendInput(text="Write"))
         (call,) = calls_of(proposed.conversation_id)
-        result = service.confirm_tool_call(member, call.id)
+        result = approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(call)
     assert result.status == "done"
     assert call.status == "FAILED" and "nothing it did was kept" in call.error
@@ -169,7 +170,7 @@ def test_short_statements_stop_at_the_limit_and_the_write_keeps_nothing(
     with extra_tools(_Tool("chatty_write", True, writes_then_keeps_asking)):
         proposed = send(member, "Write")
         (call,) = calls_of(proposed.conversation_id)
-        service.confirm_tool_call(member, call.id)
+        approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(call)
     assert call.status == "FAILED" and "longer than its 0.3 s limit" in call.error
     assert ran_late == []  # the first statement after the deadline was refused
@@ -196,7 +197,7 @@ def test_a_call_that_ends_past_the_limit_fails_however_it_ended(
         result = send(member, "Go")
         (call,) = calls_of(result.conversation_id)
         if mutates:
-            service.confirm_tool_call(member, call.id)
+            approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(call)
     assert call.status == "FAILED" and "longer than its 0.3 s limit" in call.error
     assert titled("Late") == 0

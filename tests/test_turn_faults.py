@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
 
+from monark.approvals import service as approval_service
 from monark.chat import lease, service
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.runtime import llm_provider, set_llm_provider
@@ -186,7 +187,7 @@ def test_the_database_failing_during_a_write_fails_the_call_and_keeps_nothing(wo
     member = world.a.principal("member")
     call_id = _propose_task(member, scripted, "Never written")
     with _FailingWrites("INSERT INTO records") as failing:
-        result = service.confirm_tool_call(member, call_id)
+        result = approval_service.confirm_tool_call(member, call_id)
     assert failing.hits >= 1
     assert result.status == "done"  # the model heard of the failure and answered
     db.session.rollback()
@@ -208,7 +209,7 @@ def test_a_call_whose_result_could_not_be_stored_ends_failed_and_keeps_nothing(w
         _FailingWrites("INSERT INTO records", ("UPDATE chat_tool_calls", "duration_ms")) as failing,
         pytest.raises(OperationalError),
     ):
-        service.confirm_tool_call(member, call_id)
+        approval_service.confirm_tool_call(member, call_id)
     assert failing.hits >= 2
     db.session.rollback()
     call = db.session.get(ToolCall, call_id)

@@ -10,6 +10,7 @@ import time
 import pytest
 from sqlalchemy import func, select, update
 
+from monark.approvals import service as approval_service
 from monark.assistant.stream import _Watch
 from monark.chat import lease, service
 from monark.chat.hooks import TurnHooks
@@ -68,7 +69,7 @@ def test_a_write_whose_call_was_settled_meanwhile_keeps_nothing(world, scripted)
         scripted.script.add([Call("settled_meanwhile")], [Say("Told.")])
         proposed = service.send_message(member, SendInput(text="Do it"))
         call_id = db.session.scalar(select(ToolCall.id))
-        service.confirm_tool_call(member, call_id)
+        approval_service.confirm_tool_call(member, call_id)
     finally:
         state.executor = original
     db.session.rollback()

@@ -1,7 +1,7 @@
 """Held writes whose approved run was cut off: settled as a dead turn's calls are, asked again.
 
 A member's confirm runs a key's held write as a turn of the key's conversation, under its
-lease (``approvals.decide``). If the process dies mid-write, the write's own transaction
+lease (``key_holds.decide``). If the process dies mid-write, the write's own transaction
 dies with it, and its result was to be stored in that transaction: no result means
 nothing changed. The call is left EXECUTING and the lease stops being renewed; once it has
 run out, whoever reads the call next (the agent's status, the Approvals inbox) takes the
@@ -20,7 +20,8 @@ from flask import current_app
 from sqlalchemy import Select, select, update
 
 from monark.api import held
-from monark.chat import handover, lease, turns
+from monark.approvals.decision import user_name
+from monark.chat import lease, turns
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict
 from monark.core.keys import key_principal
@@ -137,7 +138,7 @@ def asked_again_note(call: ToolCall) -> str | None:
     """What the inbox says of a request asked again (None for any other)."""
     if call.retry_of_id is None:
         return None
-    approver = handover.user_name(
+    approver = user_name(
         db.session.scalar(select(ToolCall.decided_by_id).where(ToolCall.id == call.retry_of_id))
     )
     return (

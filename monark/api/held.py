@@ -1,7 +1,7 @@
 """The key's conversation of held writes: one per key, changed by one write at a time.
 
 Writes of a key marked "writes need approval" are stored in its conversation of kind
-``API`` (see ``monark.api.approvals``). Two of them may arrive at once, on two instances:
+``API`` (see ``monark.api.key_holds``). Two of them may arrive at once, on two instances:
 each takes the key's row lock first, so the second waits for the first, then finds the
 conversation it made (``api_key_id`` is unique: a second one cannot exist) and numbers its
 message after the first's.

@@ -265,9 +265,9 @@ def approvals_get(
     write runs only once a member approves it in Monark's Approvals inbox."""
     # Imported here: held writes are stored calls of chat, which the MCP server (importing
     # these descriptors for its tools) must not load.
-    from monark.api import approvals
+    from monark.api import hold_status
 
-    return approvals.approval_out(principal, path.approval_id)
+    return hold_status.approval_out(principal, path.approval_id)
 
 
 V1_ROUTES: tuple[RouteDescriptor, ...] = tuple(routes.routes)

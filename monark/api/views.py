@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Response, jsonify, request
 
-from monark.api import approvals
+from monark.api import key_holds
 from monark.api.openapi import build_openapi
 from monark.api.routes import V1_ROUTES
 from monark.core.auth import current_principal, in_process
@@ -22,13 +22,13 @@ def _hold_writes_for_approval():
     if route is None or in_process():
         return None
     principal = current_principal()
-    if principal is None or not approvals.writes_held(principal):
+    if principal is None or not key_holds.writes_held(principal, route.name):
         return None
     principal.require(route.permission)  # the key's own ceiling: refused now, not held
-    arguments = approvals.request_arguments(route, principal, request.view_args or {})
-    approvals.dry_run(principal, route, arguments)
-    call = approvals.hold(principal, route, arguments)
-    answer = approvals.pending_answer(call)
+    arguments = key_holds.request_arguments(route, principal, request.view_args or {})
+    key_holds.dry_run(principal, route, arguments)
+    call = key_holds.hold(principal, route, arguments)
+    answer = key_holds.pending_answer(call)
     return Response(
         answer.model_dump_json(),
         202,

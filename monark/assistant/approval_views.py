@@ -1,4 +1,4 @@
-"""The panel's endpoints for allowances and undo (issue 14, points 3 and 5), on the
+"""The panel's endpoints for allowances and undo, on the
 assistant's blueprint (``views.bp``; the factory imports this module so they register).
 
 - ``POST /chat/allow``: "Allow <tool> for this conversation" on a card: confirms the card
@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from flask import current_app, render_template, request
 
+from monark.approvals import allowances, undo
+from monark.approvals import service as approvals
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import allowance_views, call_view, message_view
 from monark.assistant.views import _notice, _with_card, bp, decide_call
-from monark.chat import allowances, service, store, undo
+from monark.chat import service, store
 from monark.chat.models import ToolCallStatus
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, ValidationFailed
@@ -55,9 +57,7 @@ def allow():
     return decide_call(
         principal,
         call_id,
-        lambda: service.begin_decision(
-            principal, call_id, True, on_confirm=allowances.granting(principal), shown=shown
-        ),
+        lambda: approvals.begin_decision(principal, call_id, True, allow=True, shown=shown),
         lambda turn: sse(
             partial(
                 "#chat-allowances", "outerHTML", allowances_html(principal, turn.conversation_id)

@@ -11,11 +11,14 @@ from typing import Any
 
 from flask import render_template, request
 
+from monark.approvals import handover
+from monark.approvals import service as approvals
+from monark.approvals.decision import ProposalChanged
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import call_view, group_of, message_view
 from monark.assistant.views import _busy, _notice, _start, bp
-from monark.chat import decisions, handover, service, store
+from monark.chat import decisions, store
 from monark.chat.models import ToolCall
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, ValidationFailed
@@ -73,7 +76,7 @@ def _edit_target(principal: Principal, call_id: int):
     refused = _not_theirs_to_edit(principal, call)
     if refused is not None:
         return call, None, refused
-    schema = service.edit_schema_of(principal, call_id)
+    schema = approvals.edit_schema_of(principal, call_id)
     if schema is None:
         notice, status = _notice(CANNOT_EDIT, 409)
         return call, None, (card_html(call) + notice, status)
@@ -105,7 +108,7 @@ def save_edit(call_id: int):
         message = "Some values cannot be used; nothing was saved."
         return _edit_form(principal, call, schema, problems, message, request.form, 422)
     try:
-        service.edit_tool_call(principal, call_id, arguments)
+        approvals.edit_tool_call(principal, call_id, arguments)
     except ValidationFailed as err:
         db.session.rollback()
         errors = {str(d.get("field")): str(d.get("message")) for d in err.details}
@@ -159,12 +162,12 @@ def decide_group():
             # unticked, so nothing is decided until its edit is saved or cancelled.
             return _notice(STILL_EDITING, 409)
         shown = {i: request.form[f"shown_{i}"] for i in selected if f"shown_{i}" in request.form}
-        turn = service.begin_group_decision(
+        turn = approvals.begin_group_decision(
             principal, message_id, selected, action == "confirm", reason, shown=shown
         )
     except ValidationFailed as err:
         return _notice(err.message, 422)
-    except (decisions.ProposalExpired, decisions.ProposalChanged) as err:
+    except (decisions.ProposalExpired, ProposalChanged) as err:
         db.session.rollback()
         notice, status = _notice(err.message, 409)
         return notice + partial("#chat-follow-slot", "innerHTML", "") + _message_frame(

@@ -1,9 +1,9 @@
 """The Approvals inbox: writes handed to a member, and API keys' held writes, decided here.
 
-Views only (parse, check, call a service, render): the chat side is ``monark.chat.handover``,
-the API side ``monark.api.approvals``. Every request is checked in the service too: only
-members whose role holds the tool's permission see or decide one, and a request handed to
-someone else is 404 to everyone else.
+Views only (parse, check, call a service, render): the services are ``monark.approvals``
+(hand-over, the inbox's queries, the decision) and ``monark.api.key_holds``. Every request
+is checked in the service too: only members whose role holds the tool's permission see or
+decide one, and a request handed to someone else is 404 to everyone else.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from typing import Any
 
 from flask import Blueprint, current_app, flash, render_template, request, url_for
 
-from monark.api import approvals as api_approvals
-from monark.api import cut_off
+from monark.api import cut_off, key_holds
+from monark.approvals import edits, handover
+from monark.approvals import inbox as requests
+from monark.approvals.decision import Decision
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.thread import CallView, call_view, group_of
-from monark.chat import decisions, edits, handover, store
+from monark.chat import decisions, store
 from monark.chat.calls import preview_of
 from monark.chat.models import ConversationKind
 from monark.chat.runtime import tool_executor
@@ -38,7 +40,7 @@ def _approvals_badge() -> dict[str, Any]:
     principal = page_principal()
     if principal is None or principal.user_id is None:
         return {}
-    return {"approvals_count": handover.inbox_count(principal, tool_executor(), current_app.config)}
+    return {"approvals_count": requests.inbox_count(principal, tool_executor(), current_app.config)}
 
 
 @dataclass
@@ -77,7 +79,7 @@ def inbox():
     """The signed-in member's pending approval requests, each with its full card."""
     principal = require_principal()
     cut_off.settle(principal.org_id)  # a decision whose process died: asked again now
-    rows = handover.inbox(principal, tool_executor(), current_app.config)
+    rows = requests.inbox(principal, tool_executor(), current_app.config)
     return render_template(
         "approvals/inbox.html",
         requests=[_entry(principal, c, conv) for c, conv in rows],
@@ -96,16 +98,15 @@ def decide(call_id: int):
             "Choose Confirm or Reject.", [{"field": "decision", "message": "confirm or reject"}]
         )
     executor = tool_executor()
-    _, conversation = handover.get_request(principal, executor, call_id)
+    _, conversation = requests.get_request(principal, executor, call_id)
     confirm, reason = action == "confirm", request.form.get("reason", "")
     shown = request.form.get("shown") or None
     try:
         if conversation.kind == ConversationKind.API:
-            decided = api_approvals.decide(principal, call_id, confirm, reason, shown=shown)
+            decided = key_holds.decide(principal, call_id, confirm, reason, shown=shown)
         else:
-            decided = handover.approve(
-                principal, call_id, confirm, reason, executor, current_app.config, shown
-            )
+            decision = Decision(confirm, reason, {call_id: shown} if shown else {})
+            decided = handover.approve(principal, call_id, decision, executor, current_app.config)
     except AppError as err:
         db.session.rollback()
         flash(err.message, "error")
@@ -127,19 +128,20 @@ def hand_over(call_id: int):
     """ "Ask someone to approve": hand the requester's proposed write to a member who holds
     its permission; answers the card, now waiting for them."""
     principal = require_principal()
-    error = None
+    error, status = None, 200
     try:
         approver_id = parse_id(request.form.get("approver_id", ""), "approver_id")
         handover.hand_over(principal, call_id, approver_id, tool_executor(), current_app.config)
     except ValidationFailed as err:
-        error = err.detail_text()
+        error, status = err.detail_text(), 422
     except NotFound:
         raise
+    except Conflict as err:  # handed already, decided, expired: the card says what it is
+        error, status = err.message, 409
     except AppError as err:
-        error = err.message
+        error, status = err.message, 422
     db.session.rollback()
     call = store.get_tool_call(principal, call_id)
-    status = 422 if error else 200
     card = render_template(
         "assistant/_call.html", c=call_view(call), group_id=group_of(call), handover_error=error
     )
@@ -172,7 +174,7 @@ def _edit_form(
 def _editable(principal, call_id: int):
     """The request and what its approver may change in it (``Conflict`` when nothing)."""
     executor = tool_executor()
-    call, conversation = handover.get_request(principal, executor, call_id)
+    call, conversation = requests.get_request(principal, executor, call_id)
     schema = None
     if call.status == "PROPOSED":
         actor = principal.via_assistant(call.conversation_id)
@@ -187,7 +189,7 @@ def _editable(principal, call_id: int):
 def card(call_id: int):
     """A request's card as it is now (Cancel on its edit form)."""
     principal = require_principal()
-    call, conversation = handover.get_request(principal, tool_executor(), call_id)
+    call, conversation = requests.get_request(principal, tool_executor(), call_id)
     return _inbox_card(principal, call, conversation)
 
 
@@ -224,5 +226,9 @@ def save_edit(call_id: int):
             principal, call, conversation, schema, errors, err.message, request.form, 422
         )
     db.session.rollback()
-    call, conversation = handover.get_request(principal, executor, call_id)
+    try:
+        call, conversation = requests.get_request(principal, executor, call_id)
+    except NotFound:  # four eyes: edited, it went back to the one who asked
+        flash("Edited and handed back: the member who asked confirms it now.", "info")
+        return see_other("approvals.inbox")
     return _inbox_card(principal, call, conversation)

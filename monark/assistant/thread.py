@@ -10,8 +10,11 @@ from flask import current_app
 from markupsafe import Markup
 from sqlalchemy import func, select
 
-from monark.chat import allowances, decisions, handover, lease, store, undo
-from monark.chat.edits import shown_token
+from monark.approvals import allowances, handover, undo
+from monark.approvals.decision import shown_token
+from monark.approvals.inbox import holders, permission_of
+from monark.approvals.policy import ApprovalPolicy
+from monark.chat import decisions, lease, store
 from monark.chat.models import (
     Conversation,
     Message,
@@ -72,7 +75,7 @@ class CallView:
     edited_at: datetime | None = None
     original_json: str | None = None
     editable: bool = False  # its tool has arguments a person may change
-    # Allowances and undo (``chat.allowances``, ``chat.undo``): what a waiting card may
+    # Allowances and undo (``approvals.allowances``, ``approvals.undo``): what a waiting card may
     # allow for the conversation (“updates to Tasks records”); ran at once under an
     # allowance; the call this one undoes; whether it may be undone now, or was.
     allow_label: str | None = None
@@ -80,7 +83,7 @@ class CallView:
     undo_of: int | None = None
     can_undo: bool = False
     undone: bool = False
-    # The token of the arguments this card shows, sent with its decision (``chat.edits``).
+    # The token of the arguments this card shows, sent with its decision (``approvals.edits``).
     shown: str = ""
 
     @property
@@ -146,23 +149,21 @@ def _user_names(ids: set[int]) -> dict[int, str]:
 
 
 def _hand_over_view(view: CallView, call: ToolCall) -> None:
-    """A waiting write's hand-over: the members who may approve it, and four eyes."""
+    """A waiting write's hand-over: the members who may approve it, and whether four eyes
+    keeps the requester's Confirm away (they last set its arguments)."""
     if not (view.waiting and call.mutates):
         return
     executor = tool_executor()
-    permission = handover.permission_of(executor, call.name)
+    permission = permission_of(executor, call.name)
     if permission is not None:
-        requester = db.session.scalar(
-            select(Conversation.creator_id).where(Conversation.id == call.conversation_id)
-        )
-        holders = [m for m in handover.holders(call.org_id, permission) if m[0] != requester]
+        may = {uid for uid, _, _ in holders(call.org_id, permission)}
         # Handed to someone whose role lost the permission (or who left): ask someone else.
-        view.approver_gone = call.approver_id is not None and call.approver_id not in {
-            uid for uid, _ in holders
-        }
+        view.approver_gone = call.approver_id is not None and call.approver_id not in may
         if call.approver_id is None or view.approver_gone:
-            view.approvers = holders
-    view.four_eyes = call.name in handover.four_eyes_tools(call.org_id)
+            view.approvers = handover.approvers(executor, call)
+    conversation = db.session.get(Conversation, call.conversation_id)
+    requester = conversation.creator_id if conversation is not None else None
+    view.four_eyes = requester in ApprovalPolicy.of(call.org_id).makers(call, conversation)
 
 
 def _shown(value: Any) -> str:
@@ -286,7 +287,7 @@ def _approval_state(call: ToolCall) -> dict[str, Any]:
 def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
     """A bubble's data; assistant text is rendered from Markdown and sanitized."""
     # A reply still streaming has no calls yet (they are stored with its end).
-    # An undo's note carries its call too (``chat.undo``).
+    # An undo's note carries its call too (``approvals.undo``).
     has_calls = message.role in (MessageRole.ASSISTANT, MessageRole.NOTE) and (
         message.status != MessageStatus.STREAMING
     )
@@ -325,8 +326,10 @@ class ThreadFoot:
     waiting: bool  # a proposed write still waits for the user's decision
     running: bool  # a turn is being written (in another tab, window or instance)
     retry: bool  # the last reply broke off or never came
-    # What waits is not the user's to confirm: handed to another member, or four eyes.
+    # What waits is not the user's to confirm: handed to another member, or four eyes;
+    # those calls, which an open panel waits for another member to decide.
     elsewhere: bool = False
+    awaited: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, waiting: bool, running: bool, last: tuple[str, str] | None) -> ThreadFoot:
@@ -370,7 +373,7 @@ class ThreadView:
     title: str
     messages: list[MessageView]
     turn_id: str | None = None  # the turn being written now (here, in another tab, anywhere)
-    # The user's allowances that hold in this conversation now (``chat.allowances``).
+    # The user's allowances that hold in this conversation now (``approvals.allowances``).
     allowances: list[AllowanceView] = field(default_factory=list)
 
     @property
@@ -386,7 +389,7 @@ class ThreadView:
         foot = ThreadFoot.of(waiting, self.running, last)
         open_calls = [c for m in self.messages for c in m.calls if c.waiting]
         if open_calls and all(c.approver or c.four_eyes for c in open_calls):
-            foot = replace(foot, elsewhere=True)
+            foot = replace(foot, elsewhere=True, awaited=tuple(c.id for c in open_calls))
         return foot
 
 

@@ -10,6 +10,9 @@ from urllib.parse import parse_qsl
 from flask import Blueprint, Response, current_app, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
 
+from monark.approvals import handover
+from monark.approvals import service as approvals
+from monark.approvals.decision import ProposalChanged
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.stream import (
     follow_slot,
@@ -19,7 +22,7 @@ from monark.assistant.stream import (
     watch_turn,
 )
 from monark.assistant.thread import ThreadView, call_view, thread_view
-from monark.chat import decisions, handover, lease, service, store, turns
+from monark.chat import decisions, lease, service, store, turns
 from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
 from monark.chat.prompt import PageContext
@@ -195,6 +198,47 @@ def follow(conversation_id: int):
     )
 
 
+@bp.get("/conversations/<int:conversation_id>/await")
+@guard("chat.use")
+def await_decision(conversation_id: int):
+    """Wait, at most ``CHAT_AWAIT_SECONDS``, for another member to decide one of ``calls``
+    (what the thread shows waiting for them): follow the decision's turn on its progress
+    log, or draw the thread as it is now once one is decided; none by then: the stream
+    ends without ``done``, and the panel connects again."""
+    principal = require_principal()
+    store.get_conversation(principal, conversation_id)
+    awaited = _awaited_ids()
+    deadline = time.monotonic() + float(current_app.config["CHAT_AWAIT_SECONDS"])
+    while awaited:
+        conversation = store.get_conversation(principal, conversation_id)
+        turn_id = lease.live_turn_id(conversation)
+        if turn_id is not None:
+            return watch_turn(principal, conversation_id, turn_id, snapshot=True)
+        if store.settled_any(conversation_id, awaited):
+            break
+        db.session.rollback()  # no connection held while it waits; the next look is fresh
+        if time.monotonic() >= deadline:
+            return Response(": still waiting\n\n", mimetype="text/event-stream")
+        time.sleep(AWAIT_POLL_SECONDS)
+    return watch_turn(principal, conversation_id, None, snapshot=True)
+
+
+AWAIT_POLL_SECONDS = 0.25
+
+
+def _awaited_ids() -> list[int]:
+    """The calls a waiting panel names (``calls=1,2``); what is not an id is left out."""
+    ids = []
+    for raw in request.args.get("calls", "").split(",")[:50]:
+        try:
+            found = parse_id(raw, "calls")
+        except ValidationFailed:
+            continue
+        if found is not None:
+            ids.append(found)
+    return ids
+
+
 def _start(principal: Principal, turn: turns.Turn, redraw: str = "") -> Response:
     """Run a claimed turn on its own and answer with a watcher of it (``redraw``: frames
     that draw anew what the opening changed, sent first)."""
@@ -310,7 +354,7 @@ def decide():
     return decide_call(
         principal,
         call_id,
-        lambda: service.begin_decision(
+        lambda: approvals.begin_decision(
             principal, call_id, action == "confirm", reason, shown=shown
         ),
     )
@@ -334,7 +378,7 @@ def decide_call(
         return _already_decided(call)
     try:
         turn = begin()
-    except (decisions.ProposalExpired, decisions.ProposalChanged) as err:
+    except (decisions.ProposalExpired, ProposalChanged) as err:
         # Nothing ran: the card as it is now (expired, or drawn again to be decided again).
         # No turn started: the page must not wake a follower left from an earlier one (it
         # would redraw the thread over this answer).

@@ -11,24 +11,16 @@ public host unless the deployment allows private ones (``CHAT_LLM_ALLOW_PRIVATE`
 from __future__ import annotations
 
 import os
-import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, ValidationError
 from sqlalchemy import select
 
-from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor, endpoint_of, get_provider
-from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock, TextDelta
 from monark.chat.models import OrgAiSettings
-from monark.core.crypto import SecretUnreadable, decrypt, encrypt
-from monark.core.errors import ValidationFailed
-from monark.core.events import record_event
-from monark.core.net import Unresolvable, UnsafeAddress, check_url, public_addresses
-from monark.core.rbac import Principal
-from monark.core.schemas import StrictModel
+from monark.core.crypto import SecretUnreadable, decrypt
+from monark.core.net import Unresolvable, UnsafeAddress, public_addresses
 from monark.extensions import db
 
 DEFAULT_STEPS, DEFAULT_TOKENS = 8, 4096
@@ -79,7 +71,7 @@ def resolve(org_id: int | None, app_config: Mapping[str, Any]) -> ResolvedAi:
     """The provider configuration and limits of an org's turns (the deployment's alone
     for ``org_id`` None)."""
     stored = org_settings(org_id) if org_id is not None else None
-    return _resolve(stored if stored is not None else OrgAiSettings(), app_config)
+    return resolve_row(stored if stored is not None else OrgAiSettings(), app_config)
 
 
 def _own_endpoint(
@@ -96,7 +88,9 @@ def _own_endpoint(
     return url
 
 
-def _resolve(own: OrgAiSettings, app_config: Mapping[str, Any], typed_key: str = "") -> ResolvedAi:
+def resolve_row(
+    own: OrgAiSettings, app_config: Mapping[str, Any], typed_key: str = ""
+) -> ResolvedAi:
     """Settings (stored, or a form's draft) over the deployment's.
 
     The deployment's key only ever goes to the deployment's endpoints: the vendor's own,
@@ -164,201 +158,3 @@ def unsafe_url(url: str, app_config: Mapping[str, Any]) -> str | None:
     except UnsafeAddress as err:
         return f"The endpoint {url} cannot be used: {err}"
     return None
-
-
-# ---- an admin's form ---------------------------------------------------------------------
-
-NO_CHANGE = "(unchanged)"
-SETTING_FIELDS = ("provider", "model", "base_url", "max_steps", "max_tokens")
-
-
-class AiSettingsForm(StrictModel):
-    """The settings an admin sends; empty means "as the deployment has it"."""
-
-    provider: str = Field("", max_length=40)
-    model: str = Field("", max_length=120)
-    api_key: str = Field("", max_length=500)  # write-only: never shown again
-    clear_key: bool = False
-    base_url: str = Field("", max_length=500)
-    max_steps: int | None = Field(None, ge=1)
-    max_tokens: int | None = Field(None, ge=1)
-
-
-def parse_form(data: Mapping[str, Any], app_config: Mapping[str, Any]) -> AiSettingsForm:
-    """The form checked; ``ValidationFailed`` names each bad field."""
-    raw = {k: (v.strip() if isinstance(v, str) else v) for k, v in data.items()}
-    for number in ("max_steps", "max_tokens"):
-        if raw.get(number) == "":
-            raw[number] = None
-    try:
-        form = AiSettingsForm.model_validate(raw)
-    except ValidationError as err:
-        raise ValidationFailed.from_pydantic(err, "The AI settings are invalid.") from None
-    problems = []
-    if form.provider and get_provider(form.provider) is None:
-        problems.append({"field": "provider", "message": "Choose a provider from the list."})
-    top = caps(app_config)
-    if form.max_steps and form.max_steps > top.max_steps:
-        problems.append({"field": "max_steps", "message": f"At most {top.max_steps}."})
-    if form.max_tokens and form.max_tokens > top.max_tokens:
-        problems.append({"field": "max_tokens", "message": f"At most {top.max_tokens}."})
-    if any(unicodedata.category(ch)[0] in "CZ" and ch != " " for ch in form.model):
-        problems.append({"field": "model", "message": "Leave control characters out."})
-    if form.api_key and not (
-        form.api_key.isascii() and form.api_key.isprintable() and " " not in form.api_key
-    ):
-        problems.append(
-            {
-                "field": "api_key",
-                "message": "An API key is plain ASCII without spaces: paste it as the provider "
-                "gave it.",
-            }
-        )
-    elif form.api_key and len(form.api_key) < MIN_KEY:
-        problems.append({"field": "api_key", "message": "That is too short to be an API key."})
-    if form.base_url:
-        try:
-            check_url(form.base_url)
-        except UnsafeAddress as err:
-            problems.append({"field": "base_url", "message": str(err)})
-    if not problems:
-        # The endpoint the org's turns would call, checked now as it will be at each call.
-        draft = OrgAiSettings(provider=form.provider or None, base_url=form.base_url or None)
-        resolved = _resolve(draft, app_config)
-        if resolved.detail:
-            problems.append({"field": "base_url", "message": resolved.detail})
-    if problems:
-        raise ValidationFailed("The AI settings are invalid.", problems)
-    return form
-
-
-def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, Any]) -> list[str]:
-    """Store an org's AI settings; the names of the fields that changed (audited, never a
-    value). The key is encrypted, kept when none is given, removed on ``clear_key``."""
-    principal.require("org.manage")
-    stored = org_settings(principal.org_id)
-    if stored is None:
-        stored = OrgAiSettings(org_id=principal.org_id)
-        db.session.add(stored)
-    moving = stored.api_key_encrypted and not _same_endpoint(stored, form, app_config)
-    if moving and not form.api_key and not form.clear_key:
-        raise ValidationFailed(
-            "The AI settings are invalid.",
-            [
-                {
-                    "field": "api_key",
-                    "message": "The provider or base URL changed: type the key again (a saved "
-                    "key only goes where it was saved for), or tick Remove.",
-                }
-            ],
-        )
-    changed = []
-    for name in SETTING_FIELDS:
-        value = getattr(form, name) or None
-        if getattr(stored, name) != value:
-            setattr(stored, name, value)
-            changed.append(name)
-    if form.api_key:  # a new key replaces the old one, removed or not
-        stored.api_key_encrypted = encrypt(app_config, form.api_key)
-        changed.append("api_key")
-    elif form.clear_key and stored.api_key_encrypted:
-        stored.api_key_encrypted = None
-        changed.append("api_key")
-    if changed:
-        stored.updated_by_id = principal.user_id
-        record_event(
-            principal, "org.ai_settings.updated", "org", principal.org_id, {"fields": changed}
-        )
-    db.session.commit()
-    return changed
-
-
-def _endpoint_of(settings: OrgAiSettings | AiSettingsForm, app_config: Mapping[str, Any]) -> tuple:
-    """Where settings send their requests: the provider and the endpoint it resolves to."""
-    draft = OrgAiSettings(provider=settings.provider or None, base_url=settings.base_url or None)
-    config = _resolve(draft, app_config).config
-    return config.provider, endpoint_of(config)
-
-
-def _same_endpoint(
-    stored: OrgAiSettings, form: AiSettingsForm, app_config: Mapping[str, Any]
-) -> bool:
-    """Whether the form still sends to where the saved key was saved for: a saved key is
-    never sent anywhere else (an admin could otherwise read it with a server of theirs)."""
-    return _endpoint_of(stored, app_config) == _endpoint_of(form, app_config)
-
-
-def form_config(
-    principal: Principal, form: AiSettingsForm, app_config: Mapping[str, Any]
-) -> ResolvedAi:
-    """What the form would resolve to, were it saved (a Test, a model list): its fields as
-    typed, its key if typed, else the saved one unless it is being removed."""
-    principal.require("org.manage")
-    stored = org_settings(principal.org_id)
-    keeps = stored is not None and not form.clear_key and _same_endpoint(stored, form, app_config)
-    draft = OrgAiSettings(
-        provider=form.provider or None,
-        model=form.model or None,
-        base_url=form.base_url or None,
-        api_key_encrypted=stored.api_key_encrypted if keeps else None,
-    )
-    if form.provider and get_provider(form.provider) is None:
-        resolved = _resolve(OrgAiSettings(), app_config)
-        return replace(resolved, problem="Choose a provider from the list.")
-    resolved = _resolve(draft, app_config, typed_key=form.api_key)
-    config = replace(
-        resolved.config, read_timeout=min(resolved.config.read_timeout, 20.0), max_retries=0
-    )
-    return replace(resolved, config=config)
-
-
-def test_connection(resolved: ResolvedAi) -> tuple[bool, str]:
-    """Send a tiny request with these settings; whether it answered, in plain words."""
-    if resolved.problem or resolved.descriptor is None:
-        return False, resolved.admin_problem or "Choose a provider."
-    adapter = resolved.descriptor.create(resolved.config)
-    try:
-        return _ask(adapter, resolved)
-    finally:
-        close_provider(adapter)  # made for this check alone: its client goes with it
-
-
-def _ask(adapter: Any, resolved: ResolvedAi) -> tuple[bool, str]:
-    problem = getattr(adapter, "problem", lambda: None)()
-    if problem:
-        return False, problem
-    request = LlmRequest(
-        model=resolved.config.model,
-        system="You are checking a connection. Reply with the word OK.",
-        messages=[LlmMessage("user", (TextBlock("Are you there?"),))],
-        tools=[],
-        max_tokens=16,
-    )
-    text: list[str] = []
-    for event in adapter.stream(request):
-        if isinstance(event, ProviderError):
-            return False, f"{resolved.descriptor.label}: {event.message}"
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-    said = " ".join("".join(text).split())[:80] or "(an empty reply)"
-    model = resolved.config.model or "its default model"
-    return True, f"Connected: {resolved.descriptor.label} ({model}) answered “{said}”."
-
-
-def model_catalogue(resolved: ResolvedAi) -> tuple[list[str], str | None]:
-    """The provider's models for these settings, or why there are none to offer (a
-    free-text model name always works)."""
-    if resolved.problem or resolved.descriptor is None:
-        return [], resolved.admin_problem or "Choose a provider."
-    adapter = resolved.descriptor.create(resolved.config)
-    listing = getattr(adapter, "models", None)
-    if listing is None:
-        return [], f"{resolved.descriptor.label} has no model list: type the model's name."
-    if problem := getattr(adapter, "problem", lambda: None)():
-        return [], problem
-    try:
-        return list(listing())[:500], None
-    except Exception as err:  # a list is a convenience: say why, and go on
-        return [], f"{resolved.descriptor.label} did not list its models: {adapter._said(err)}"
-    finally:
-        close_provider(adapter)  # made for this list alone (no client was made before)

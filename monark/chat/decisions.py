@@ -1,49 +1,35 @@
-"""Decisions on proposed writes, each one atomic conditional update on the stored call.
+"""A proposal settles exactly once: one conditional update on the stored call.
 
-A proposal is decided once, whichever tab, window or instance asks first: the update only
-changes a call that is still PROPOSED, and whoever finds it changed gets ``Conflict``. A
-proposal is also decided fresh: one nobody decided within ``CHAT_APPROVAL_TTL`` expires,
-and one whose target changed since its card was drawn is drawn again and asked again.
+Whichever tab, window or instance asks first wins: the update only changes a call that is
+still PROPOSED (and whatever precondition the caller hands it still holds), and whoever
+finds it changed gets a ``Conflict``. A proposal nobody settled within
+``CHAT_APPROVAL_TTL`` expires. How a write is decided (who may, what the card showed, the
+target re-read) is the host's business (``monark.approvals``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat import store
-from monark.chat.calls import before_digest, preview_of
-from monark.chat.edits import EDITED_SINCE, shows_current
 from monark.chat.models import ToolCall, ToolCallStatus
-from monark.chat.tools import ChatToolExecutor
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
 DEFAULT_TTL = 7 * 86400.0
+ALREADY_DECIDED = "This action was already confirmed or rejected."
 
 
 class ProposalExpired(Conflict):
     """The proposal waited longer than ``CHAT_APPROVAL_TTL``: it can no longer run."""
-
-
-CHANGED_MESSAGE = (
-    "This changed since the card was drawn, so nothing ran: check the before → after "
-    "as it is now, and confirm again."
-)
-
-
-class ProposalChanged(Conflict):
-    """The target changed since the card was drawn: the card is drawn again, to ask again
-    (``call_ids``: the cards drawn again)."""
-
-    def __init__(self, message: str = CHANGED_MESSAGE, call_ids: list[int] | None = None):
-        super().__init__(message)
-        self.call_ids = call_ids or []
 
 
 def ttl_seconds(config: Mapping[str, Any]) -> float:
@@ -81,125 +67,75 @@ def expired_message(config: Mapping[str, Any]) -> str:
     )
 
 
-_ANY_EDIT = object()
+@dataclass(frozen=True)
+class Settlement:
+    """How one proposal settles: its new status, the reason of a rejection, and the
+    conditions (``holds``, SQL on ``ToolCall``) that must still be true as it settles."""
+
+    call: ToolCall
+    status: ToolCallStatus
+    reason: str | None = None
+    skipped: bool = False
+    holds: tuple[Any, ...] = ()
 
 
-def _as_checked(edited_at: Any) -> list[Any]:
-    """The condition that the call is still as checked: last edited at ``edited_at``
-    (None: never), so an edit that lands after the checks makes the decision lose."""
-    if edited_at is _ANY_EDIT:
-        return []
-    if edited_at is None:
-        return [ToolCall.edited_at.is_(None)]
-    return [ToolCall.edited_at == edited_at]
+def _already(call: ToolCall) -> Conflict:
+    return Conflict(ALREADY_DECIDED)
 
 
-def _lost(call_id: int, lost_to_edit: bool) -> Conflict:
-    """Why a conditional decision changed nothing: decided meanwhile, or (``lost_to_edit``)
-    edited since it was checked, which asks again."""
-    current = db.session.get(ToolCall, call_id, populate_existing=True)
-    if lost_to_edit and current is not None and current.status == ToolCallStatus.PROPOSED:
-        return ProposalChanged(EDITED_SINCE, call_ids=[call_id])
-    return Conflict("This action was already confirmed or rejected.")
+_SETTLED = ("status", "decided_by_id", "decided_at", "reject_reason", "skipped")
 
 
-def decide(
+def settle(
     principal: Principal,
-    call: ToolCall,
-    status: ToolCallStatus,
-    reason: str | None,
-    skipped: bool = False,
-    edited_at: Any = _ANY_EDIT,
+    settlements: Sequence[Settlement],
+    lost: Callable[[ToolCall], Conflict] = _already,
 ) -> None:
-    """PROPOSED → ``status`` as one conditional update: exactly one decision wins.
-    ``edited_at``: when the call was last edited as the decision checked it (None: never);
-    an edit since then makes it ``ProposalChanged``, nothing decided."""
-    changed = db.session.execute(
-        update(ToolCall)
-        .where(
-            ToolCall.id == call.id,
-            ToolCall.status == ToolCallStatus.PROPOSED,
-            *_as_checked(edited_at),
-        )
-        .values(
-            status=status,
-            decided_by_id=principal.user_id,
-            decided_at=utcnow(),
-            reject_reason=(reason or None) if status == ToolCallStatus.REJECTED else None,
-            skipped=skipped,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    if changed.rowcount != 1:
-        db.session.rollback()
-        raise _lost(call.id, edited_at is not _ANY_EDIT)
-    db.session.refresh(call)
-    store.tool_call_event(
-        principal.via_assistant(call.conversation_id),
-        call,
-        "confirmed" if status == ToolCallStatus.EXECUTING else "rejected",
-    )
-    db.session.commit()
-
-
-def check_shown(call: ToolCall, shown: str | None) -> None:
-    """``ProposalChanged`` (nothing decided, the card drawn again) when the card that asks
-    showed other arguments than the call has now (an edit elsewhere since)."""
-    if not shows_current(call, shown):
-        raise ProposalChanged(EDITED_SINCE, call_ids=[call.id])
-
-
-def edit_guard(confirm: bool, checked_edit: Any) -> dict[str, Any]:
-    """``decide``'s edit condition for a confirm: it holds only if no edit landed after the
-    checks (a reject stands whatever was edited)."""
-    return {"edited_at": checked_edit} if confirm else {}
-
-
-def decide_group(
-    principal: Principal,
-    calls: list[ToolCall],
-    selected: set[int],
-    reason: str | None,
-    edited_at: Mapping[int, Any] | None = None,
-) -> list[ToolCall]:
-    """One decision on a step's writes: the ``selected`` ones EXECUTING, the rest REJECTED,
-    in one transaction of conditional updates, each audited. Every call must still be
-    PROPOSED, or nothing is decided (``Conflict``); a selected one edited since the checks
-    (``edited_at``: by call id, as checked) makes it ``ProposalChanged``. The confirmed
-    calls, in order."""
+    """PROPOSED → each settlement's status, in one transaction of conditional updates (one
+    per outcome), each audited: all of them or none (``lost(call)`` names why the first
+    that changed nothing lost: decided meanwhile, or its precondition broken)."""
     now = utcnow()
-    for call in calls:
-        confirm = call.id in selected
-        checked = (edited_at or {}).get(call.id, _ANY_EDIT) if confirm else _ANY_EDIT
+    outcomes: dict[tuple[Any, ...], list[Settlement]] = {}
+    for s in settlements:
+        reason = (s.reason or None) if s.status == ToolCallStatus.REJECTED else None
+        outcomes.setdefault((s.status, reason, s.skipped), []).append(s)
+    for (status, reason, skipped), group in outcomes.items():
+        values = {
+            "status": status,
+            "decided_by_id": principal.user_id,
+            "decided_at": now,
+            "reject_reason": reason,
+            "skipped": skipped,
+        }
         changed = db.session.execute(
             update(ToolCall)
             .where(
-                ToolCall.id == call.id,
                 ToolCall.status == ToolCallStatus.PROPOSED,
-                *_as_checked(checked),
+                or_(*(and_(ToolCall.id == s.call.id, *s.holds) for s in group)),
             )
-            .values(
-                status=ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED,
-                decided_by_id=principal.user_id,
-                decided_at=now,
-                reject_reason=None if confirm else (reason or None),
-            )
+            .values(**values)
             .execution_options(synchronize_session=False)
         ).rowcount
-        if changed != 1:
+        if changed != len(group):
+            failed = next((s for s in group if not _changed(s, status, now)), group[0])
             db.session.rollback()
-            lost = _lost(call.id, checked is not _ANY_EDIT)
-            if isinstance(lost, ProposalChanged):
-                raise lost
-            raise Conflict("These actions were already confirmed or rejected.")
-    actor = principal.via_assistant(calls[0].conversation_id) if calls else principal
-    for call in calls:
-        db.session.refresh(call)
-        store.tool_call_event(
-            actor, call, "confirmed" if call.status == ToolCallStatus.EXECUTING else "rejected"
-        )
+            raise lost(failed.call)
+        for s in group:
+            for name in _SETTLED:  # as stored now, without reading it back
+                set_committed_value(s.call, name, values[name])
+    for s in settlements:
+        what = "confirmed" if s.status == ToolCallStatus.EXECUTING else "rejected"
+        store.tool_call_event(principal.via_assistant(s.call.conversation_id), s.call, what)
     db.session.commit()
-    return [c for c in calls if c.status == ToolCallStatus.EXECUTING]
+
+
+def _changed(s: Settlement, status: ToolCallStatus, when: datetime) -> bool:
+    """Whether the update above settled ``s``'s call (read in its transaction, before the
+    rollback): the one that did not is the one that lost."""
+    row = db.session.execute(
+        select(ToolCall.status, ToolCall.decided_at).where(ToolCall.id == s.call.id)
+    ).one_or_none()
+    return row is not None and row.status == status and as_utc(row.decided_at) == as_utc(when)
 
 
 def expire_overdue(principal: Principal, conversation_id: int, config: Mapping[str, Any]) -> int:
@@ -226,34 +162,3 @@ def expire_overdue(principal: Principal, conversation_id: int, config: Mapping[s
             expired += 1
     db.session.commit()
     return expired
-
-
-def redrawn(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> bool:
-    """Read a write's target again, as the user, before it runs: when the card's before
-    side no longer holds (its digest, of the whole values, not of what the card kept),
-    store the card as it is now (the call stays PROPOSED, to be decided again) and say so."""
-    if not call.mutates or not call.preview:
-        return False
-    shown = call.preview
-    fresh = preview_of(executor, principal.via_assistant(call.conversation_id), call)
-    if fresh is None or before_digest(fresh) == before_digest(shown):
-        db.session.rollback()  # the preview's reads: leave nothing open
-        return False
-    changed = db.session.execute(
-        update(ToolCall)
-        .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
-        .values(preview=fresh)
-        .execution_options(synchronize_session=False)
-    ).rowcount
-    if changed != 1:
-        db.session.rollback()
-        raise Conflict("This action was already confirmed or rejected.")
-    store.tool_call_event(principal.via_assistant(call.conversation_id), call, "redrawn")
-    db.session.commit()
-    return True
-
-
-def check_fresh(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> None:
-    """``ProposalChanged`` when the call's card had to be drawn again (``redrawn``)."""
-    if redrawn(executor, principal, call):
-        raise ProposalChanged(call_ids=[call.id])

@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import current_app
 
-from monark.chat import allowances, store
+from monark.chat import store
 from monark.chat.ai_settings import DEFAULT_STEPS
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
@@ -35,7 +35,7 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.prompt import system_prompt
-from monark.chat.runtime import provider_for, tool_executor
+from monark.chat.runtime import proposal_gate, provider_for, tool_executor
 from monark.chat.streaming import Step, stream_step
 from monark.chat.tools import ChatToolExecutor, ToolSpec
 from monark.chat.transcript import build_llm_messages, tool_definitions
@@ -253,8 +253,8 @@ def _proposed_calls(
         call.preview = preview_of(setup.executor, actor, call)
         if call.mutates:
             precheck(setup.executor, actor, call)
-            # Allowed for this conversation: it runs at once, like a read (``_run_reads``).
-            call.allowed = allowances.applies(actor, conversation, spec, call)
+            # The host's gate may let it run at once, like a read (``_run_reads``).
+            call.allowed = proposal_gate().runs_at_once(actor, conversation, spec, call)
         stored.append(call)
     return stored
 

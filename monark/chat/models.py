@@ -215,7 +215,7 @@ class ToolCall(db.Model):
     # conversation"), not by a click on its card.
     allowed: Mapped[bool] = mapped_column(default=False)
     # What undoing a done write takes: the target's state before it and after it, and the
-    # call that puts the before back (``chat.undo``).
+    # call that puts the before back (``approvals.undo``).
     undo: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     # An undo is a call of its own, pointing at the call it undoes: one undo per call.
     undo_of_id: Mapped[int | None] = mapped_column(
@@ -230,35 +230,12 @@ class ToolCall(db.Model):
     )
     handed_at: Mapped[datetime | None] = mapped_column(default=None)
     # A key's held write whose approved run was cut off (its process died) is asked again
-    # as a new call pointing at it: once per call (``api.approvals.ask_again``).
+    # as a new call pointing at it: once per call (``api.cut_off``).
     retry_of_id: Mapped[int | None] = mapped_column(
         ForeignKey("chat_tool_calls.id", ondelete="SET NULL"), default=None, unique=True
     )
 
     message: Mapped[Message] = relationship(back_populates="tool_calls")
-
-
-class Allowance(db.Model):
-    """ "Allow <tool> for this conversation": later calls of that tool in that conversation,
-    by that user, on the same target where the tool has one (``scope``), run without a card
-    while the allowance holds (not revoked, and the conversation active within
-    ``CHAT_ALLOWANCE_IDLE``)."""
-
-    __tablename__ = "chat_allowances"
-    __table_args__ = (Index("ix_chat_allowances_conversation_id_tool", "conversation_id", "tool"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
-    conversation_id: Mapped[int] = mapped_column(
-        ForeignKey("chat_conversations.id", ondelete="CASCADE")
-    )
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    tool: Mapped[str] = mapped_column(String(120))
-    # The one target it covers, for a tool that declares one (``ToolSpec.allow_scope``: a
-    # record tool's model key); None: the tool as a whole.
-    scope: Mapped[str | None] = mapped_column(String(120), default=None)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class OrgAiSettings(db.Model):

@@ -1,11 +1,12 @@
-"""The chat module's runtime, one per app: its tool executor and its model providers.
+"""The chat module's runtime, one per app: its tool executor, its proposal gate and its
+model providers.
 
-The host installs its executor when it builds the app (``install``); a provider is built
-from an org's settings (or the deployment's config) on first use, so a deployment without a
-key starts normally and the SDK is imported only when someone talks to the assistant. Both
-live on the app (``app.extensions``), not in module globals: two apps in one process
-(tests, say) keep their own. Providers are kept per configuration, the most recently used
-``CHAT_LLM_CLIENT_CACHE`` of them (``AdapterCache``).
+The host installs its executor and its proposal gate when it builds the app (``install``);
+a provider is built from an org's settings (or the deployment's config) on first use, so a
+deployment without a key starts normally and the SDK is imported only when someone talks
+to the assistant. All live on the app (``app.extensions``), not in module globals: two apps
+in one process (tests, say) keep their own. Providers are kept per configuration, the most
+recently used ``CHAT_LLM_CLIENT_CACHE`` of them (``AdapterCache``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import ProviderConfig
 from monark.chat.llm.types import LlmProvider
 from monark.chat.llm.unavailable import UnavailableProvider
-from monark.chat.tools import ChatToolExecutor, NoTools
+from monark.chat.tools import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
 
 _KEY = "monark.chat"
 
@@ -70,15 +71,16 @@ class AdapterCache:
 @dataclass
 class ChatRuntime:
     executor: ChatToolExecutor = field(default_factory=NoTools)
+    gate: ProposalGate = field(default_factory=AlwaysAsk)
     # A provider for every org (tests, benchmarks); None: each org's own, as configured.
     override: LlmProvider | None = None
     adapters: AdapterCache = field(default_factory=AdapterCache)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def install(app: Flask, executor: ChatToolExecutor) -> None:
-    """Give ``app`` the host's tool executor (called by the app factory)."""
-    app.extensions[_KEY] = ChatRuntime(executor)
+def install(app: Flask, executor: ChatToolExecutor, gate: ProposalGate | None = None) -> None:
+    """Give ``app`` the host's tool executor and proposal gate (called by the app factory)."""
+    app.extensions[_KEY] = ChatRuntime(executor, gate or AlwaysAsk())
 
 
 def runtime(app: Flask | None = None) -> ChatRuntime:
@@ -93,6 +95,11 @@ def runtime(app: Flask | None = None) -> ChatRuntime:
 def tool_executor() -> ChatToolExecutor:
     """The current app's tool executor."""
     return runtime().executor
+
+
+def proposal_gate() -> ProposalGate:
+    """The current app's proposal gate."""
+    return runtime().gate
 
 
 def _adapter(resolved: ResolvedAi, limit: int) -> LlmProvider:

@@ -326,6 +326,22 @@ def get_message(principal: Principal, message_id: int) -> Message:
     return message
 
 
+def settled_any(conversation_id: int, call_ids: list[int]) -> bool:
+    """Whether any of these calls of the conversation is no longer PROPOSED."""
+    return (
+        db.session.scalar(
+            select(ToolCall.id)
+            .where(
+                ToolCall.conversation_id == conversation_id,
+                ToolCall.id.in_(call_ids),
+                ToolCall.status != ToolCallStatus.PROPOSED,
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
 def proposed_calls_of(message_id: int) -> list[ToolCall]:
     """The writes of one message still waiting for a decision, in the model's order."""
     return list(

@@ -13,7 +13,7 @@ RESULT_LIMIT = 20_000  # characters of a result the model reads, unless a tool s
 
 
 class UndoHook(Protocol):
-    """How a tool's done write is undone (``chat.undo``; the host declares it on the route,
+    """How a tool's done write is undone (``approvals.undo``; the host declares it on the route,
     ``monark.core.routes.Undo``): ``before`` reads, in the write's own unit of work and just
     before it, what putting the target back needs; ``plan`` answers, from that and the
     write's result, the JSON stored on the call (``ToolCall.undo``), or None."""
@@ -26,7 +26,7 @@ class UndoHook(Protocol):
 
 
 class AllowScopeHook(Protocol):
-    """The one target an allowance of a tool covers (``chat.allowances``; the host declares
+    """The one target an allowance of a tool covers (``approvals.allowances``; the host declares
     it on the route, ``monark.core.routes.AllowScope``): the value of ``argument``, said
     for people by ``describe(org_id, value)``."""
 
@@ -59,12 +59,12 @@ class ToolSpec:
     # editing a proposed call never changes them, so the write stays on the target its
     # card named.
     locked: tuple[str, ...] = ()
-    # A write a user may allow for a conversation (``chat.allowances``): never a delete.
+    # A write a user may allow for a conversation (``approvals.allowances``): never a delete.
     allowable: bool = False
     # What such an allowance covers besides the tool (a record tool's model); None: the
     # tool as a whole.
     allow_scope: AllowScopeHook | None = field(default=None, compare=False)
-    # How a done write of this tool is undone (``chat.undo``); None: it cannot be.
+    # How a done write of this tool is undone (``approvals.undo``); None: it cannot be.
     undo: UndoHook | None = field(default=None, compare=False)
 
 
@@ -112,6 +112,33 @@ class ChatToolExecutor(Protocol):
         """The JSON Schema of what a person may change in a proposed call (its locked
         arguments left out), typed for the call's target; None: it cannot be edited."""
         ...
+
+
+class ProposalGate(Protocol):
+    """What the host decides about proposals (``runtime.install``): whether a proposed write
+    may run at once, and what a turn's claim does first."""
+
+    def runs_at_once(
+        self, actor: Principal, conversation: Any, spec: ToolSpec | None, call: Any
+    ) -> bool:
+        """Whether the just-proposed ``call`` runs without asking anyone."""
+        ...
+
+    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+        """Called as a turn claims its conversation, before it stores anything."""
+        ...
+
+
+class AlwaysAsk:
+    """The gate before the host injects one: every write waits for a decision."""
+
+    def runs_at_once(
+        self, actor: Principal, conversation: Any, spec: ToolSpec | None, call: Any
+    ) -> bool:
+        return False
+
+    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+        return None
 
 
 class NoTools:

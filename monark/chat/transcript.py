@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monark.chat import store
-from monark.chat.edits import edit_note
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
@@ -110,7 +109,7 @@ def row_turns(
         blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
         return [("user", [*blocks, TextBlock(row.text)])]
     if row.role == MessageRole.NOTE:
-        # An undo's note (``chat.undo``): the user's side says what they undid, after what
+        # An undo's note (``approvals.undo``): the user's side says what they undid, after what
         # the model already read (nothing earlier is rewritten, so the cached prefix holds).
         said = [TextBlock(b["text"]) for b in row.content if b.get("undo_of") and b.get("text")]
         return [("user", said)] if said else []
@@ -173,3 +172,38 @@ def tool_definitions(specs: list[ToolSpec]) -> list[ToolDefinition]:
         ToolDefinition(s.name, s.description, s.input_schema)
         for s in sorted(specs, key=lambda s: s.name)
     ]
+
+
+def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
+    """The dotted names of what differs between two argument objects (``values.status``)."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        paths: list[str] = []
+        for key in sorted(set(before) | set(after), key=str):
+            name = f"{prefix}{key}"
+            if key not in before or key not in after:
+                paths.append(name)
+            else:
+                paths += changed_paths(before[key], after[key], f"{name}.")
+        return paths
+    return [] if before == after else [prefix.rstrip(".") or "arguments"]
+
+
+def edit_note(
+    original: Mapping[str, Any] | None, edited: Mapping[str, Any], ran: bool = True
+) -> str:
+    """What the model reads before an edited call's result: which arguments the person
+    changed, and what the call ran with (``ran`` False: it never ran, rejected or expired,
+    so the note says only what the arguments became)."""
+    if not original:
+        return ""
+    changed = ", ".join(changed_paths(original, edited)) or "nothing"
+    shown = json.dumps(edited, ensure_ascii=False, sort_keys=True, default=str)
+    if not ran:
+        return (
+            f"The user edited your arguments (changed: {changed}) to these: {shown}; "
+            "it did not run. "
+        )
+    return (
+        f"The user edited your arguments before deciding (changed: {changed}); "
+        f"the call used these arguments instead: {shown}. "
+    )

@@ -58,7 +58,7 @@ Describe = Callable[[Principal], str]
 
 @dataclass(frozen=True)
 class Undo:
-    """How a done write is undone (``monark.chat.undo``), declared beside the route.
+    """How a done write is undone (``monark.approvals.undo``), declared beside the route.
 
     ``before(principal, arguments)`` runs in the write's own unit of work just before it,
     reading what putting the target back needs. ``plan(principal, arguments, result,
@@ -78,7 +78,7 @@ class Undo:
 @dataclass(frozen=True)
 class AllowScope:
     """What "Allow … for this conversation" of a write covers besides its tool
-    (``monark.chat.allowances``): only calls whose ``argument``, a path param naming the
+    (``monark.approvals.allowances``): only calls whose ``argument``, a path param naming the
     target (a record tool's ``model``), has the value the allowed call had.
     ``describe(org_id, value)`` says it for a card and the allowance list ("updates to
     Tasks records"): "Allow <that> for this conversation"."""
@@ -141,7 +141,7 @@ class RouteDescriptor:
     summarize: Callable[[Any], Any] | None = None
     result_limit: int | None = None
     edit_schema: EditSchema | None = None
-    # "Allow <tool> for this conversation" (``monark.chat.allowances``): None means yes for
+    # "Allow <tool> for this conversation" (``monark.approvals.allowances``): None means yes for
     # creates and updates (POST, PATCH, PUT), never for a DELETE; False keeps a write
     # asking every time (automations' enable, test runs, graphs that may send webhooks).
     allow: bool | None = None

@@ -1,4 +1,4 @@
-"""How the assistant's record writes are undone (``RouteDescriptor.undo``; see ``chat.undo``).
+"""How the assistant's record writes are undone (``RouteDescriptor.undo``; see ``approvals.undo``).
 
 Each hook reads, as the user and in the write's own unit of work, what putting the record
 back needs; then, from the write's result, says the reverse call, how to read the record

@@ -10,6 +10,7 @@ from monark.chat.llm.providers import PROVIDERS, endpoint_of, provider_summaries
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.web import see_other
+from monark.settings import ai_form
 
 bp = Blueprint("settings_ai", __name__, url_prefix="/settings/ai")
 
@@ -51,11 +52,11 @@ def _named(err: ValidationFailed) -> str:
     return "; ".join(named) or err.message
 
 
-def _form() -> ai_settings.AiSettingsForm:
-    fields = ai_settings.AiSettingsForm.model_fields
+def _form() -> ai_form.AiSettingsForm:
+    fields = ai_form.AiSettingsForm.model_fields
     data: dict[str, object] = {k: request.form.get(k, "") for k in fields if k != "clear_key"}
     data["clear_key"] = request.form.get("clear_key") == "on"
-    return ai_settings.parse_form(data, current_app.config)
+    return ai_form.parse_form(data, current_app.config)
 
 
 @bp.route("", methods=["GET", "POST"])
@@ -64,7 +65,7 @@ def page():
     """The org's AI settings; a save keeps the key unless a new one is typed or it is removed."""
     if request.method == "POST":
         try:
-            changed = ai_settings.save(require_principal(), _form(), current_app.config)
+            changed = ai_form.save(require_principal(), _form(), current_app.config)
         except ValidationFailed as err:
             return _page(err.field_errors(), 422)
         flash("AI settings saved." if changed else "Nothing changed.", "info")
@@ -77,10 +78,10 @@ def page():
 def test():
     """Send a tiny request with the form's values; the answer, or the error in plain words."""
     try:
-        resolved = ai_settings.form_config(require_principal(), _form(), current_app.config)
+        resolved = ai_form.form_config(require_principal(), _form(), current_app.config)
     except ValidationFailed as err:
         return render_template("settings/_ai_test.html", ok=False, message=_named(err)), 422
-    ok, message = ai_settings.test_connection(resolved)
+    ok, message = ai_form.test_connection(resolved)
     return render_template("settings/_ai_test.html", ok=ok, message=message)
 
 
@@ -89,10 +90,10 @@ def test():
 def models():
     """The provider's models for the form's values, as the model field's suggestions."""
     try:
-        resolved = ai_settings.form_config(require_principal(), _form(), current_app.config)
+        resolved = ai_form.form_config(require_principal(), _form(), current_app.config)
     except ValidationFailed as err:
         return render_template("settings/_ai_models.html", models=[], problem=_named(err))
-    found, problem = ai_settings.model_catalogue(resolved)
+    found, problem = ai_form.model_catalogue(resolved)
     return render_template("settings/_ai_models.html", models=found, problem=problem)
 
 

@@ -15,7 +15,7 @@ from monark.core.models import User
 from monark.core.rbac import roles_up_to
 from monark.core.web import see_other
 from monark.extensions import db
-from monark.settings import four_eyes, joining, members, services
+from monark.settings import four_eyes, joining, key_revocation, members, services
 
 bp = Blueprint("settings", __name__)
 # The org's on/off settings, each a checkbox of its form.
@@ -46,22 +46,14 @@ def _org_page(
         invites=members.list_pending_invites(principal),
         # Roles at or below the admin's own (only owners invite owners, or make them).
         grantable_roles=roles_up_to(principal.role),
-        approval_tools=_approval_tools(),
+        approval_tools=four_eyes.always_ask_candidates(),
         errors=errors or {},
         invite_errors=invite_errors or {},
         new_invite=new_invite,
         form=request.form if errors else None,
         invite_form=request.form if invite_errors else {},
-        write_tools=four_eyes.write_tools(),
+        four_eyes_tools=four_eyes.four_eyes_candidates(),
     ), status
-
-
-def _approval_tools() -> list[Any]:
-    """The write tools the approval settings list (``settings.approvals``, which registers
-    on this blueprint and so is imported here only when the page is drawn)."""
-    from monark.settings.approvals import write_tools
-
-    return write_tools()
 
 
 def _settings_form() -> dict[str, Any]:
@@ -184,8 +176,8 @@ def api_keys():
 @bp.post("/settings/api-keys/<int:key_id>/revoke")
 @guard("apikeys.manage")
 def api_key_revoke(key_id: int):
-    """Revoke a key; calls with it fail from now on."""
-    key = keys.revoke_key(require_principal(), key_id)
+    """Revoke a key; calls with it fail from now on, and its held writes are rejected."""
+    key = key_revocation.revoke_key(require_principal(), key_id)
     flash(f"Key {key.name} revoked.", "info")
     return see_other("settings.api_keys")
 

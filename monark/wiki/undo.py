@@ -1,5 +1,5 @@
 """How the assistant's wiki writes of titles, icons and the tree are undone
-(``RouteDescriptor.undo``; see ``chat.undo``): each reads the page before the write, as the
+(``RouteDescriptor.undo``; see ``approvals.undo``): each reads the page before the write, as the
 user, and puts back what it changed; the page must still be as the write left it."""
 
 from __future__ import annotations

@@ -6,22 +6,25 @@ the tool and its locked arguments (``ToolSpec.locked``: the path params that nam
 target) never change, so an edit can never move the write to a record the card did not
 name. The new arguments are checked by the route's own models (the tool's precheck) before
 anything is stored; the model's own arguments stay on the call (``original_input``), and
-the next step tells the model what the person changed.
+the next step tells the model what the person changed. Under four eyes, an approver who
+edits a call handed to them hands it back (``handover.hand_back``): they set its arguments
+now, so the one who asked, or another member, confirms them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import update
 
+from monark.approvals import handover
+from monark.approvals.policy import ApprovalPolicy
 from monark.chat.calls import preview_of
 from monark.chat.models import ToolCall, ToolCallStatus
 from monark.chat.store import tool_call_event
 from monark.chat.tools import ChatToolExecutor, ToolSpec
+from monark.chat.transcript import changed_paths
 from monark.core.errors import Conflict, ValidationFailed
 from monark.core.models import utcnow
 from monark.core.rbac import Principal
@@ -30,36 +33,6 @@ from monark.extensions import db
 
 NOT_EDITABLE = "This action cannot be edited: Confirm or Reject it as it is."
 ALREADY_DECIDED = "This action was already decided, so it can no longer be edited."
-EDITED_SINCE = (
-    "This card was edited since it was drawn here (in another tab or window), so nothing "
-    "ran: check it as it is now, and confirm again."
-)
-
-
-def shown_token(arguments: Mapping[str, Any]) -> str:
-    """A short token of a call's arguments: a card sends the one it was drawn with, so a
-    decision on a card drawn before an edit elsewhere never runs what it did not show."""
-    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def shows_current(call: ToolCall, shown: str | None) -> bool:
-    """Whether a card's token (None: the request sent none) names the call's arguments."""
-    return shown is None or shown == shown_token(call.input)
-
-
-def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
-    """The dotted names of what differs between two argument objects (``values.status``)."""
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        paths: list[str] = []
-        for key in sorted(set(before) | set(after), key=str):
-            name = f"{prefix}{key}"
-            if key not in before or key not in after:
-                paths.append(name)
-            else:
-                paths += changed_paths(before[key], after[key], f"{name}.")
-        return paths
-    return [] if before == after else [prefix.rstrip(".") or "arguments"]
 
 
 def edited_arguments(
@@ -116,6 +89,11 @@ def edit_call(
         db.session.rollback()
         raise Conflict(ALREADY_DECIDED)
     tool_call_event(actor, call, "edited", {"fields": changed})
+    if call.approver_id == principal.user_id and ApprovalPolicy.of(call.org_id).four_eyes(
+        call.name
+    ):
+        # Maker-checker: whoever set these arguments never confirms them.
+        handover.hand_back(principal, call)
     db.session.commit()
     db.session.refresh(call)
     return changed
@@ -124,24 +102,3 @@ def edit_call(
 def _with_input(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
     """A detached copy of the call with other arguments, to draw its card from."""
     return ToolCall(name=call.name, input=arguments, mutates=call.mutates, status=call.status)
-
-
-def edit_note(
-    original: Mapping[str, Any] | None, edited: Mapping[str, Any], ran: bool = True
-) -> str:
-    """What the model reads before an edited call's result: which arguments the person
-    changed, and what the call ran with (``ran`` False: it never ran, rejected or expired,
-    so the note says only what the arguments became)."""
-    if not original:
-        return ""
-    changed = ", ".join(changed_paths(original, edited)) or "nothing"
-    shown = json.dumps(edited, ensure_ascii=False, sort_keys=True, default=str)
-    if not ran:
-        return (
-            f"The user edited your arguments (changed: {changed}) to these: {shown}; "
-            "it did not run. "
-        )
-    return (
-        f"The user edited your arguments before deciding (changed: {changed}); "
-        f"the call used these arguments instead: {shown}. "
-    )

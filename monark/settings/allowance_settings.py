@@ -1,4 +1,4 @@
-"""The org's approval settings for the assistant's writes (issue 14, point 3), for admins:
+"""The org's allowance settings for the assistant's writes, for admins:
 whether "Allow <tool> for this conversation" is offered at all, and which write tools
 always ask (``Org.chat_allowances_enabled``, ``Org.chat_always_confirm``). Its form is a
 section of the settings page (``templates/settings/_approvals.html``), saved on its own."""
@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from flask import flash, request, url_for
 
-from monark.chat.runtime import tool_executor
-from monark.chat.tools import ToolSpec
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
@@ -16,14 +14,8 @@ from monark.core.htmx import redirect_full
 from monark.core.models import Org
 from monark.core.rbac import Principal
 from monark.extensions import db
-from monark.settings import services
+from monark.settings import four_eyes, services
 from monark.settings.views import bp
-
-
-def write_tools() -> list[ToolSpec]:
-    """The write tools an admin may set to always ask: those a user could allow at all
-    (deletes and the like always ask anyway), by name."""
-    return [s for s in tool_executor().specs() if s.mutates and s.allowable]
 
 
 def update_approval_settings(
@@ -32,7 +24,7 @@ def update_approval_settings(
     """Save the org's allowance switch and its always-confirm tools, with an event."""
     principal.require("org.manage")
     org = services.get_org(principal)
-    known = {s.name for s in write_tools()}
+    known = {s.name for s in four_eyes.always_ask_candidates()}
     unknown = sorted(set(always_confirm) - known)
     if unknown:
         raise ValidationFailed(

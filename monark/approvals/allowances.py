@@ -1,5 +1,5 @@
 """“Allow <tool> for this conversation”: later calls of one tool, in one conversation, by one
-user, run at once instead of asking (issue 14, point 3).
+user, run at once instead of asking.
 
 A tool that declares a scope (``ToolSpec.allow_scope``) is allowed on one target only: a
 record tool on the model its allowed call named ("Allow updates to Tasks records for this
@@ -21,7 +21,7 @@ claim of its turn), so coming back later asks again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,17 +29,18 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import select, update
 
-from monark.chat.models import Allowance, Conversation, ToolCall, ToolCallStatus
+from monark.approvals.models import Allowance
+from monark.approvals.policy import ApprovalPolicy
+from monark.chat.models import Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
 from monark.chat.tools import ToolSpec
 from monark.core.errors import Forbidden, NotFound
 from monark.core.events import record_event
-from monark.core.models import Org, as_utc, utcnow
+from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
 DEFAULT_IDLE = 3600.0
-SWITCHED_OFF = "Allowing a tool for a conversation is switched off in this organization."
 
 
 def idle_seconds(config: Mapping[str, Any] | None = None) -> float:
@@ -52,25 +53,9 @@ def _cutoff(config: Mapping[str, Any] | None = None) -> datetime:
     return utcnow() - timedelta(seconds=idle_seconds(config))
 
 
-def refusal(org: Org | None, spec: ToolSpec | None) -> str | None:
-    """Why ``spec`` may not be allowed in ``org`` (None: it may)."""
-    if org is None or not org.chat_allowances_enabled:
-        return SWITCHED_OFF
-    if spec is None or not spec.mutates:
-        return "Only a write can be allowed."
-    if not spec.allowable:
-        return f"{spec.name} always asks: deletes and risky writes cannot be allowed."
-    if spec.name in (org.chat_always_confirm or []):
-        return f"An admin set {spec.name} to always ask in this organization."
-    if spec.name in (org.chat_four_eyes or []):
-        # Four eyes (``chat.handover``): another member decides each of its writes.
-        return f"{spec.name} needs another member's approval here (four eyes)."
-    return None
-
-
 def offered(org_id: int, spec: ToolSpec | None) -> bool:
     """Whether a card of ``spec`` offers “Allow … for this conversation”."""
-    return refusal(db.session.get(Org, org_id), spec) is None
+    return ApprovalPolicy.of(org_id).allow_refusal(spec) is None
 
 
 @dataclass(frozen=True)
@@ -160,7 +145,7 @@ def applies(
     if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         return False
     wanted = reach(spec, call)
-    if wanted is None or refusal(db.session.get(Org, principal.org_id), spec) is not None:
+    if wanted is None or ApprovalPolicy.of(principal.org_id).allow_refusal(spec) is not None:
         return False
     return any(_reach_of(a) == wanted for a in active(principal, conversation, config))
 
@@ -169,7 +154,7 @@ def grant(principal: Principal, call: ToolCall, spec: ToolSpec | None) -> Allowa
     """Store an allowance of ``call``'s tool (on its target, for a tool with a scope) for
     its conversation and the principal, with its event, in the current transaction (the
     caller's decision commits it): ``Forbidden`` when it may not be allowed."""
-    reason = refusal(db.session.get(Org, principal.org_id), spec)
+    reason = ApprovalPolicy.of(principal.org_id).allow_refusal(spec)
     if reason is not None:
         raise Forbidden(reason)
     wanted = reach(spec, call)
@@ -266,12 +251,14 @@ def lapse_idle(
     return len(lapsed)
 
 
-def granting(principal: Principal) -> Callable[[ToolCall], None]:
-    """What a confirm with “Allow <tool> for this conversation” adds to its decision
-    (``service.begin_decision(on_confirm=...)``): the allowance, or a refusal."""
+class AllowanceGate:
+    """The chat loop's proposal gate (``chat.tools.ProposalGate``): a write runs at once
+    under one of the user's allowances, and a claimed turn first lapses idle ones."""
 
-    def grant_for(call: ToolCall) -> None:
-        specs = {s.name: s for s in tool_executor().specs()}
-        grant(principal, call, specs.get(call.name))
+    def runs_at_once(
+        self, actor: Principal, conversation: Conversation, spec: ToolSpec | None, call: ToolCall
+    ) -> bool:
+        return applies(actor, conversation, spec, call)
 
-    return grant_for
+    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+        lapse_idle(principal, conversation_id, config)

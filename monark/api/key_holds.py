@@ -1,14 +1,15 @@
-"""Writes of an API key marked "writes need approval": held, decided in the Approvals inbox.
+"""An API key's held writes: held (202), decided in the Approvals inbox, their status.
 
-A write through /api/v1 with such a key does not run. Its request is validated first (the
+A write through /api/v1 with such a key, or of a tool the org holds to four eyes through
+any key, does not run. Its request is validated first (the
 route's own models, then a dry run of the view as the key, rolled back: a bad request is
 answered at once and never held); then it is stored with the stored-call machinery, as
 one message with its ``ToolCall`` (PROPOSED, the flattened arguments the assistant's tools
 use, the route's own preview) in the key's conversation of kind ``API``, and answered
 ``202 Accepted``. Members whose role holds the route's permission see it in their
 Approvals inbox; a confirm runs it in-process as the key (its ceiling applies again),
-recording who approved it; ``GET /api/v1/approvals/{id}`` (the ``approvals_get`` tool)
-tells the agent how it ended.
+recording who approved it; ``GET /api/v1/approvals/{id}`` (the ``approvals_get`` tool,
+``api.hold_status``) tells the agent how it ended.
 """
 
 from __future__ import annotations
@@ -19,16 +20,20 @@ from typing import Any
 from flask import current_app, url_for
 from sqlalchemy import select, update
 
-from monark.api import cut_off, held
+from monark.api import held
 from monark.api import schemas as s
 from monark.api.dispatch import dispatch
 from monark.api.routes import V1_ROUTES
-from monark.chat import decisions, handover, lease, store, turns
-from monark.chat.calls import kept_preview, run_tool_call
+from monark.approvals import inbox
+from monark.approvals.decision import Decision, Runner
+from monark.approvals.decision import decide as approvals_decide
+from monark.approvals.policy import ApprovalPolicy
+from monark.chat import store, turns
+from monark.chat.calls import kept_preview
+from monark.chat.decisions import ALREADY_DECIDED
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
-    Conversation,
     ConversationKind,
     ToolCall,
     ToolCallStatus,
@@ -39,7 +44,7 @@ from monark.chat.turns import Turn
 from monark.core.errors import AppError, Conflict, Forbidden, NotFound
 from monark.core.jsonbody import request_json
 from monark.core.keys import key_principal
-from monark.core.models import ApiKey, User, as_utc
+from monark.core.models import ApiKey
 from monark.core.rbac import Principal
 from monark.core.routes import (
     RouteDescriptor,
@@ -52,20 +57,16 @@ from monark.extensions import db
 
 KEY_GONE = "The API key was revoked (or its creator left) before this was approved: nothing ran."
 DECIDING = "Another of this key's writes is being approved right now: try again in a moment."
-STATUS_TEXT = {
-    "pending": "Waiting for a member's approval in Monark; nothing has changed yet.",
-    "running": "Approved; it is running now.",
-    "succeeded": "Approved and done: result holds the route's answer.",
-    "failed": "Approved, but it failed when it ran: error says why; nothing was changed.",
-    "rejected": "Rejected by a member in Monark; nothing was changed.",
-    "expired": "Nobody decided in time, so it expired; nothing was changed.",
-}
 
 
-def writes_held(principal: Principal) -> bool:
-    """Whether this principal is an API key whose writes wait for approval."""
+def writes_held(principal: Principal, tool: str) -> bool:
+    """Whether this write of ``tool`` waits for approval: the principal is an API key
+    marked "writes need approval", or the org holds the tool to four eyes (a key's write
+    of such a tool is always held, for a member who did not create the key to decide)."""
     if principal.actor_kind != "api_key":
         return False
+    if ApprovalPolicy.of(principal.org_id).four_eyes(tool):
+        return True
     return bool(
         db.session.scalar(
             select(ApiKey.writes_need_approval).where(
@@ -213,63 +214,63 @@ def decide(
     config: Mapping[str, Any] | None = None,
     shown: str | None = None,
 ) -> ToolCall:
-    """A member's decision on a key's held write, exactly once: confirm runs it as the key
-    (whose role caps it, as when it asked) with the approver recorded; reject keeps the
-    reason for the agent. ``shown``: the token of what the approver's card showed.
+    """A member's decision on a key's held write, exactly once (``approvals.decide``, with
+    a runner that runs it as the key, whose role caps it as when it asked, with the
+    approver recorded); reject keeps the reason for the agent. ``shown``: the token of
+    what the approver's card showed.
 
     It runs as a turn of the key's conversation (``chat.turns``): under its lease, renewed
     while the write runs, so a decision whose process dies is settled like a turn (see
     ``cut_off.settle``), and released, settling what it left, if it breaks off."""
     config = config if config is not None else current_app.config
     executor = tool_executor()
-    call, conversation = handover.get_request(approver, executor, call_id)
+    call, conversation = inbox.get_request(approver, executor, call_id)
     if conversation.kind != ConversationKind.API:
-        raise NotFound(handover.NO_REQUEST)
+        raise NotFound(inbox.NO_REQUEST)
     if call.status != ToolCallStatus.PROPOSED:
-        raise Conflict(handover.ALREADY_DECIDED)
+        raise Conflict(ALREADY_DECIDED)
     conversation_id = conversation.id
     try:
         turn_id = turns.claim(conversation_id, config)
     except Conflict:
         raise Conflict(DECIDING) from None
+    decision = Decision(confirm, reason, {call_id: shown} if shown else {})
 
     def work(hooks: TurnHooks) -> TurnResult:
-        _decide(approver, executor, call_id, confirm, reason, config, shown, hooks)
+        _decide(approver, executor, call_id, decision, config, hooks)
         return TurnResult(TurnStatus.DONE, conversation_id)
 
     turns.run_turn(Turn(approver, conversation_id, turn_id, work))
     return db.session.get(ToolCall, call_id, populate_existing=True)  # type: ignore[return-value]
 
 
+def key_runner(approver: Principal, executor: ChatToolExecutor, key: Principal | None) -> Runner:
+    """How a key's approved write runs: as the key, approved by the member, once the
+    member could make it themselves (``check_approver_could_make_it``)."""
+    if key is None:  # revoked since: decided, then failed, saying why
+        return Runner(approver, executor)
+    runner = _AsKey(executor, key.approved_by(approver.user_id))
+    return Runner(
+        approver,
+        runner,  # type: ignore[arg-type]
+        check=lambda call: check_approver_could_make_it(approver, key, call),
+    )
+
+
 def _decide(
     approver: Principal,
     executor: ChatToolExecutor,
     call_id: int,
-    confirm: bool,
-    reason: str | None,
+    decision: Decision,
     config: Mapping[str, Any],
-    shown: str | None,
     hooks: TurnHooks,
 ) -> None:
     """The decision itself, under the conversation's lease."""
-    call, conversation = handover.get_request(approver, executor, call_id)
+    call, conversation = inbox.get_request(approver, executor, call_id)
     db.session.refresh(call)
-    if call.status != ToolCallStatus.PROPOSED:
-        raise Conflict(handover.ALREADY_DECIDED)
-    if decisions.is_expired(call, config):
-        decisions.expire_overdue(approver, conversation.id, config)
-        raise decisions.ProposalExpired(decisions.expired_message(config))
-    reason = " ".join((reason or "").split())[:500] or None
-    checked_edit = call.edited_at
     key = key_principal(conversation.org_id, conversation.api_key_id or 0)
-    if confirm:
-        decisions.check_shown(call, shown)
-        if key is not None:
-            check_approver_could_make_it(approver, key, call)
-        decisions.check_fresh(executor, approver, call)
-    status = ToolCallStatus.EXECUTING if confirm else ToolCallStatus.REJECTED
-    decisions.decide(approver, call, status, reason, **decisions.edit_guard(confirm, checked_edit))
-    if not confirm:
+    runner = key_runner(approver, executor, key)
+    if not approvals_decide(runner, [call], decision, config):
         return
     if key is None:
         db.session.execute(
@@ -281,88 +282,4 @@ def _decide(
         store.tool_call_event(approver.via_assistant(conversation.id), call, "failed")
         db.session.commit()
     else:
-        runner = _AsKey(executor, key.approved_by(approver.user_id))
-        run_tool_call(approver, call, runner, hooks)  # type: ignore[arg-type]
-
-
-# ---- its status, for the agent --------------------------------------------------------------
-
-
-def _status(call: ToolCall, config: Mapping[str, Any]) -> str:
-    if call.status == ToolCallStatus.PROPOSED:
-        return "expired" if decisions.is_expired(call, config) else "pending"
-    return {
-        ToolCallStatus.EXECUTING: "running",
-        ToolCallStatus.SUCCEEDED: "succeeded",
-        ToolCallStatus.FAILED: "failed",
-        ToolCallStatus.REJECTED: "rejected",
-    }.get(call.status, "expired")
-
-
-def find_approval(principal: Principal, approval_id: int) -> ToolCall:
-    """A held write the principal may read: the key's own, or for a member any of their
-    org's; ``NotFound`` otherwise (another org's, another key's)."""
-    row = db.session.execute(
-        select(ToolCall, Conversation)
-        .join(Conversation, Conversation.id == ToolCall.conversation_id)
-        .where(
-            ToolCall.id == approval_id,
-            ToolCall.org_id == principal.org_id,
-            Conversation.org_id == principal.org_id,
-            Conversation.kind == ConversationKind.API,
-        )
-    ).one_or_none()
-    if row is None:
-        raise NotFound("No such approval.")
-    call, conversation = row
-    if principal.actor_kind == "api_key" and conversation.api_key_id != principal.actor_id:
-        raise NotFound("No such approval.")
-    return call
-
-
-def _shows_result(principal: Principal, call: ToolCall) -> bool:
-    """The route's answer goes to the key that asked and to the member who approved it
-    (who could make the write themselves, see ``check_approver_could_make_it``); the rest
-    of the org reads only how it ended: the answer may hold what only the key's role may
-    see (a private record's values, say)."""
-    if principal.actor_kind == "api_key":
-        return True
-    return principal.user_id is not None and principal.user_id == call.decided_by_id
-
-
-def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
-    """What ``approvals_get`` answers: the held write's status and, once decided, its
-    result, error or rejection reason."""
-    call = find_approval(principal, approval_id)
-    if call.status == ToolCallStatus.EXECUTING or call.error == lease.INTERRUPTED_CALL:
-        # Its decision may have died: settled in a unit that keeps what it writes (even
-        # inside a read, such as the assistant's ``approvals_get``), and answered from
-        # what it kept, so the answer never names a request that does not exist.
-        with unit_of_work():
-            cut_off.settle(principal.org_id, call.conversation_id)
-            return _approval_answer(principal, find_approval(principal, approval_id))
-    return _approval_answer(principal, call)
-
-
-def _approval_answer(principal: Principal, call: ToolCall) -> s.ApprovalOut:
-    config = current_app.config
-    status = _status(call, config)
-    asked_again_as = cut_off.asked_again_as(call) if status == "failed" else None
-    decided_by = (
-        db.session.scalar(select(User.name).where(User.id == call.decided_by_id))
-        if call.decided_by_id
-        else None
-    )
-    return s.ApprovalOut(
-        id=call.id,
-        tool=call.name,
-        status=status,  # type: ignore[arg-type]
-        message=STATUS_TEXT[status],
-        created_at=as_utc(call.created_at),  # type: ignore[arg-type]
-        decided_at=as_utc(call.decided_at),
-        decided_by=decided_by,
-        result=call.result if status == "succeeded" and _shows_result(principal, call) else None,
-        error=call.error if status == "failed" else None,
-        reason=call.reject_reason if status == "rejected" else None,
-        asked_again_as=asked_again_as,
-    )
+        runner.run(call, hooks)

@@ -1,4 +1,4 @@
-"""Undo a done write from its stored before-state (issue 14, point 5).
+"""Undo a done write from its stored before-state.
 
 A confirmed or allowed write whose tool declares an undo hook keeps, with the call and in
 the write's own unit of work, what undoing it takes (``ToolCall.undo``, see
@@ -35,7 +35,9 @@ from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from monark.chat import allowances, handover, store, turns
+from monark.approvals import allowances
+from monark.approvals.policy import ApprovalPolicy
+from monark.chat import store, turns
 from monark.chat.calls import kept_preview, run_tool_call
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
@@ -91,7 +93,7 @@ def four_eyes_refusal(call: ToolCall) -> str | None:
     undo of an update is an update), which needs another member's approval."""
     reverse = call.undo.get("reverse") if isinstance(call.undo, dict) else None
     tool = str(reverse.get("tool")) if isinstance(reverse, dict) else None
-    if tool and tool in handover.four_eyes_tools(call.org_id):
+    if tool and ApprovalPolicy.of(call.org_id).four_eyes(tool):
         return (
             f"This cannot be undone here: undoing it runs {tool}, which needs another "
             "member's approval in this organization (four eyes). Ask the assistant to put "
@@ -178,7 +180,7 @@ def undo_tool_call(
     turn_id = turns.claim(conversation_id, config)  # one thing at a time in a conversation
     try:
         # The undo's note makes the conversation active again: an idle one's allowances
-        # end first, as at any claim (``service._claimed``), so an undo never revives them.
+        # end first, as at any claim (``chat.service.claimed``), so an undo never revives them.
         allowances.lapse_idle(principal, conversation_id, config)
         if changed := changes_since(executor, actor, call.undo):
             raise TargetChanged(
