@@ -58,7 +58,9 @@ def test_stop_interrupts_a_turn_waiting_on_a_provider_that_never_answers(
     chunks = iter(response.response)
     next(chunks)  # the stream is open; the provider holds the request and says nothing
     conversation_id = db.session.scalar(select(Conversation.id))
-    time.sleep(0.5)
+    deadline = time.monotonic() + 5
+    while not fake_anthropic.arrivals and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the request is with the provider, which holds it
     started = time.monotonic()
     stop = browser.post(f"/chat/conversations/{conversation_id}/stop")
     assert stop.status_code == 200 and stop.json["status"] == "stopped"
