@@ -6,7 +6,7 @@ FLASK := $(BIN)/flask --app app
 HOST ?= 127.0.0.1
 PORT ?= 5000
 
-.PHONY: run test lint install install-dev browser bench
+.PHONY: run test test-fast lint install install-dev browser bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +24,16 @@ run: install
 	$(FLASK) seed-demo
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
-## Set up and run the whole test suite (SQLite unless DATABASE_URL is set); PYTEST_WORKERS=2
-## runs it on two processes (each test file on one, so its module fixtures start once)
-PYTEST_WORKERS ?= 0
+## Set up and run the whole test suite (SQLite unless DATABASE_URL is set) on PYTEST_WORKERS
+## processes (2; 0 runs it in this one), each test file on one so its module fixtures start once
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS = -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 test: install-dev browser
-	$(BIN)/pytest -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+## The suite without its slow tiers (browser, instances, realtime): for the edit-test loop
+test-fast: install-dev
+	$(BIN)/pytest $(PYTEST_ARGS) -m "not browser and not instances and not realtime"
 
 ## Debian's Chromium for the browser tests (never a downloaded browser build)
 browser:

@@ -15,15 +15,16 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.fake_server import LoopbackServer
 from tests.llm_script import Call, Fail, HttpFail, Say, Script
 
 DEFAULT_MODELS = ["claude-sonnet-5-5", "claude-haiku-4-5"]
 
 
-class FakeAnthropic:
+class FakeAnthropic(LoopbackServer):
     def __init__(
         self,
         script: Script | None = None,
@@ -51,22 +52,7 @@ class FakeAnthropic:
         self.hang: threading.Event | None = None
         self.arrivals = 0  # requests received, counted before any hang
         self.models = list(DEFAULT_MODELS)  # what GET /v1/models lists, in one page
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeAnthropic:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(self._handler())
 
     # ---- the HTTP side ------------------------------------------------------------------
 

@@ -48,10 +48,11 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fake_server import LoopbackServer
 from tests.llm_script import Call, Fail, HttpFail, Say, Script
 
 DEFAULT_MODELS: list[dict[str, Any]] = [
@@ -132,7 +133,7 @@ def _error_body(code: int, message: str, status: str) -> dict:
     return {"error": {"code": code, "message": message, "status": status}}
 
 
-class FakeGemini:
+class FakeGemini(LoopbackServer):
     def __init__(self, script: Script | None = None, chunk_delay: float = 0.0):
         self.script = script or Script()
         self.chunk_delay = chunk_delay
@@ -148,24 +149,7 @@ class FakeGemini:
         # When set, a request is accepted and then answered only once this is set (a hung
         # provider): nothing at all is sent back until then.
         self.hang: threading.Event | None = None
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeGemini:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(self._handler())
 
     # ---- the HTTP side ------------------------------------------------------------------
 

@@ -45,9 +45,10 @@ import contextlib
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.fake_server import LoopbackServer
 from tests.llm_script import Call, Fail, HttpFail, Say, Script
 
 DEFAULT_MODELS = ["gpt-5", "gpt-4.1-mini", "text-embedding-3-small", "whisper-1", "dall-e-3"]
@@ -66,7 +67,7 @@ def _error_body(message: str, type_: str, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
 
 
-class FakeOpenAI:
+class FakeOpenAI(LoopbackServer):
     def __init__(self, script: Script | None = None, chunk_delay: float = 0.0):
         self.script = script or Script()
         self.chunk_delay = chunk_delay
@@ -82,29 +83,12 @@ class FakeOpenAI:
         # When set, a request is accepted and then answered only once this is set (a hung
         # provider): nothing at all is sent back until then.
         self.hang: threading.Event | None = None
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        super().__init__(self._handler())
 
     @property
     def base_url(self) -> str:
         """What to give ``OpenAI(base_url=...)``: the URL with the ``/v1`` the SDK expects."""
         return f"{self.url}/v1"
-
-    def start(self) -> FakeOpenAI:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     # ---- the HTTP side ------------------------------------------------------------------
 

@@ -125,6 +125,7 @@ def _answers(url: str) -> bool:
         return False
 
 
+@pytest.mark.instances
 def test_gunicorns_access_log_has_no_query_strings_or_tokens(gunicorn):
     url = gunicorn.url
     with httpx2.Client(base_url=url) as http:

@@ -330,8 +330,9 @@ def test_the_deployments_key_never_goes_to_an_endpoint_an_org_chose(app, world, 
 def test_a_redirect_is_never_followed_past_the_address_check(app, world, login, loopback):
     """A public endpoint that answers 307 to an internal address must not take the
     request there: the SDKs' clients follow no redirect."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.fake_server import LoopbackServer
 
     fake = FakeOpenAI().start()
     fake.script.add([Say("inside")])
@@ -348,21 +349,20 @@ def test_a_redirect_is_never_followed_past_the_address_check(app, world, login, 
         def log_message(self, *args) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = LoopbackServer(Redirect).start()
     try:
         admin = login("admin@acme.test")
         form = {
             "provider": "openai_compatible",
             "model": "m",
             "api_key": KEY,
-            "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+            "base_url": f"{server.url}/v1",
         }
         answer = admin.post(f"{PAGE}/test", form).get_data(as_text=True)
         assert "inside" not in answer and "Connected" not in answer
         assert fake.requests == []
     finally:
-        server.shutdown()
+        server.stop()
         fake.stop()
 
 

@@ -24,6 +24,8 @@ from sqlalchemy import create_engine, text
 from tests.instances import Client, Deployment, deployment
 from tests.stalling_app import STALLED
 
+pytestmark = pytest.mark.instances  # each starts app processes of its own
+
 LEASE = 3.0  # CHAT_TURN_LEASE_SECONDS of the deployment
 NEW_TOKEN = re.compile(r'id="new-token">([^<]+)<')
 

@@ -37,6 +37,7 @@ def test_a_waiting_reader_wakes_when_an_entry_comes(log):
     assert time.monotonic() - started < 2
 
 
+@pytest.mark.realtime
 def test_a_reader_with_nothing_new_returns_empty_after_its_timeout(log):
     key = uuid.uuid4().hex
     last = log.append(key, {"n": 0})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
@@ -172,6 +173,7 @@ def _assistant_message(wanted=lambda m: m.status != "streaming", seconds: float 
     raise AssertionError("the assistant's message never got there")
 
 
+@pytest.mark.realtime
 def test_closing_the_connection_leaves_the_turn_running_to_its_end(world, login, fake_anthropic):
     fake_anthropic.chunk_delay = 0.02
     fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(100)))])
@@ -255,6 +257,7 @@ def test_a_signed_out_htmx_request_reloads_to_the_login_page(app, world):
     assert page.headers["HX-Redirect"] == "/login?next=/models/tasks/records"
 
 
+@pytest.mark.realtime
 def test_no_database_connection_is_held_while_the_model_streams(world, login, fake_anthropic):
     fake_anthropic.chunk_delay = 0.05
     fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(40)))])

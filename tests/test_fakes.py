@@ -345,6 +345,7 @@ def test_openai_non_streaming_completion_plays_the_same_step(oai_fake, oai):
     assert completion.usage.prompt_tokens_details.cached_tokens == 90
 
 
+@pytest.mark.realtime
 def test_openai_hung_provider_times_out(oai_fake):
     oai_fake.hang = threading.Event()
     client = openai.OpenAI(
@@ -537,6 +538,7 @@ def test_gemini_non_streaming_generate_content_plays_the_same_step(gem_fake, gem
     assert gem_fake.paths == ["POST /v1/models/gemini-2.5-flash:generateContent"]
 
 
+@pytest.mark.realtime
 def test_gemini_hung_provider_times_out(gem_fake):
     gem_fake.hang = threading.Event()
     client = genai.Client(

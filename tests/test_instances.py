@@ -20,6 +20,8 @@ from sqlalchemy import create_engine, text
 from tests.instances import Client, Deployment, deployment, parse_frames
 from tests.llm_script import Call, Say
 
+pytestmark = pytest.mark.instances  # each starts app processes of its own
+
 LEASE = 3.0  # CHAT_TURN_LEASE_SECONDS of the deployment
 
 

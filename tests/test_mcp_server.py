@@ -29,6 +29,8 @@ from monark.extensions import db
 from monark.records.models import Record
 from tests.factories import World
 
+pytestmark = pytest.mark.instances  # each starts app processes of its own
+
 ROOT = Path(__file__).resolve().parents[1]
 MONARK_MCP = Path(sys.executable).with_name("monark-mcp")
 EXPOSED = {r.name: r for r in V1_ROUTES if r.audience == "public"}

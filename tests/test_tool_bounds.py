@@ -101,6 +101,7 @@ def short_limit(app, monkeypatch):
 # ---- time ----------------------------------------------------------------------------------
 
 
+@pytest.mark.realtime
 def test_a_read_past_the_time_limit_fails_and_the_conversation_goes_on(
     world, scripted, short_limit
 ):
@@ -122,6 +123,7 @@ def test_a_read_past_the_time_limit_fails_and_the_conversation_goes_on(
     assert again.status == "done" and calls_of(call.conversation_id)[-1].status == "SUCCEEDED"
 
 
+@pytest.mark.realtime
 def test_a_write_past_the_time_limit_fails_and_keeps_nothing(world, scripted, short_limit):
     model_id = world.a.model.id
 

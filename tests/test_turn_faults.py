@@ -47,6 +47,7 @@ def _messages(conversation_id: int) -> list[Message]:
     )
 
 
+@pytest.mark.realtime
 def test_stop_interrupts_a_turn_waiting_on_a_provider_that_never_answers(
     world, login, fake_anthropic
 ):
@@ -58,7 +59,9 @@ def test_stop_interrupts_a_turn_waiting_on_a_provider_that_never_answers(
     chunks = iter(response.response)
     next(chunks)  # the stream is open; the provider holds the request and says nothing
     conversation_id = db.session.scalar(select(Conversation.id))
-    time.sleep(0.5)
+    deadline = time.monotonic() + 5
+    while not fake_anthropic.arrivals and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the request is with the provider, which holds it
     started = time.monotonic()
     stop = browser.post(f"/chat/conversations/{conversation_id}/stop")
     assert stop.status_code == 200 and stop.json["status"] == "stopped"
@@ -70,6 +73,7 @@ def test_stop_interrupts_a_turn_waiting_on_a_provider_that_never_answers(
     assert (reply.role, reply.status, reply.text) == ("assistant", "incomplete", "")
 
 
+@pytest.mark.realtime
 def test_a_stopped_turn_sends_the_provider_nothing_more(world, login, fake_anthropic, silence):
     """The SDK retries a request that timed out; once the turn is stopped it must not:
     every retry would be a provider call (and its cost) nobody is waiting for."""
@@ -93,6 +97,7 @@ def test_a_stopped_turn_sends_the_provider_nothing_more(world, login, fake_anthr
     fake_anthropic.hang.set()
 
 
+@pytest.mark.realtime
 def test_a_silent_provider_fails_the_step_after_the_configured_time(world, fake_anthropic, silence):
     silence(1.0)
     fake_anthropic.hang = threading.Event()
@@ -114,6 +119,7 @@ def test_a_silent_provider_fails_the_step_after_the_configured_time(world, fake_
     assert _messages(result.conversation_id)[-1].text == "Here now."
 
 
+@pytest.mark.realtime
 def test_overloaded_on_every_try_is_a_clear_error_and_retry_works_later(world, fake_anthropic):
     fake_anthropic.script.add(*[[HttpFail(529, "Overloaded", "overloaded_error")]] * 3)
     member = world.a.principal("member")
@@ -278,6 +284,7 @@ def test_a_follow_with_a_foreign_or_broken_last_event_id_draws_the_thread(world,
         assert "Stored reply." in body and "event: done" in body
 
 
+@pytest.mark.realtime
 def test_a_reply_is_saved_as_it_streams_and_its_lease_renewed(world, login, fake_anthropic):
     fake_anthropic.chunk_delay = 0.05
     fake_anthropic.script.add([Say(" ".join(f"w{i}" for i in range(80)))])
@@ -287,13 +294,25 @@ def test_a_reply_is_saved_as_it_streams_and_its_lease_renewed(world, login, fake
     )
     chunks = iter(response.response)
     next(chunks)
-    time.sleep(0.5)
-    db.session.rollback()
-    conversation = db.session.scalar(select(Conversation))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        db.session.rollback()
+        conversation = db.session.scalar(select(Conversation))
+        if conversation is not None and conversation.turn_lease_until is not None:
+            break
+        time.sleep(0.02)
     first_lease = conversation.turn_lease_until
-    time.sleep(2.0)
-    db.session.rollback()
-    reply = db.session.scalar(select(Message).where(Message.role == "assistant"))
+
+    def renewed_with_text() -> Message | None:
+        db.session.rollback()
+        lease = db.session.get(Conversation, conversation.id).turn_lease_until
+        reply = db.session.scalar(select(Message).where(Message.role == "assistant"))
+        stored = reply is not None and len(reply.text.split()) >= 3
+        return reply if lease > first_lease and stored else None
+
+    # The keeper's next beat, and a first batch of the reply stored: waited for, not slept.
+    while (reply := renewed_with_text()) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     # Still streaming, and what came so far is already stored (in batches, not per token).
     assert reply.status == "streaming" and reply.text.startswith("w0 w1 w2")
     assert db.session.get(Conversation, conversation.id).turn_lease_until > first_lease

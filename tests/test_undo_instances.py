@@ -7,10 +7,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from tests.instances import Client, deployment
 from tests.llm_script import Call, Say
+
+pytestmark = pytest.mark.instances  # each starts app processes of its own
 
 
 def test_twenty_undos_split_across_two_instances_undo_once():

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.fake_server import LoopbackServer
 
-class WebhookServer:
+
+class WebhookServer(LoopbackServer):
     """``start()`` on 127.0.0.1 and a free port; ``received`` holds each POST's JSON body."""
 
     def __init__(self, status: int = 200):
@@ -31,18 +32,8 @@ class WebhookServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/hook"
-
-    def start(self) -> WebhookServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        return f"{super().url}/hook"

@@ -21,6 +21,8 @@ def test_confirming_with_the_keyboard_leaves_focus_in_the_panel(world, browse, f
     expect(confirm).to_be_visible()
     confirm.focus()
     s.page.keyboard.press("Enter")
+    # The reply after the write, not just no turn running: right after Enter none has started.
+    expect(panel.locator(".msg-assistant").last).to_contain_text("Created it.")
     wait_turn(panel)
     expect(panel.locator(".call").last).to_contain_text("Confirmed by")
     assert count_titled("Keyboard task") == 1
