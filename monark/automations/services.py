@@ -279,14 +279,18 @@ def _own(principal: Principal, automation: Automation) -> None:
     """Make the acting member the owner (an API key or the system owns nothing)."""
     if principal.user_id is None or automation.owner_id == principal.user_id:
         return
-    automation.owner_id = principal.user_id
+    previous, automation.owner_id = automation.owner_id, principal.user_id
     automation.disabled_reason = None  # the lapsed owner it named is no longer the owner
     record_event(
         principal,
         "automation.owner_changed",
         "automation",
         automation.id,
-        {"automation_id": automation.id, "user_id": principal.user_id},
+        {
+            "automation_id": automation.id,
+            "user_id": principal.user_id,
+            "previous_owner_id": previous,
+        },
     )
 
 

@@ -72,9 +72,14 @@ def index():
     """The org's automations."""
     principal = require_principal()
     automations = services.list_automations(principal)
+    # Linked from a member's demotion or removal: the automations it switched off.
+    needs_owner = request.args.get("state") == "needs_owner"
+    if needs_owner:
+        automations = [a for a in automations if a.disabled_reason]
     return render_template(
         "automations/list.html",
         automations=automations,
+        needs_owner=needs_owner,
         last_runs=services.last_runs(principal, [a.id for a in automations]),
     )
 

@@ -17,7 +17,7 @@ from monark.core.models import Org
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.settings import services
-from monark.settings.views import bp
+from monark.settings.views import bp, org_page
 
 
 def write_tools() -> list[ToolSpec]:
@@ -68,7 +68,6 @@ def approval_settings():
             always_confirm=form.getlist("chat_always_confirm"),
         )
     except ValidationFailed as err:
-        flash(err.detail_text(), "error")
-    else:
-        flash("Approval settings saved.", "info")
+        return org_page(approval_errors=[d["message"] for d in err.details], status=422)
+    flash("Approval settings saved.", "info:approvals")
     return redirect_full(url_for("settings.org_settings") + "#approvals")
