@@ -70,4 +70,6 @@ def approval_settings():
     except ValidationFailed as err:
         return org_page(approval_errors=[d["message"] for d in err.details], status=422)
     flash("Approval settings saved.", "info:approvals")
-    return redirect_full(url_for("settings.org_settings") + "#approvals")
+    # No anchor: a reload of /settings#approvals from /settings would only scroll, showing
+    # nothing; the page brings the section its message is in into view itself.
+    return redirect_full(url_for("settings.org_settings"))

@@ -215,3 +215,22 @@
     value.placeholder = select.selectedOptions[0]?.dataset.type === "date" ? "YYYY-MM-DD" : "value";
   });
 })();
+
+// A save's message shows in the section saved (``section_flashes``): bring that section into
+// view, after a full page load as after a boosted form's swap (whose answer keeps no anchor).
+(() => {
+  const revealSaved = (root) => {
+    const said = root?.querySelector?.(".section-flashes");
+    said?.closest("section")?.scrollIntoView({ block: "start" });
+  };
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", () => revealSaved(document.querySelector("main")));
+  } else {
+    revealSaved(document.querySelector("main"));
+  }
+  document.addEventListener("htmx:after:settle", (event) => {
+    const target = event.target instanceof Element ? event.target : null;
+    // After htmx's own scroll to the top of a boosted answer.
+    if (target && !target.closest("#assistant")) setTimeout(() => revealSaved(document.querySelector("main")));
+  });
+})();
