@@ -97,6 +97,8 @@ def test_the_privacy_choice_is_a_styled_list_and_its_save_says_what_was_chosen(l
     for label in labels:
         radio = label.select_one("input[type=radio]")
         assert label.select_one(f"#{radio['aria-describedby']}").get_text(strip=True)
+        title = label.select_one(f"#{radio['aria-labelledby']}")  # its name: the title alone
+        assert "choice-title" in title["class"]
     saved = owner.post(f"{url}/private-records", {"private_records": "keep"})
     assert saved.headers["Location"].endswith(f"{url}#rights")
     page = soup_of(owner.get(url))
