@@ -188,10 +188,16 @@ def test_admin_changes_a_members_role(login, world):
         subject_type="membership",
         subject_id=membership(world, "member").id,
         org=world.a.org,
-        not_in_payload=("viewer", "member"),
+        not_in_payload=("Acme Member", "member@acme.test"),
     )
-    assert event.payload == {"user_id": world.a.users["member"].id, "fields": ["role"]}
-    assert flashes(soup_of(browser.get("/settings"))) == ["Acme Member is now viewer."]
+    # Ids and roles only (the audit log says "from member to viewer"), never a name.
+    assert event.payload == {
+        "user_id": world.a.users["member"].id,
+        "fields": ["role"],
+        "from": "member",
+        "to": "viewer",
+    }
+    assert flashes(soup_of(browser.get("/settings"))) == ["Acme Member is now a viewer."]
 
 
 def test_only_owners_make_or_unmake_owners(login, world):

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from flask import Flask
 
+from monark.chat.runtime import provider_problem
+from monark.core.auth import current_principal
+
 MIN_WIDTH, MAX_WIDTH = 320, 960  # px a stored width is kept within
 PAGE_MIN_WIDTH = 420  # px the page keeps beside an open panel
 
@@ -28,7 +31,15 @@ class PanelWidths:
 PANEL_WIDTHS = PanelWidths(min=MIN_WIDTH, max=MAX_WIDTH, page_min=PAGE_MIN_WIDTH)
 
 
+def setup_problem() -> str | None:
+    """What keeps the signed-in user's org from having a model answer (None: nothing)."""
+    principal = current_principal()
+    return provider_problem(principal.org_id) if principal is not None else None
+
+
 def register_panel(app: Flask) -> None:
     """Give templates the panel's limits as ``panel_widths`` (constants: no context
-    processor needed, and fragments see them too)."""
+    processor needed, and fragments see them too), and ``assistant_setup_problem`` for
+    screens that say a model is missing whichever view drew them."""
     app.add_template_global(PANEL_WIDTHS, "panel_widths")
+    app.add_template_global(setup_problem, "assistant_setup_problem")

@@ -98,8 +98,16 @@ PAYLOAD_MEMBERS = (
     "approved_by_id",
     "approver_id",
     "owner_id",
+    "previous_owner_id",
     "private_to",
 )
+# Why an automation was switched off for its owner (``automations.ownership.Owner.lapse``),
+# as the audit log's sentence ends.
+LAPSES = {
+    "no_owner": "it had no owner",
+    "owner_left": "its owner{who} left the organization",
+    "owner_lost_rights": "its owner{who} lost the right to manage automations",
+}
 
 
 def _users(events: list[Event]) -> dict[int, User]:

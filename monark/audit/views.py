@@ -41,6 +41,7 @@ def audit_log():
         "hide_chat": filters.hide_chat,
         "before": filters.before,
         "content_keys": services.CONTENT_KEYS,
+        "lapses": services.LAPSES,
         **vars(page),  # the events, the next page's cursor, and the names they show
     }
     return render_swap("audit-table", "audit/_table.html", "audit/list.html", **context)

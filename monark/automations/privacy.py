@@ -33,6 +33,15 @@ class PrivateRecords(StrEnum):
     SEND = "send"
 
     @property
+    def title(self) -> str:
+        """The choice in a few words (its radio button's label)."""
+        return {
+            PrivateRecords.SKIP: "Skip private records",
+            PrivateRecords.KEEP: "Run for them, keep the results private",
+            PrivateRecords.SEND: "Run for them, keep the results private, send webhooks",
+        }[self]
+
+    @property
     def label(self) -> str:
         """How the automation's page says it."""
         return {

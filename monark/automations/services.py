@@ -130,6 +130,23 @@ def shown_graph(principal: Principal, graph: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def run_record(principal: Principal, run: AutomationRun) -> tuple[str, int] | None:
+    """The model key and id of the record a run was for, when it still exists and the
+    principal may read it now (its page's link); None otherwise."""
+    if run.record_id is None or not principal.can("records.view"):
+        return None
+    row = db.session.execute(
+        select(RecordModel.key, Record.id)
+        .join(RecordModel, RecordModel.id == Record.model_id)
+        .where(
+            Record.id == run.record_id,
+            Record.org_id == principal.org_id,
+            queries.visible_to(principal),
+        )
+    ).first()
+    return (row.key, row.id) if row else None
+
+
 def shown_steps(principal: Principal, run: AutomationRun) -> list[dict[str, Any]]:
     """A run's steps as the principal may read them (``get_run`` found it readable): with
     webhook URLs redacted below managers."""
@@ -279,14 +296,18 @@ def _own(principal: Principal, automation: Automation) -> None:
     """Make the acting member the owner (an API key or the system owns nothing)."""
     if principal.user_id is None or automation.owner_id == principal.user_id:
         return
-    automation.owner_id = principal.user_id
+    previous, automation.owner_id = automation.owner_id, principal.user_id
     automation.disabled_reason = None  # the lapsed owner it named is no longer the owner
     record_event(
         principal,
         "automation.owner_changed",
         "automation",
         automation.id,
-        {"automation_id": automation.id, "user_id": principal.user_id},
+        {
+            "automation_id": automation.id,
+            "user_id": principal.user_id,
+            "previous_owner_id": previous,
+        },
     )
 
 

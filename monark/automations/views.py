@@ -10,6 +10,7 @@ from flask import Blueprint, flash, render_template, request
 from monark.automations import services
 from monark.automations.models import Automation
 from monark.automations.nodes import REGISTRY
+from monark.automations.ownership import owner_of
 from monark.automations.privacy import PrivateRecords
 from monark.core import jsonbody
 from monark.core.auth import guard, require_principal
@@ -17,6 +18,7 @@ from monark.core.errors import Conflict, ValidationFailed
 from monark.core.ids import form_id
 from monark.core.rbac import Principal
 from monark.core.web import see_other
+from monark.extensions import db
 
 bp = Blueprint("automations", __name__, url_prefix="/automations")
 
@@ -62,8 +64,8 @@ def _automation(automation_id: int) -> tuple[Principal, Automation]:
     return principal, services.get_automation(principal, automation_id)
 
 
-def _to_detail(automation_id: int):
-    return see_other("automations.detail", automation_id=automation_id)
+def _to_detail(automation_id: int, section: str | None = None):
+    return see_other("automations.detail", automation_id=automation_id, _anchor=section)
 
 
 @bp.get("")
@@ -72,9 +74,14 @@ def index():
     """The org's automations."""
     principal = require_principal()
     automations = services.list_automations(principal)
+    # Linked from a member's demotion or removal: the automations it switched off.
+    needs_owner = request.args.get("state") == "needs_owner"
+    if needs_owner:
+        automations = [a for a in automations if a.disabled_reason]
     return render_template(
         "automations/list.html",
         automations=automations,
+        needs_owner=needs_owner,
         last_runs=services.last_runs(principal, [a.id for a in automations]),
     )
 
@@ -119,6 +126,7 @@ def _detail(
         automation=automation,
         registry=REGISTRY,
         private_choices=list(PrivateRecords),
+        owner=owner_of(db.session, automation),
         graph=services.shown_graph(principal, automation.graph),
         runs=services.list_runs(principal, automation, limit=5),
         name=automation.name if name is None else name,
@@ -150,20 +158,32 @@ def detail(automation_id: int):
         except ValidationFailed as err:
             problems = err.details
         else:
-            flash("Automation saved.")
+            saved = services.get_automation(principal, automation_id)
+            flash(f"Automation saved.{_still_off(saved)}")
             return _to_detail(automation_id)
     return _detail(automation, text=text, name=name, problems=problems, status=422)
+
+
+def _still_off(automation: Automation) -> str:
+    """What a flash adds after an action that left the automation off: that it is, and why."""
+    if automation.enabled:
+        return ""
+    owner = owner_of(db.session, automation)
+    if owner.lapse:
+        return f" It is still off: {owner.reason()} Take ownership to switch it on again."
+    return " It is still off: switch it on when you are ready."
 
 
 @bp.post("/<int:automation_id>/enabled")
 @guard("automation.manage")
 def set_enabled(automation_id: int):
     """Turn an automation on or off."""
+    principal, automation = _automation(automation_id)
     enabled = request.form.get("enabled") == "true"
     try:
-        automation = services.set_enabled(require_principal(), automation_id, enabled)
+        automation = services.set_enabled(principal, automation_id, enabled)
     except Conflict as err:  # its owner lapsed: the page says who may take it over
-        flash(err.message, "error")
+        flash(f"{automation.name} is still off: {err.message}", "error")
         return _to_detail(automation_id)
     flash(f"{automation.name} is {'on' if enabled else 'off'}.")
     return _to_detail(automation_id)
@@ -174,7 +194,7 @@ def set_enabled(automation_id: int):
 def take_ownership(automation_id: int):
     """Become the automation's owner: its runs act within your rights from now on."""
     automation = services.take_ownership(require_principal(), automation_id)
-    flash(f"You own {automation.name} now.")
+    flash(f"You own {automation.name} now.{_still_off(automation)}")
     return _to_detail(automation_id)
 
 
@@ -182,14 +202,17 @@ def take_ownership(automation_id: int):
 @guard("automation.manage")
 def set_private_records(automation_id: int):
     """Choose what a private record's events do to the automation."""
-    choice = request.form.get("private_records", "")
+    principal, automation = _automation(automation_id)
+    before, choice = automation.private_records, request.form.get("private_records", "")
     try:
-        automation = services.set_private_records(require_principal(), automation_id, choice)
+        automation = services.set_private_records(principal, automation_id, choice)
     except ValidationFailed as err:
-        flash(err.details[0]["message"], "error")
-        return _to_detail(automation_id)
-    flash(f"{automation.name}: {PrivateRecords(automation.private_records).label}.")
-    return _to_detail(automation_id)
+        flash(err.details[0]["message"], "error:rights")
+        return _to_detail(automation_id, "rights")
+    chosen = PrivateRecords(automation.private_records)
+    said = f"Saved: {chosen.title}." if chosen != before else f"No change: {chosen.title}."
+    flash(said + _still_off(automation), "info:rights")
+    return _to_detail(automation_id, "rights")
 
 
 @bp.post("/<int:automation_id>/test")
@@ -248,5 +271,6 @@ def run_detail(automation_id: int, run_id: int):
         "automations/run.html",
         automation=automation,
         run=run,
+        record=services.run_record(principal, run),
         steps=services.shown_steps(principal, run),
     )

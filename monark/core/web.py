@@ -108,6 +108,9 @@ def register_web(app: Flask) -> None:
 
     app.add_template_filter(_when, "when")
     app.add_template_filter(lambda s: s[:1].upper() + s[1:] if s else s, "capitalize_first")
+    # A flash for one section of a page is flashed as "<category>:<section>" (``_macros.html``).
+    app.add_template_test(lambda category: ":" not in category, "page_flash")
+    app.add_template_test(lambda category, section: category.endswith(":" + section), "for_section")
 
     @app.after_request
     def security_headers(response):

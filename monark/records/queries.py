@@ -148,6 +148,11 @@ class ListParams:
         return arguments
 
 
+def check_filter(model: RecordModel, raw: str) -> None:
+    """``ValidationFailed`` when ``raw`` is a filter ``model``'s list cannot take."""
+    filter_condition(model, parse_filter(raw), *_filter_context(model), None)
+
+
 def _filter_context(model: RecordModel) -> tuple[list[User], date]:
     """What filters are read against: the org's members (for user fields), and today."""
     people = members(model.org_id) if any(f.type == "user" for f in model.fields) else []

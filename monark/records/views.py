@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
 
@@ -15,7 +16,7 @@ from monark.core.rbac import Principal
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
 from monark.records import queries, services
-from monark.records.filters import NO_VALUE_OPS, OPS, Filter, unknown_operator
+from monark.records.filters import NO_VALUE_OPS, OPS, OPS_BY_TYPE, Filter, unknown_operator
 from monark.records.models import FIELD_TYPE_LABELS, FIELD_TYPES, ModelField, RecordModel
 from monark.records.values import parse_form_values
 
@@ -151,6 +152,42 @@ def _raw_rows() -> list[tuple[str, str, str]]:
     return [(f, o or "eq", v) for f, o, v in rows if f.strip() or v.strip()]
 
 
+@dataclass(frozen=True)
+class RowError:
+    """A refused toolbar row: which one (among those shown), which of its controls, why."""
+
+    row: int
+    part: str  # "field", "op" or "value"
+    message: str
+
+
+def _row_error(model: RecordModel, rows: list[tuple[str, str, str]]) -> RowError | None:
+    """The first of the toolbar's rows that is refused on its own, and the control at fault
+    (None: every row is fine alone, so the error is not one row's)."""
+    fields = {f.key: f for f in model.fields}
+    for index, (field, op, value) in enumerate(rows):
+        field, op, value = field.strip(), op.strip() or "eq", value.strip()
+        if op in NO_VALUE_OPS:
+            value = ""
+        try:
+            if not field:
+                raise ValidationFailed("No filter field.", [{"message": "Choose a field."}])
+            if op not in OPS:
+                raise unknown_operator(field, op)
+            if value or op in NO_VALUE_OPS:
+                queries.check_filter(model, Filter(field, op, value).text)
+        except ValidationFailed as err:
+            known = fields.get(field)
+            if known is None:
+                part = "field"
+            elif op not in OPS_BY_TYPE.get(known.type, ("eq",)):
+                part = "op"
+            else:
+                part = "value"
+            return RowError(index, part, err.details[0]["message"] if err.details else err.message)
+    return None
+
+
 def list_url(model: RecordModel, params: queries.ListParams, **extra: Any) -> str:
     """The list's address for these filters and sort (what the URL keeps)."""
     return url_for("records.record_list", key=model.key, **params.arguments(), **extra)
@@ -176,6 +213,9 @@ def record_list(key: str):
     except ValidationFailed as err:
         error = err.detail_text()
         page, total = queries.RecordPage(items=[], next_cursor=None), 0
+    # A refused row shows as sent, its message beside the control at fault.
+    shown_rows = _rows_of([f for f in request.args.getlist("filter") if f.strip()]) + _raw_rows()
+    row_error = _row_error(model, shown_rows) if error else None
     canonical = list_url(model, params, cursor=cursor)
     if error is None and not is_htmx() and "ff" in request.args:
         return redirect(canonical, 303)  # the toolbar's rows, as the URL keeps them
@@ -184,7 +224,9 @@ def record_list(key: str):
         "page": page,
         "total": total,
         "params": params,
-        "filter_rows": _rows_of(filters) if filters or error is None else _raw_rows(),
+        "filter_rows": shown_rows
+        if row_error
+        else (_rows_of(filters) if filters or error is None else _raw_rows()),
         "sort": request.args.get("sort", ""),
         "op_labels": OP_LABELS,
         "first_url": list_url(model, params) if cursor else None,
@@ -192,6 +234,8 @@ def record_list(key: str):
         "narrowed": bool(q or filters),
         "cursor": cursor,
         "error": error,
+        "row_error": row_error,
+        "field_types": {f.key: f.type for f in model.fields},
         "members": {u.id: u for u in queries.members(principal.org_id)}
         if any(f.type == "user" for f in model.fields)
         else {},

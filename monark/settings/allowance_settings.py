@@ -15,7 +15,7 @@ from monark.core.models import Org
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.settings import four_eyes, services
-from monark.settings.views import bp
+from monark.settings.views import bp, org_page
 
 
 def update_approval_settings(
@@ -60,7 +60,8 @@ def approval_settings():
             always_confirm=form.getlist("chat_always_confirm"),
         )
     except ValidationFailed as err:
-        flash(err.detail_text(), "error")
-    else:
-        flash("Approval settings saved.", "info")
-    return redirect_full(url_for("settings.org_settings") + "#approvals")
+        return org_page(approval_errors=[d["message"] for d in err.details], status=422)
+    flash("Approval settings saved.", "info:approvals")
+    # No anchor: a reload of /settings#approvals from /settings would only scroll, showing
+    # nothing; the page brings the section its message is in into view itself.
+    return redirect_full(url_for("settings.org_settings"))

@@ -54,10 +54,12 @@ def update_four_eyes(principal: Principal, tools: list[str]) -> list[str]:
 @guard("org.manage")
 def save():
     """Save the four-eyes tools from the settings page."""
+    from monark.settings.views import org_page  # the page registers this view
+
     try:
         chosen = update_four_eyes(require_principal(), request.form.getlist("four_eyes"))
     except ValidationFailed as err:
-        flash(err.detail_text(), "error")
-    else:
-        flash(f"Four eyes on for: {', '.join(chosen)}." if chosen else "Four eyes is off.", "info")
+        return org_page(four_eyes_errors=[d["message"] for d in err.details], status=422)
+    said = f"Saved: four eyes on for {', '.join(chosen)}." if chosen else "Saved: four eyes is off."
+    flash(said, "info:four-eyes")
     return see_other("settings.org_settings", _anchor="four-eyes")

@@ -6,7 +6,7 @@ from sqlalchemy import func, select
 
 from monark.core.errors import Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event
-from monark.core.models import Membership, Org, User
+from monark.core.models import Event, Membership, Org, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.core.uow import for_update
 from monark.extensions import db
@@ -131,13 +131,13 @@ def change_role(principal: Principal, membership_id: int, role: str) -> Membersh
             [{"field": "role", "message": "The organization needs at least one owner."}],
         )
     if membership.role != role:
-        membership.role = role
+        before, membership.role = membership.role, role
         record_event(
             principal,
             "member.role_changed",
             "membership",
             membership.id,
-            {"user_id": membership.user_id, "fields": ["role"]},
+            {"user_id": membership.user_id, "fields": ["role"], "from": before, "to": role},
         )
     db.session.commit()
     return membership
@@ -153,3 +153,22 @@ def set_user_ai_agent(principal: Principal, enabled: bool) -> User:
         record_event(principal, "user.updated", "user", user.id, {"fields": ["ai_agent_enabled"]})
     db.session.commit()
     return user
+
+
+def last_event_id() -> int:
+    """The newest event's id: what a later ``switched_off_since`` counts from."""
+    return db.session.scalar(select(func.max(Event.id))) or 0
+
+
+def switched_off_since(principal: Principal, user_id: int, event_id: int) -> int:
+    """How many of ``user_id``'s automations were switched off after event ``event_id``
+    because they lost the right to own them (their ``automation.disabled`` events)."""
+    payloads = db.session.scalars(
+        select(Event.payload).where(
+            Event.org_id == principal.org_id,
+            Event.id > event_id,
+            Event.type == "automation.disabled",
+            Event.actor_kind == "automation",
+        )
+    )
+    return sum(1 for p in payloads if (p or {}).get("owner_id") == user_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
+from markupsafe import Markup
 
 from monark.core import keys
 from monark.core.auth import guard, require_principal
@@ -29,15 +30,17 @@ def _shown_once(page: tuple[str, int]) -> tuple[str, int, dict[str, str]]:
     return (*page, {"Cache-Control": "no-store"})
 
 
-def _org_page(
+def org_page(
     errors: dict[str, str] | None = None,
     status: int = 200,
     *,
     invite_errors: dict[str, str] | None = None,
     new_invite: tuple[str, str] | None = None,
+    approval_errors: list[str] | None = None,
+    four_eyes_errors: list[str] | None = None,
 ):
     """The settings page; a refused form (settings or invitation) comes back as typed, the
-    other one as stored."""
+    other one as stored; a refused section says why beside its field."""
     principal = require_principal()
     return render_template(
         "settings/org.html",
@@ -53,6 +56,8 @@ def _org_page(
         form=request.form if errors else None,
         invite_form=request.form if invite_errors else {},
         four_eyes_tools=four_eyes.four_eyes_candidates(),
+        approval_errors=approval_errors or [],
+        four_eyes_errors=four_eyes_errors or [],
     ), status
 
 
@@ -74,11 +79,28 @@ def org_settings():
         try:
             services.update_org_settings(require_principal(), **_settings_form())
         except ValidationFailed as err:
-            return _org_page(err.field_errors(), 422)
-        flash("Settings saved.", "info")
+            return org_page(err.field_errors(), 422)
+        flash("Settings saved.", "info:organization")
         # The header shows the org and assistant names and the panel its switches.
         return redirect_full(url_for("settings.org_settings"))
-    return _org_page()
+    return org_page()
+
+
+def _with_article(role: str) -> str:
+    """A role as a sentence ends with it: "an owner", "a member"."""
+    return f"{'an' if role[:1] in 'aeiou' else 'a'} {role}"
+
+
+def _say_switched_off(count: int) -> None:
+    """Say how many automations the change switched off, linking to them."""
+    if not count:
+        return
+    what = "1 automation they owned was" if count == 1 else f"{count} automations they owned were"
+    said = Markup(
+        '{} switched off (an automation acts within its owner\'s rights). <a href="{}">{}</a>'
+    )
+    link = url_for("automations.index", state="needs_owner")
+    flash(said.format(what, link, "See automations that need an owner"), "warning:members")
 
 
 @bp.post("/settings/members/<int:membership_id>/role")
@@ -86,13 +108,15 @@ def org_settings():
 def member_role(membership_id: int):
     """Change a member's role."""
     principal = require_principal()
+    since = services.last_event_id()
     try:
         membership = services.change_role(principal, membership_id, request.form.get("role", ""))
     except ValidationFailed as err:
-        flash(err.detail_text(), "error")
+        flash(err.detail_text(), "error:members")
     else:
-        flash(f"{membership.user.name} is now {membership.role}.", "info")
-    return see_other("settings.org_settings")
+        flash(f"{membership.user.name} is now {_with_article(membership.role)}.", "info:members")
+        _say_switched_off(services.switched_off_since(principal, membership.user_id, since))
+    return see_other("settings.org_settings", _anchor="members")
 
 
 @bp.post("/settings/members/<int:membership_id>/remove")
@@ -100,13 +124,15 @@ def member_role(membership_id: int):
 def member_remove(membership_id: int):
     """Take a member out of the org."""
     principal = require_principal()
+    since = services.last_event_id()
     try:
         user = members.remove_member(principal, membership_id)
     except ValidationFailed as err:
-        flash(err.detail_text(), "error")
+        flash(err.detail_text(), "error:members")
     else:
-        flash(f"{user.name} was removed from the organization.", "info")
-    return see_other("settings.org_settings")
+        flash(f"{user.name} was removed from the organization.", "info:members")
+        _say_switched_off(services.switched_off_since(principal, user.id, since))
+    return see_other("settings.org_settings", _anchor="members")
 
 
 @bp.route("/settings/invites", methods=["GET", "POST"])
@@ -121,9 +147,9 @@ def invite_create():
             principal, request.form.get("email", ""), request.form.get("role", "")
         )
     except ValidationFailed as err:
-        return _org_page(invite_errors=err.field_errors(), status=422)
+        return org_page(invite_errors=err.field_errors(), status=422)
     link = url_for("settings.invite_link", token=token, _external=True)
-    return _shown_once(_org_page(new_invite=(invite.email, link), status=201))
+    return _shown_once(org_page(new_invite=(invite.email, link), status=201))
 
 
 @bp.post("/settings/invites/<int:invite_id>/revoke")
@@ -131,8 +157,8 @@ def invite_create():
 def invite_revoke(invite_id: int):
     """Revoke a pending invitation."""
     invite = members.revoke_invite(require_principal(), invite_id)
-    flash(f"The invitation for {invite.email} was revoked.", "info")
-    return see_other("settings.org_settings")
+    flash(f"The invitation for {invite.email} was revoked.", "info:invites")
+    return see_other("settings.org_settings", _anchor="invites")
 
 
 # The invitee's side lives in ``monark.settings.joining``, on this blueprint.

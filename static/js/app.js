@@ -172,3 +172,65 @@
     }
   });
 })();
+
+// The records toolbar after an htmx answer: the toolbar is not redrawn, so a refused row's
+// message (the answer's #filter-error names the row and control) is put beside it here; and
+// a date field's value box asks for YYYY-MM-DD.
+(() => {
+  const controls = { field: "[name=ff]", op: "[name=fo]", value: "[name=fv]" };
+  const markRefusedRow = () => {
+    const form = document.querySelector(".records-toolbar");
+    if (!form) return;
+    form.querySelectorAll(".filter-row-error").forEach((p) => p.remove());
+    form.querySelectorAll(".filter-row.has-error").forEach((row) => row.classList.remove("has-error"));
+    form.querySelectorAll(".filter-row [aria-invalid]").forEach((control) => {
+      control.removeAttribute("aria-invalid");
+      control.removeAttribute("aria-describedby");
+    });
+    const error = document.querySelector("#filter-error[data-row]");
+    if (!error) return;
+    // The rows the server counted: those with a field or a value.
+    const rows = [...form.querySelectorAll(".filters > .filter-row")].filter((row) =>
+      row.querySelector("[name=ff]").value.trim() || row.querySelector("[name=fv]").value.trim());
+    const row = rows[Number(error.dataset.row)];
+    const control = row?.querySelector(controls[error.dataset.part] || "[name=fv]");
+    if (!control) {
+      error.classList.remove("visually-hidden");
+      return;
+    }
+    const message = document.createElement("p");
+    message.className = "error filter-row-error";
+    message.id = "filter-row-error";
+    message.textContent = error.dataset.message;
+    row.classList.add("has-error");
+    row.append(message);
+    control.setAttribute("aria-invalid", "true");
+    control.setAttribute("aria-describedby", message.id);
+  };
+  document.addEventListener("htmx:after:swap", markRefusedRow);
+  document.addEventListener("change", (event) => {
+    const select = event.target.closest?.(".records-toolbar select[name=ff]");
+    const value = select?.closest(".filter-row")?.querySelector("[name=fv]");
+    if (!value) return;
+    value.placeholder = select.selectedOptions[0]?.dataset.type === "date" ? "YYYY-MM-DD" : "value";
+  });
+})();
+
+// A save's message shows in the section saved (``section_flashes``): bring that section into
+// view, after a full page load as after a boosted form's swap (whose answer keeps no anchor).
+(() => {
+  const revealSaved = (root) => {
+    const said = root?.querySelector?.(".section-flashes");
+    said?.closest("section")?.scrollIntoView({ block: "start" });
+  };
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", () => revealSaved(document.querySelector("main")));
+  } else {
+    revealSaved(document.querySelector("main"));
+  }
+  document.addEventListener("htmx:after:settle", (event) => {
+    const target = event.target instanceof Element ? event.target : null;
+    // After htmx's own scroll to the top of a boosted answer.
+    if (target && !target.closest("#assistant")) setTimeout(() => revealSaved(document.querySelector("main")));
+  });
+})();
