@@ -189,11 +189,11 @@ def run_events(triggers: list[Trigger]) -> None:
 
 
 @jobs.periodic("automations.sweep")
-def sweep(grace_seconds: float = SWEEP_GRACE_SECONDS) -> int:
-    """Run what committed events older than ``grace_seconds`` still wait for (their job
-    was never queued, or died); how many events it took up. Claims keep runs single."""
+def sweep() -> int:
+    """Run what committed events older than ``SWEEP_GRACE_SECONDS`` still wait for (their
+    job was never queued, or died); how many events it took up. Claims keep runs single."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    cutoff = utcnow() - timedelta(seconds=grace_seconds)
+    cutoff = utcnow() - timedelta(seconds=SWEEP_GRACE_SECONDS)
     events = db.session.scalars(
         select(Event)
         .where(Event.pending.is_(True), Event.created_at <= cutoff)

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 QUEUE_NAME = "monark"
 EXTENSION = "monark.jobs"
+# An idle consumer on SQLite polls less and less often, up to this (Redis blocks instead):
+# Huey's own 10 s would leave an automation waiting that long after a quiet spell.
+POLL_MAX_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -60,14 +63,14 @@ def _beside_database(app: Flask) -> Path:
     return Path(app.instance_path) / "monark.jobs.db"
 
 
-def _make_huey(settings: JobSettings) -> Huey:
+def _make_huey(settings: JobSettings, name: str) -> Huey:
     if settings.url.startswith(("redis://", "rediss://", "unix://")):
         # No results are kept: a job's outcome is written to the database it works on.
-        return RedisHuey(QUEUE_NAME, url=settings.url, results=False, utc=True)
+        return RedisHuey(name, url=settings.url, results=False, utc=True)
     if settings.url.startswith("sqlite:///"):
         filename = settings.url[len("sqlite:///") :]
         Path(filename).parent.mkdir(parents=True, exist_ok=True)
-        return SqliteHuey(QUEUE_NAME, filename=filename, results=False, utc=True)
+        return SqliteHuey(name, filename=filename, results=False, utc=True)
     raise RuntimeError("JOBS_URL must be redis://host:port/db or sqlite:///path/to/file.")
 
 
@@ -136,8 +139,16 @@ def _bound(app: Flask, func: Callable[..., Any]) -> Callable[..., Any]:
 
 def init_app(app: Flask) -> Queue:
     """Make the app's queue and bind every declared job to it."""
-    settings = JobSettings.from_app(app)
-    huey = _make_huey(settings)
+    made = app.extensions[EXTENSION] = build_queue(app, JobSettings.from_app(app))
+    app.cli.add_command(jobs_cli)
+    if _serving_under_flask_run(app):
+        start_in_process(app)
+    return made
+
+
+def build_queue(app: Flask, settings: JobSettings, name: str = QUEUE_NAME) -> Queue:
+    """A queue for ``app`` on the storage ``settings`` name, with every declared job."""
+    huey = _make_huey(settings, name)
     tasks: dict[str, TaskWrapper] = {}
     every = crontab(minute=f"*/{settings.sweep_minutes}")
     for declared in _JOBS.values():
@@ -146,11 +157,7 @@ def init_app(app: Flask) -> Queue:
             tasks[declared.name] = huey.periodic_task(every, name=declared.name)(bound)
         else:
             tasks[declared.name] = huey.task(name=declared.name)(bound)
-    app.extensions[EXTENSION] = made = Queue(huey, settings, tasks)
-    app.cli.add_command(jobs_cli)
-    if _serving_under_flask_run(app):
-        start_in_process(app)
-    return made
+    return Queue(huey, settings, tasks)
 
 
 def queue(app: Flask) -> Queue:
@@ -186,7 +193,10 @@ def start_in_process(app: Flask, workers: int | None = None) -> InProcessConsume
     """Start a threaded consumer in this process (the dev server's, or a test's)."""
     made = queue(app)
     consumer = InProcessConsumer(
-        made.huey, workers=workers or made.settings.workers, worker_type="thread"
+        made.huey,
+        workers=workers or made.settings.workers,
+        worker_type="thread",
+        max_delay=POLL_MAX_SECONDS,
     )
     consumer.start()
     made.consumer = consumer
@@ -229,4 +239,4 @@ def worker_command(workers: int, worker_type: str) -> None:
     """Consume the queue until stopped (SIGINT or SIGTERM: after the running jobs end)."""
     made = queue(current_app)
     click.echo(f"Consuming {made.settings.url.split('@')[-1]} with {workers} {worker_type}(s).")
-    Consumer(made.huey, workers=workers, worker_type=worker_type).run()
+    Consumer(made.huey, workers=workers, worker_type=worker_type, max_delay=POLL_MAX_SECONDS).run()
