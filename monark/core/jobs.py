@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +144,7 @@ def init_app(app: Flask) -> Queue:
     app.cli.add_command(jobs_cli)
     if _serving_under_flask_run(app):
         start_in_process(app)
+        click.echo(f" * Jobs: a consumer on {made.settings.workers} threads of this process")
     return made
 
 
@@ -214,13 +216,16 @@ def stop_in_process(app: Flask) -> None:
 def _serving_under_flask_run(app: Flask) -> bool:
     """Whether this process is the one ``flask run`` serves from (not the reloader's
     watcher, which serves nothing, nor any other command, gunicorn or a test)."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is None or ctx.info_name != "run" or app.config.get("TESTING"):
+    # ``flask`` loads the app while it looks the command up, before any context of ``run``
+    # exists: the command line is what says it.
+    argv = [a for a in sys.argv[1:] if not a.startswith("-")]
+    is_flask = Path(sys.argv[0]).name == "flask" or sys.argv[0].endswith("flask/__main__.py")
+    if not is_flask or "run" not in argv or app.config.get("TESTING"):
         return False
     if os.environ.get("WERKZEUG_RUN_MAIN") == "true":
         return True  # the reloader's child: the serving process
-    reload = ctx.params.get("reload")
-    return not (reload if reload is not None else app.debug)
+    reloads = (app.debug and "--no-reload" not in sys.argv) or "--reload" in sys.argv
+    return not reloads
 
 
 jobs_cli = AppGroup("jobs", help="The job queue.")
