@@ -1,13 +1,18 @@
-"""The engine: after a transaction commits, the enabled automations its record events trigger run.
+"""The engine: after a transaction commits, the enabled automations its record events trigger
+run on the job queue (``monark.core.jobs``), never in the request that wrote them.
 
 ``after_flush`` notes the record events each flush writes (with the record's values as of
-that flush), ``after_commit`` hands them to the runner and ``after_rollback`` forgets them,
-so an event that never commits never triggers anything. Inside a unit of work (the
-assistant's tool calls) a session's commit only releases a SAVEPOINT, so the runner waits
-for the unit's real commit (``monark.core.uow.on_commit``) and is dropped if it rolls back.
+that flush), ``after_commit`` queues a job with them and ``after_rollback`` forgets them, so
+an event that never commits never triggers anything. Inside a unit of work (the assistant's
+tool calls) a session's commit only releases a SAVEPOINT, so the job is queued at the unit's
+real commit (``monark.core.uow.on_commit``) and dropped if it rolls back.
 
-The runner works in a fresh app context, hence a fresh session and transaction: the
-caller's commit is already done and nothing a run does (or fails to do) reaches the caller.
+The events are the outbox: written ``pending`` in the change's own transaction, settled once
+their job ran. A job that was never queued (the process died after the commit, the queue's
+storage was down) or died midway leaves them pending, and the periodic ``sweep`` runs them
+(the record as it is then). Each run is claimed by a unique (automation, event) key as it
+starts, so redeliveries, the sweep and racing workers run an automation once per event.
+Writes made by a run's actions are part of its chain and run in the same job.
 
 Tenancy: an event triggers only automations of its own org, whose actions run as
 ``Principal.for_automation`` in that org, within the owner's current rights

@@ -25,6 +25,8 @@ from huey.api import TaskWrapper
 from huey.consumer import Consumer
 from sqlalchemy.engine import make_url
 
+from monark.extensions import db
+
 log = logging.getLogger(__name__)
 
 QUEUE_NAME = "monark"
@@ -159,6 +161,14 @@ def build_queue(app: Flask, settings: JobSettings, name: str = QUEUE_NAME) -> Qu
             tasks[declared.name] = huey.periodic_task(every, name=declared.name)(bound)
         else:
             tasks[declared.name] = huey.task(name=declared.name)(bound)
+
+    @huey.on_startup()
+    def fresh_connections() -> None:
+        # A worker process forked by ``--worker-type process`` must not share the
+        # connections its parent opened.
+        with app.app_context():
+            db.engine.dispose(close=False)
+
     return Queue(huey, settings, tasks)
 
 
