@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 import redis
 from flask import Flask
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from monark.automations import engine
+from monark.automations import engine, services
+from monark.automations.models import Automation
 from monark.core import jobs
-from monark.core.models import Event
+from monark.core.models import Event, Membership
 from monark.extensions import db
 from monark.records import services as records
 from monark.records.models import Record
@@ -255,3 +256,36 @@ def _first_run_only(run_all):
         return None
 
     return outer_only
+
+
+def test_the_worker_acts_within_the_owners_rights_as_they_are_when_it_runs(acme, app, consumer):
+    admin = acme.principal("admin")
+    automation = services.create_automation(admin, "Owned", FOLLOW_UP, True)  # owner: admin
+    member = db.session.scalars(
+        select(Membership).where(
+            Membership.org_id == acme.org.id, Membership.user_id == acme.users["admin"].id
+        )
+    ).one()
+    jobs.stop_in_process(app)  # the job waits in the queue while the owner is demoted
+    task = records.create_record(
+        acme.principal("member"), acme.model, {"title": "Late", "status": "todo"}
+    )
+    # A change no service saw (a script, a restore), made after the event was written.
+    db.session.execute(update(Membership).where(Membership.id == member.id).values(role="member"))
+    db.session.commit()
+    jobs.start_in_process(app, workers=2)
+    wait_for(lambda: not _event_of(task.id).pending)
+    assert runs_of(automation.id) == [] and _followups(acme) == 0
+    db.session.expire_all()
+    assert not db.session.get(Automation, automation.id).enabled
+
+
+def test_a_record_made_private_before_its_job_runs_is_treated_as_private(acme, app, consumer):
+    automation = make_automation(acme, FOLLOW_UP)  # not opted in to private records
+    owner = acme.principal("owner")
+    jobs.stop_in_process(app)
+    task = records.create_record(owner, acme.model, {"title": "Soon secret", "status": "todo"})
+    records.update_record(owner, acme.model, task.id, {}, visibility="private")
+    jobs.start_in_process(app, workers=2)
+    wait_for(lambda: not _event_of(task.id).pending)
+    assert runs_of(automation.id) == [] and _followups(acme) == 0
