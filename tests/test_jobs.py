@@ -289,3 +289,29 @@ def test_a_record_made_private_before_its_job_runs_is_treated_as_private(acme, a
     jobs.start_in_process(app, workers=2)
     wait_for(lambda: not _event_of(task.id).pending)
     assert runs_of(automation.id) == [] and _followups(acme) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "debug", "reloader_child", "starts"),
+    [
+        (["/v/bin/flask", "--app", "app", "run", "--port", "5000"], False, False, True),
+        (["/v/bin/flask", "--app", "app", "run"], True, False, False),  # the reloader's watcher
+        (["/v/bin/flask", "--app", "app", "run"], True, True, True),  # its serving child
+        (["/v/bin/flask", "--app", "app", "run", "--debug", "--no-reload"], True, False, True),
+        (["/v/bin/flask", "--app", "app", "seed-demo"], False, False, False),
+        (["/v/bin/flask", "--app", "app", "jobs", "worker"], False, False, False),
+        (["/v/bin/gunicorn", "-c", "python:monark.gunicorn_conf", "app:app"], False, False, False),
+    ],
+)
+def test_a_consumer_starts_in_the_process_flask_run_serves_from_alone(
+    monkeypatch, argv, debug, reloader_child, starts
+):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr("sys.argv", argv)
+    if reloader_child:
+        monkeypatch.setenv("WERKZEUG_RUN_MAIN", "true")
+    else:
+        monkeypatch.delenv("WERKZEUG_RUN_MAIN", raising=False)
+    app = SimpleNamespace(config={}, debug=debug)
+    assert jobs._serving_under_flask_run(app) is starts
