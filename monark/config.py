@@ -178,4 +178,12 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # Whether webhooks may reach loopback and private addresses (off: an org admin must
         # not probe the network).
         "AUTOMATION_WEBHOOK_ALLOW_PRIVATE": _bool("AUTOMATION_WEBHOOK_ALLOW_PRIVATE", False),
+        # The job queue (``monark.core.jobs``): redis://host:6379/0 to share it between
+        # machines; sqlite:///path for a file of your choice; empty: a SQLite file beside a
+        # SQLite database (else in the instance folder).
+        "JOBS_URL": os.environ.get("JOBS_URL", "").strip(),
+        # Threads of the consumer ``flask run`` starts in its own process.
+        "JOBS_WORKERS": int(os.environ.get("JOBS_WORKERS", "2")),
+        # Minutes between sweeps for committed events whose work never ran (1-60).
+        "JOBS_SWEEP_MINUTES": int(os.environ.get("JOBS_SWEEP_MINUTES", "1")),
     }

@@ -32,6 +32,7 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
+from monark.core import jobs
 from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers
@@ -108,5 +109,6 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     register_error_handlers(app)
     register_cli(app)
     install_engine()
+    jobs.init_app(app)  # after every feature declared its jobs (at import)
     runtime.install(app, build_chat_toolset(ROUTES, [NavigateTool()]), AllowanceGate())
     return app

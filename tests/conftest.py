@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
 from monark import create_app
+from monark.core import jobs
 from monark.core.throttle import login_throttle
 from monark.extensions import db
 from tests import factories
@@ -51,6 +52,8 @@ def app() -> Iterator[Flask]:
                 "TESTING": True,
                 "SECRET_KEY": "test",
                 "PASSWORD_HASH_METHOD": factories.FAST_HASH,
+                # The session's own queue file, whatever the database.
+                "JOBS_URL": f"sqlite:///{tmpdir}/jobs.db",
             }
         )
         with app.app_context():
@@ -108,6 +111,7 @@ def _restart_sequences() -> str:
 @pytest.fixture(autouse=True)
 def _clean_db(app: Flask) -> Iterator[None]:
     login_throttle.reset()  # every test starts with no failed sign-ins counted
+    jobs.queue(app).huey.flush()  # no job of an earlier test runs in this one
     with app.app_context():
         _empty_tables()
         yield

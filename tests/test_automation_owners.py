@@ -17,6 +17,7 @@ from monark.records.models import Record
 from monark.settings import members
 from monark.settings import services as settings
 from tests import factories
+from tests.jobs import drain
 from tests.test_automations import graph, runs_of
 
 COPY = graph(
@@ -48,7 +49,9 @@ def reload(automation: Automation) -> Automation:
 
 
 def new_task(acme: factories.OrgWorld, title: str = "New") -> Record:
-    return factories.make_record(acme.principal("member"), acme.model, title)
+    task = factories.make_record(acme.principal("member"), acme.model, title)
+    drain()  # the automations it triggers run on the queue
+    return task
 
 
 def test_an_automation_is_owned_by_its_author_and_runs_within_their_rights(acme):

@@ -23,6 +23,7 @@ from monark.records import queries
 from monark.records import services as records
 from monark.records.models import Record
 from tests import factories
+from tests.jobs import drain
 from tests.test_automations import graph, make_automation, model, runs_of, step
 
 UPDATED = ("t", "record.updated", {"model": "tasks", "fields": ["status"]})
@@ -43,6 +44,7 @@ def finish_private_task(acme: factories.OrgWorld, title: str = "Fire Dana quietl
     member = acme.principal("member")
     task = factories.make_record(member, acme.model, title, visibility="private", status="todo")
     records.update_record(member, acme.model, task.id, {"status": "done"})
+    drain()  # the automations it triggers run on the queue
     return task
 
 
@@ -75,6 +77,7 @@ def test_the_demo_review_automation_does_not_copy_a_private_task_for_the_org(acm
 def test_an_org_task_still_triggers_the_review_as_before(acme):
     review = make_automation(acme, REVIEW_GRAPH, name="Review finished tasks")
     records.update_record(acme.principal("member"), acme.model, acme.public.id, {"status": "done"})
+    drain()
     [made] = tasks_titled("Review:")
     assert made.visibility == "org"
     assert [r.status for r in runs_of(review.id)] == ["succeeded"]
@@ -169,6 +172,7 @@ def test_org_records_still_reach_webhooks(acme, webhook):
     hooked = graph(UPDATED, ("hook", "send_webhook", {"url": webhook.url}), edges=[("t", "hook")])
     make_automation(acme, hooked)
     records.update_record(acme.principal("owner"), acme.model, acme.public.id, {"status": "done"})
+    drain()
     [sent] = webhook.received
     assert sent["json"]["record"]["title"] == acme.public.title
 
@@ -245,6 +249,7 @@ def test_a_record_made_private_before_its_run_is_treated_as_private(acme):
     owner = acme.principal("owner")
     task = factories.make_record(owner, acme.model, "Soon secret", status="done")
     records.update_record(owner, acme.model, task.id, {}, visibility="private")
+    drain()
     trigger = Trigger(
         type="record.updated",
         org_id=acme.org.id,

@@ -26,6 +26,7 @@ from monark.extensions import db
 from monark.records import services as records
 from monark.records.models import Record, RecordModel
 from tests import factories
+from tests.jobs import drain
 from tests.webhook_server import WebhookServer
 
 INTERNAL = "/internal/automations"
@@ -335,6 +336,7 @@ def test_a_created_record_triggers_one_run_per_event(acme):
     second = records.create_record(member, tasks, {"title": "Pay rent", "status": "todo"})
     done = records.create_record(member, tasks, {"title": "Old news", "status": "done"})
     records.update_record(member, tasks, first.id, {"notes": "called"})
+    drain()  # the automations these changes trigger run on the queue
 
     followups = model(acme, "followups")
     made = db.session.scalars(select(Record).where(Record.model_id == followups.id)).all()
@@ -369,9 +371,11 @@ def test_disabled_automations_and_other_orgs_do_not_run(acme, world):
     globex_tasks = records.get_model(globex_owner, "tasks")
     records.create_record(globex_owner, globex_tasks, {"title": "Globex work", "status": "todo"})
     records.create_record(acme.principal("owner"), model(acme, "tasks"), {"title": "Quiet"})
+    drain()
     assert runs_of(disabled.id) == []
     enabled = make_automation(acme, FOLLOW_UP, name="On")
     records.create_record(globex_owner, globex_tasks, {"title": "More Globex", "status": "todo"})
+    drain()
     assert runs_of(enabled.id) == []
 
 
@@ -387,6 +391,7 @@ def test_a_rolled_back_event_triggers_nothing(acme):
     db.session.flush()
     db.session.rollback()
     db.session.commit()
+    drain()
     assert runs_of(automation.id) == []
 
 
@@ -405,6 +410,7 @@ def test_the_depth_limit_stops_a_self_triggering_graph(acme, app, monkeypatch):
     tasks = model(acme, "tasks")
     before = count(Record, Record.model_id == tasks.id)
     records.create_record(acme.principal("member"), tasks, {"title": "Seed"})
+    drain()
     assert count(Record, Record.model_id == tasks.id) == before + 1 + 3
     runs = runs_of(automation.id)
     assert [(r.depth, r.status) for r in runs] == [
@@ -436,6 +442,7 @@ def test_one_change_sets_off_at_most_max_runs_however_the_chain_branches(acme, a
     tasks = model(acme, "tasks")
     before = count(Record, Record.model_id == tasks.id)
     records.create_record(acme.principal("member"), tasks, {"title": "Seed"})
+    drain()
     runs = runs_of(automation.id)
     done = [r for r in runs if r.status == "succeeded"]
     skipped = [r for r in runs if r.status == "skipped"]
@@ -446,6 +453,7 @@ def test_one_change_sets_off_at_most_max_runs_however_the_chain_branches(acme, a
     assert all(r.error.startswith("Not run:") for r in skipped)
     # The next change has a budget of its own.
     records.create_record(acme.principal("member"), tasks, {"title": "Second seed"})
+    drain()
     assert len([r for r in runs_of(automation.id) if r.status == "succeeded"]) == 20
 
 
@@ -463,6 +471,7 @@ def test_a_failing_webhook_is_a_failed_step_and_loses_nothing_else(acme, webhook
     task = records.create_record(
         acme.principal("member"), model(acme, "tasks"), {"title": "Ship it", "status": "todo"}
     )
+    drain()
 
     [run] = runs_of(automation.id)
     assert run.status == "failed"
@@ -504,6 +513,7 @@ def test_a_webhook_to_a_closed_port_fails_its_step(acme, app, monkeypatch):
     )
     automation = make_automation(acme, raw)
     records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Ping"})
+    drain()
     [run] = runs_of(automation.id)
     assert run.status == "failed"
     assert "ConnectError" in step(run, "hook")["error"]
@@ -516,6 +526,7 @@ def test_webhooks_to_private_addresses_are_refused_by_default(acme, app):
         raw = graph(CREATED, ("hook", "send_webhook", {"url": server.url}), edges=[("t", "hook")])
         automation = make_automation(acme, raw)
         records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Probe"})
+        drain()
     finally:
         server.stop()
     [run] = runs_of(automation.id)
@@ -550,6 +561,7 @@ def _hook_run(acme, url: str) -> dict[str, Any]:
     raw = graph(CREATED, ("hook", "send_webhook", {"url": url}), edges=[("t", "hook")])
     automation = make_automation(acme, raw)
     records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Probe"})
+    drain()
     [run] = runs_of(automation.id)
     return step(run, "hook")
 
@@ -632,6 +644,7 @@ def test_update_and_delete_triggers_read_the_record(acme, webhook):
     records.update_record(member, tasks, task.id, {"notes": "no status change"})
     records.update_record(member, tasks, task.id, {"status": "doing"})
     records.delete_record(member, tasks, task.id)
+    drain()
     assert len(runs_of(updated.id)) == 1
     assert len(runs_of(deleted.id)) == 1
     assert [r["json"] for r in webhook.received] == [
@@ -648,6 +661,7 @@ def test_update_record_changes_the_triggering_record(acme):
     )
     automation = make_automation(acme, raw)
     task = records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "X"})
+    drain()
     db.session.expire_all()
     assert db.session.get(Record, task.id).values == {"title": "X", "points": 3, "notes": "auto"}
     [run] = runs_of(automation.id)
@@ -914,6 +928,7 @@ def test_writes_through_the_dispatcher_trigger_runs_after_the_unit_commits(acme)
         json_body={"values": {"title": "Via tool", "status": "todo"}},
     )
     assert made.status == 201
+    drain()
     [run] = runs_of(automation.id)
     assert run.status == "succeeded" and run.record_id == made.body["id"]
     assert count(Record, Record.model_id == model(acme, "followups").id) == 1
@@ -938,6 +953,7 @@ def test_a_unit_of_work_that_fails_or_rolls_back_triggers_nothing(acme):
         record_event(member, "record.created", "record", record.id, {"model_id": tasks.id})
         db.session.flush()
         db.session.rollback()
+    drain()
     assert runs_of(automation.id) == []
     assert count(Record, Record.model_id == model(acme, "followups").id) == 0
     assert count(Record, Record.values["title"].as_string() == "Undone") == 0

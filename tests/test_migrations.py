@@ -231,6 +231,13 @@ def test_a_keys_duplicate_conversations_are_merged_into_its_oldest(migrated_app)
         column("input", JSON()),
         *(column(c) for c in ("skipped", "allowed", "created_at")),
     )
+    # events as at 0014 (before the outbox's ``pending``).
+    events_0014 = table(
+        "events",
+        *(column(c) for c in ("id", "org_id", "type", "actor_kind", "actor_id")),
+        *(column(c) for c in ("conversation_id", "subject_type", "subject_id", "created_at")),
+        column("payload", JSON()),
+    )
     with db.engine.begin() as conn:
         conn.execute(insert(Org.__table__), {"id": 1, "name": "O", "slug": "o"})
         conn.execute(
@@ -267,7 +274,7 @@ def test_a_keys_duplicate_conversations_are_merged_into_its_oldest(migrated_app)
                 # none), and its decision's (the approver's, via the conversation).
                 for event_id, via in ((message_id * 10, False), (message_id * 10 + 1, True)):
                     conn.execute(
-                        insert(Event.__table__),
+                        insert(events_0014),
                         {"id": event_id, "org_id": 1, "type": "chat.tool_call.held"}
                         | {"actor_kind": "api_key", "actor_id": 3, "subject_type": "tool_call"}
                         | {"subject_id": message_id, "created_at": utcnow()}
@@ -276,7 +283,7 @@ def test_a_keys_duplicate_conversations_are_merged_into_its_oldest(migrated_app)
                     )
         # An event of something else, naming conversation 11 in its payload: left alone.
         conn.execute(
-            insert(Event.__table__),
+            insert(events_0014),
             {"id": 9, "org_id": 1, "type": "record.created", "actor_kind": "user"}
             | {"actor_id": 5, "subject_type": "record", "subject_id": 11}
             | {"created_at": utcnow(), "payload": {"conversation_id": 11}},

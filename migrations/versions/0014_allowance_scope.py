@@ -10,24 +10,25 @@ trusts more than a card now says: the next such call asks again. Allowances of o
 stay as they were (tool-wide, ``scope`` NULL). A downgrade ends the scoped ones the same
 way, since without the column they would widen to the whole tool.
 """
+
 from alembic import op
 import sqlalchemy as sa
 
 
 # revision identifiers, used by Alembic.
-revision = '0014_allowance_scope'
-down_revision = '0013_automation_owner'
+revision = "0014_allowance_scope"
+down_revision = "0013_automation_owner"
 branch_labels = None
 depends_on = None
 
 AUTOINCREMENT = {"sqlite_autoincrement": True}
-SCOPED_TOOLS = ('records_create', 'records_update')  # the scoped tools at this revision
+SCOPED_TOOLS = ("records_create", "records_update")  # the scoped tools at this revision
 
 allowances = sa.table(
-    'chat_allowances',
-    sa.column('tool', sa.String),
-    sa.column('scope', sa.String),
-    sa.column('revoked_at', sa.DateTime(timezone=True)),
+    "chat_allowances",
+    sa.column("tool", sa.String),
+    sa.column("scope", sa.String),
+    sa.column("revoked_at", sa.DateTime(timezone=True)),
 )
 
 
@@ -40,12 +41,12 @@ def _end(condition) -> None:
 
 
 def upgrade():
-    with op.batch_alter_table('chat_allowances', schema=None, table_kwargs=AUTOINCREMENT) as b:
-        b.add_column(sa.Column('scope', sa.String(length=120), nullable=True))
+    with op.batch_alter_table("chat_allowances", schema=None, table_kwargs=AUTOINCREMENT) as b:
+        b.add_column(sa.Column("scope", sa.String(length=120), nullable=True))
     _end(allowances.c.tool.in_(SCOPED_TOOLS))
 
 
 def downgrade():
     _end(allowances.c.scope.is_not(None))
-    with op.batch_alter_table('chat_allowances', schema=None, table_kwargs=AUTOINCREMENT) as b:
-        b.drop_column('scope')
+    with op.batch_alter_table("chat_allowances", schema=None, table_kwargs=AUTOINCREMENT) as b:
+        b.drop_column("scope")

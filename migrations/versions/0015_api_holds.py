@@ -5,19 +5,20 @@ Revises: 0014_allowance_scope
 Create Date: 2026-12-08 10:00:00
 
 """
+
 from alembic import op
 import sqlalchemy as sa
 
 
 # revision identifiers, used by Alembic.
-revision = '0015_api_holds'
-down_revision = '0014_allowance_scope'
+revision = "0015_api_holds"
+down_revision = "0014_allowance_scope"
 branch_labels = None
 depends_on = None
 
 AUTOINCREMENT = {"sqlite_autoincrement": True}
 # The tables whose rows belong to a conversation (moved to the one a key keeps).
-OWNED = ('chat_messages', 'chat_tool_calls', 'chat_participants', 'chat_allowances')
+OWNED = ("chat_messages", "chat_tool_calls", "chat_participants", "chat_allowances")
 
 
 def _repoint_events(bind, other: int, keep: int) -> None:
@@ -29,14 +30,14 @@ def _repoint_events(bind, other: int, keep: int) -> None:
         "OR (subject_type = 'conversation' AND subject_id = :other) "
         "OR (subject_type = 'tool_call' AND subject_id IN "
         "(SELECT id FROM chat_tool_calls WHERE conversation_id = :other))"
-    ).columns(sa.column('id', sa.Integer()), sa.column('payload', sa.JSON()))
+    ).columns(sa.column("id", sa.Integer()), sa.column("payload", sa.JSON()))
     for event_id, payload in bind.execute(events, {"other": other}).all():
-        if isinstance(payload, dict) and payload.get('conversation_id') == other:
+        if isinstance(payload, dict) and payload.get("conversation_id") == other:
             bind.execute(
                 sa.text("UPDATE events SET payload = :payload WHERE id = :id").bindparams(
-                    sa.bindparam('payload', type_=sa.JSON())
+                    sa.bindparam("payload", type_=sa.JSON())
                 ),
-                {"payload": {**payload, 'conversation_id': keep}, "id": event_id},
+                {"payload": {**payload, "conversation_id": keep}, "id": event_id},
             )
     bind.execute(
         sa.text("UPDATE events SET conversation_id = :keep WHERE conversation_id = :other"),
@@ -73,7 +74,9 @@ def _merge_duplicate_key_conversations() -> None:
         for other in list(others):
             _repoint_events(bind, other, keep)
             offset = bind.execute(
-                sa.text("SELECT coalesce(max(seq), 0) FROM chat_messages WHERE conversation_id = :c"),
+                sa.text(
+                    "SELECT coalesce(max(seq), 0) FROM chat_messages WHERE conversation_id = :c"
+                ),
                 {"c": keep},
             ).scalar()
             bind.execute(
@@ -85,7 +88,9 @@ def _merge_duplicate_key_conversations() -> None:
             )
             for table in OWNED[1:]:
                 bind.execute(
-                    sa.text(f"UPDATE {table} SET conversation_id = :keep WHERE conversation_id = :other"),
+                    sa.text(
+                        f"UPDATE {table} SET conversation_id = :keep WHERE conversation_id = :other"
+                    ),
                     {"keep": keep, "other": other},
                 )
             bind.execute(sa.text("DELETE FROM chat_conversations WHERE id = :c"), {"c": other})
@@ -93,21 +98,24 @@ def _merge_duplicate_key_conversations() -> None:
 
 def upgrade():
     _merge_duplicate_key_conversations()
-    with op.batch_alter_table('chat_conversations', schema=None, table_kwargs=AUTOINCREMENT) as b:
-        b.create_unique_constraint('uq_chat_conversations_api_key_id', ['api_key_id'])
-    with op.batch_alter_table('chat_tool_calls', schema=None, table_kwargs=AUTOINCREMENT) as b:
-        b.add_column(sa.Column('retry_of_id', sa.Integer(), nullable=True))
-        b.create_unique_constraint('uq_chat_tool_calls_retry_of_id', ['retry_of_id'])
+    with op.batch_alter_table("chat_conversations", schema=None, table_kwargs=AUTOINCREMENT) as b:
+        b.create_unique_constraint("uq_chat_conversations_api_key_id", ["api_key_id"])
+    with op.batch_alter_table("chat_tool_calls", schema=None, table_kwargs=AUTOINCREMENT) as b:
+        b.add_column(sa.Column("retry_of_id", sa.Integer(), nullable=True))
+        b.create_unique_constraint("uq_chat_tool_calls_retry_of_id", ["retry_of_id"])
         b.create_foreign_key(
-            'fk_chat_tool_calls_retry_of_id_chat_tool_calls', 'chat_tool_calls', ['retry_of_id'],
-            ['id'], ondelete='SET NULL',
+            "fk_chat_tool_calls_retry_of_id_chat_tool_calls",
+            "chat_tool_calls",
+            ["retry_of_id"],
+            ["id"],
+            ondelete="SET NULL",
         )
 
 
 def downgrade():
-    with op.batch_alter_table('chat_tool_calls', schema=None, table_kwargs=AUTOINCREMENT) as b:
-        b.drop_constraint('fk_chat_tool_calls_retry_of_id_chat_tool_calls', type_='foreignkey')
-        b.drop_constraint('uq_chat_tool_calls_retry_of_id', type_='unique')
-        b.drop_column('retry_of_id')
-    with op.batch_alter_table('chat_conversations', schema=None, table_kwargs=AUTOINCREMENT) as b:
-        b.drop_constraint('uq_chat_conversations_api_key_id', type_='unique')
+    with op.batch_alter_table("chat_tool_calls", schema=None, table_kwargs=AUTOINCREMENT) as b:
+        b.drop_constraint("fk_chat_tool_calls_retry_of_id_chat_tool_calls", type_="foreignkey")
+        b.drop_constraint("uq_chat_tool_calls_retry_of_id", type_="unique")
+        b.drop_column("retry_of_id")
+    with op.batch_alter_table("chat_conversations", schema=None, table_kwargs=AUTOINCREMENT) as b:
+        b.drop_constraint("uq_chat_conversations_api_key_id", type_="unique")

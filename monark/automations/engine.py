@@ -1,13 +1,18 @@
-"""The engine: after a transaction commits, the enabled automations its record events trigger run.
+"""The engine: after a transaction commits, the enabled automations its record events trigger
+run on the job queue (``monark.core.jobs``), never in the request that wrote them.
 
 ``after_flush`` notes the record events each flush writes (with the record's values as of
-that flush), ``after_commit`` hands them to the runner and ``after_rollback`` forgets them,
-so an event that never commits never triggers anything. Inside a unit of work (the
-assistant's tool calls) a session's commit only releases a SAVEPOINT, so the runner waits
-for the unit's real commit (``monark.core.uow.on_commit``) and is dropped if it rolls back.
+that flush), ``after_commit`` queues a job with them and ``after_rollback`` forgets them, so
+an event that never commits never triggers anything. Inside a unit of work (the assistant's
+tool calls) a session's commit only releases a SAVEPOINT, so the job is queued at the unit's
+real commit (``monark.core.uow.on_commit``) and dropped if it rolls back.
 
-The runner works in a fresh app context, hence a fresh session and transaction: the
-caller's commit is already done and nothing a run does (or fails to do) reaches the caller.
+The events are the outbox: written ``pending`` in the change's own transaction, settled once
+their job ran. A job that was never queued (the process died after the commit, the queue's
+storage was down) or died midway leaves them pending, and the periodic ``sweep`` runs them
+(the record as it is then). Each run is claimed by a unique (automation, event) key as it
+starts, so redeliveries, the sweep and racing workers run an automation once per event.
+Writes made by a run's actions are part of its chain and run in the same job.
 
 Tenancy: an event triggers only automations of its own org, whose actions run as
 ``Principal.for_automation`` in that org, within the owner's current rights
@@ -25,13 +30,15 @@ from __future__ import annotations
 import logging
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from functools import partial
 from time import perf_counter
 from typing import Any
 
 from flask import current_app
 from sqlalchemy import event as sa_event
-from sqlalchemy import select
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from monark.automations import privacy
@@ -41,7 +48,9 @@ from monark.automations.models import Automation, AutomationRun
 from monark.automations.nodes import RECORD_EVENTS, REGISTRY
 from monark.automations.ownership import Owner, install_ownership, owner_of, switch_off
 from monark.automations.template import render
+from monark.core import jobs
 from monark.core.errors import AppError
+from monark.core.events import follow, written_by_run
 from monark.core.models import Event, utcnow
 from monark.core.rbac import Principal
 from monark.core.uow import on_commit
@@ -54,7 +63,10 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_DEPTH = 5
 DEFAULT_MAX_RUNS = 50
 PENDING = "monark.automation_triggers"
+SWEEP_GRACE_SECONDS = 30.0  # younger pending events are most likely in a queued job
+SWEEP_BATCH = 500
 _depth: ContextVar[int] = ContextVar("automation_depth", default=0)
+_cascade: ContextVar[int | None] = ContextVar("automation_cascade", default=None)
 # Runs left for the cascade in progress (one list shared by its nested runs); None outside.
 _budget: ContextVar[list[int] | None] = ContextVar("automation_budget", default=None)
 
@@ -74,6 +86,10 @@ class Trigger:
     model_id: int | None = None
     fields: tuple[str, ...] = ()
     depth: int = 0  # depth of the run whose action wrote the event; 0 for people and keys
+    # The first event of the change that started the chain (its runs share one budget).
+    cascade_id: int | None = None
+    # When the event was written: automations made after it do not run for it.
+    occurred_at: datetime | None = None
 
     @property
     def private(self) -> bool:
@@ -116,6 +132,8 @@ def _collect(session: Any, _flush_context: Any) -> None:
                 model_id=(event.payload or {}).get("model_id"),
                 fields=tuple((event.payload or {}).get("fields") or ()),
                 depth=_depth.get(),
+                cascade_id=_cascade.get(),
+                occurred_at=event.created_at,
             )
         )
 
@@ -124,19 +142,36 @@ def _forget(session: Any, *_args: Any) -> None:
     session.info.pop(PENDING, None)
 
 
+def _budget_left(app: Any, cascade_id: int | None) -> int:
+    """Runs the chain of ``cascade_id`` may still set off: the limit, less the runs of that
+    chain that earlier jobs executed (a job that died midway, taken up by the sweep)."""
+    limit = int(app.config.get("AUTOMATION_MAX_RUNS", DEFAULT_MAX_RUNS))
+    if cascade_id is None:
+        return limit
+    done = db.session.scalar(
+        select(func.count(AutomationRun.id)).where(
+            AutomationRun.cascade_event_id == cascade_id, AutomationRun.status != "skipped"
+        )
+    )
+    return max(limit - int(done or 0), 0)
+
+
 def _run_all(app: Any, triggers: list[Trigger]) -> None:
     # A change made by a person, key or assistant starts a cascade with a fresh budget; the
     # runs its actions set off (called back in here, nested) draw on the same one.
     token = None
     if _budget.get() is None:
-        token = _budget.set([int(app.config.get("AUTOMATION_MAX_RUNS", DEFAULT_MAX_RUNS))])
+        with app.app_context():
+            left = _budget_left(app, triggers[0].cascade_id)
+        token = _budget.set([left])
     try:
         for trigger in triggers:
             # The caller's transaction is committed: a failing run must never look like its
-            # error.
+            # error. An event whose work failed stays pending: the sweep tries it again.
             try:
                 with app.app_context():
                     run_triggered(trigger)
+                    settle(trigger.event_id)
             except Exception:
                 log.exception("automations for event %s failed to run", trigger.event_id)
     finally:
@@ -144,18 +179,91 @@ def _run_all(app: Any, triggers: list[Trigger]) -> None:
             _budget.reset(token)
 
 
+def settle(event_id: int | None) -> None:
+    """Mark an event's after-commit work done (it leaves the outbox)."""
+    if event_id is None:
+        return
+    db.session.execute(update(Event).where(Event.id == event_id).values(pending=False))
+    db.session.commit()
+
+
+@jobs.job("automations.run_events")
+def run_events(triggers: list[Trigger]) -> None:
+    """The job queued after a commit: run what its record events trigger."""
+    _run_all(current_app._get_current_object(), triggers)  # type: ignore[attr-defined]
+
+
+@jobs.periodic("automations.sweep")
+def sweep() -> int:
+    """Run what committed events older than ``SWEEP_GRACE_SECONDS`` still wait for (their
+    job was never queued, or died); how many events it took up. Claims keep runs single."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    cutoff = utcnow() - timedelta(seconds=SWEEP_GRACE_SECONDS)
+    events = db.session.scalars(
+        select(Event)
+        .where(Event.pending.is_(True), Event.created_at <= cutoff)
+        .order_by(Event.id)
+        .limit(SWEEP_BATCH)
+    ).all()
+    triggers = [_trigger_of(event) for event in events]
+    db.session.commit()  # end the read before the runs open their own
+    for trigger in triggers:
+        _run_all(app, [trigger])
+    return len(triggers)
+
+
+def _trigger_of(event: Event) -> Trigger:
+    """The trigger of a stored event: its record as it is now, its chain from its run."""
+    payload = event.payload or {}
+    record = db.session.get(Record, event.subject_id) if event.subject_id else None
+    depth, cascade_id = 0, event.id
+    if (run_id := payload.get("run_id")) is not None:
+        run = db.session.get(AutomationRun, run_id)
+        if run is not None:
+            depth, cascade_id = run.depth, run.cascade_event_id or event.id
+    return Trigger(
+        type=event.type,
+        org_id=event.org_id,
+        model_key=None,
+        record_id=event.subject_id,
+        values=dict(record.values or {}) if record is not None else {},
+        private_to=readers_of(record),
+        event_id=event.id,
+        model_id=payload.get("model_id"),
+        fields=tuple(payload.get("fields") or ()),
+        depth=depth,
+        cascade_id=cascade_id,
+        occurred_at=event.created_at,
+    )
+
+
+def _enqueue(app: Any, triggers: list[Trigger]) -> None:
+    # One change, one chain: its events share the budget, named by the first of them.
+    cascade_id = min(t.event_id for t in triggers if t.event_id is not None)
+    triggers = [replace(t, cascade_id=cascade_id) for t in triggers]
+    try:
+        run_events.enqueue(triggers, app=app)
+    except Exception:
+        # The write is committed and its events stay pending: the sweep runs them.
+        log.warning("queue unavailable: events %s wait for the sweep", cascade_id, exc_info=True)
+
+
 def _after_commit(session: Any) -> None:
     triggers = session.info.pop(PENDING, None)
     if not triggers:
         return
     app = current_app._get_current_object()  # type: ignore[attr-defined]
+    # A run's own writes belong to its chain and its job; anything else leaves the request.
+    inside_a_run = _budget.get() is not None
+    work = partial(_run_all if inside_a_run else _enqueue, app, triggers)
     # Inside a unit of work this commit only released a SAVEPOINT: wait for the real one.
-    if not on_commit(partial(_run_all, app, triggers)):
-        _run_all(app, triggers)
+    if not on_commit(work):
+        work()
 
 
 def install_engine() -> None:
     """Listen to every ORM session (Flask-SQLAlchemy's and units of work's), once per process."""
+    follow(RECORD_EVENTS)
     for name, listener in (
         ("after_flush", _collect),
         ("after_commit", _after_commit),
@@ -185,6 +293,8 @@ def run_triggered(trigger: Trigger) -> list[int]:
             Automation.enabled.is_(True),
             Automation.trigger_type == trigger.type,
             Automation.trigger_model == model_key,
+            # Its job may run late: an automation made since was not there to be triggered.
+            *([Automation.created_at <= trigger.occurred_at] if trigger.occurred_at else []),
         )
         .order_by(Automation.id)
     ).all()
@@ -211,19 +321,34 @@ def run_triggered(trigger: Trigger) -> list[int]:
                 f"runs, and the limit is {max_depth} (an automation that retriggers itself "
                 "stops here)."
             )
-            run_ids.append(_skip(automation, trigger, reason))
+            _claimed(run_ids, _skip, automation, trigger, reason)
         elif budget is not None and budget[0] <= 0:
             limit = current_app.config.get("AUTOMATION_MAX_RUNS", DEFAULT_MAX_RUNS)
             reason = (
                 f"Not run: the change that started this chain already set off {limit} "
                 "automation runs, the limit for one change."
             )
-            run_ids.append(_skip(automation, trigger, reason))
+            _claimed(run_ids, _skip, automation, trigger, reason)
         else:
             if budget is not None:
                 budget[0] -= 1
-            run_ids.append(execute(automation, trigger, owner))
+            if not _claimed(run_ids, execute, automation, trigger, owner) and budget is not None:
+                budget[0] += 1  # another worker runs it, and counts it
     return run_ids
+
+
+class AlreadyClaimed(Exception):
+    """Another job (a redelivery, the sweep, another worker) has this event's run."""
+
+
+def _claimed(run_ids: list[int], start: Any, *args: Any) -> bool:
+    """Call ``start`` (``execute`` or ``_skip``), adding its run to ``run_ids``; False when
+    the run was claimed elsewhere first."""
+    try:
+        run_ids.append(start(*args))
+    except AlreadyClaimed:
+        return False
+    return True
 
 
 def admits(automation: Automation, owner: Owner, trigger: Trigger) -> bool:
@@ -268,16 +393,26 @@ def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> Automati
         record_id=trigger.record_id,
         private_to=trigger.private_to,
         depth=trigger.depth + 1,
+        cascade_event_id=trigger.cascade_id,
         **extra,
     )
     db.session.add(run)
+    _claim()
     return run
 
 
+def _claim() -> None:
+    """Commit a new run: for an event, the unique (automation, event) key lets one commit
+    win, whatever the redeliveries or workers; the others raise ``AlreadyClaimed``."""
+    try:
+        db.session.commit()
+    except IntegrityError as err:
+        db.session.rollback()
+        raise AlreadyClaimed from err
+
+
 def _skip(automation: Automation, trigger: Trigger, reason: str) -> int:
-    run = _new_run(automation, trigger, status="skipped", finished_at=utcnow())
-    run.error = reason
-    db.session.commit()
+    run = _new_run(automation, trigger, status="skipped", finished_at=utcnow(), error=reason)
     return run.id
 
 
@@ -296,7 +431,6 @@ def execute(
     """
     graph, _ = parse_graph(automation.graph, REGISTRY)
     run = _new_run(automation, trigger, is_test=is_test, started_by_id=started_by_id)
-    db.session.commit()
     run_id, depth = run.id, run.depth
     record = {**trigger.values, "id": trigger.record_id} if trigger.model_key else {}
     ctx = RunContext(
@@ -322,9 +456,12 @@ def execute(
         sends_private=automation.private_records == privacy.PrivateRecords.SEND,
     )
     token = _depth.set(depth)
+    chain = _cascade.set(trigger.cascade_id)
     try:
-        steps = _walk(graph, ctx)
+        with written_by_run(run_id):
+            steps = _walk(graph, ctx)
     finally:
+        _cascade.reset(chain)
         _depth.reset(token)
     run = db.session.get(AutomationRun, run_id)
     run.steps = steps

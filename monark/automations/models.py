@@ -50,7 +50,17 @@ class AutomationRun(db.Model):
     """One execution: its trigger, its status and one step per node of the graph."""
 
     __tablename__ = "automation_runs"
-    __table_args__ = (Index("ix_automation_runs_automation_id_id", "automation_id", "id"),)
+    __table_args__ = (
+        Index("ix_automation_runs_automation_id_id", "automation_id", "id"),
+        # The claim: one run per automation and event, whatever the redeliveries or workers.
+        Index(
+            "uq_automation_runs_automation_id_trigger_event_id",
+            "automation_id",
+            "trigger_event_id",
+            unique=True,
+        ),
+        Index("ix_automation_runs_cascade_event_id", "cascade_event_id"),
+    )
 
     id: Mapped[IntPk]
     org_id: Mapped[OrgId] = mapped_column(index=True)
@@ -64,6 +74,8 @@ class AutomationRun(db.Model):
     # steps): ``records.index.private_to`` of the record as the run saw it; None: the org's.
     private_to: Mapped[int | None] = mapped_column(default=None)
     depth: Mapped[int] = mapped_column(default=1)
+    # The first event of the change whose chain this run belongs to (its budget's name).
+    cascade_event_id: Mapped[int | None] = mapped_column(default=None)
     is_test: Mapped[bool] = mapped_column(default=False)
     started_by_id: Mapped[UserRef]
     # [{"node_id", "type", "status", "input", "output", "error", "started_at", "duration_ms"}]

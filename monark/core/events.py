@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from monark.core.models import Event
 from monark.core.rbac import Principal
 from monark.extensions import db
+
+# Event types some feature acts on after commit (the automations engine: record events).
+_FOLLOWED: set[str] = set()
+# The automation run whose actions are writing events in this context, if any.
+_written_by_run: ContextVar[int | None] = ContextVar("written_by_run", default=None)
+
+
+def follow(types: Iterable[str]) -> None:
+    """Mark events of ``types`` pending when written: the outbox of work after commit."""
+    _FOLLOWED.update(types)
+
+
+@contextmanager
+def written_by_run(run_id: int) -> Iterator[None]:
+    """Events written inside carry ``run_id`` in their payload (what set them off)."""
+    token = _written_by_run.set(run_id)
+    try:
+        yield
+    finally:
+        _written_by_run.reset(token)
 
 
 def record_event(
@@ -34,6 +57,10 @@ def record_event(
     # content only if they may read that record (``readable_event``).
     if principal.confined_to is not None:
         payload["private_to"] = principal.confined_to
+    # A run's own pending events say which run: work they set off counts in its chain.
+    pending = type in _FOLLOWED
+    if pending and (run_id := _written_by_run.get()) is not None:
+        payload["run_id"] = run_id
     event = Event(
         org_id=principal.org_id,
         type=type,
@@ -44,6 +71,7 @@ def record_event(
         subject_type=subject_type,
         subject_id=subject_id,
         payload=payload,
+        pending=pending,
     )
     db.session.add(event)
     return event

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from flask_login import UserMixin
-from sqlalchemy import JSON, ForeignKey, Index, String, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Index, String, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.extensions import db
@@ -153,6 +153,12 @@ class Event(db.Model):
     __table_args__ = (
         Index("ix_events_org_id_id", "org_id", "id"),
         Index("ix_events_org_id_type", "org_id", "type"),
+        Index(
+            "ix_events_pending",
+            "id",
+            sqlite_where=text("pending"),
+            postgresql_where=text("pending"),
+        ),
     )
 
     id: Mapped[IntPk]
@@ -165,4 +171,7 @@ class Event(db.Model):
     subject_type: Mapped[str] = mapped_column(String(40))
     subject_id: Mapped[int | None] = mapped_column()
     payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The outbox: a feature acts on this event after commit (``events.follow``), and has
+    # not yet. Cleared when that work is done; the sweep finds what a lost job left.
+    pending: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[CreatedAt]

@@ -1,0 +1,257 @@
+"""The job queue: Huey on a SQLite file beside the database, or on Redis (``JOBS_URL``).
+
+Features declare their jobs at import (``job`` for work queued by the app, ``periodic`` for
+work the consumer's scheduler queues itself); ``init_app`` binds them to the app's Huey, so a
+job always runs inside an app context of the app that queued it. Work is consumed by
+``flask jobs worker`` beside gunicorn, or under ``flask run`` by a consumer in the dev
+server's own process (threads), so ``make run`` needs no second command.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup
+from huey import Huey, RedisHuey, SqliteHuey, crontab
+from huey.api import TaskWrapper
+from huey.consumer import Consumer
+from sqlalchemy.engine import make_url
+
+from monark.extensions import db
+
+log = logging.getLogger(__name__)
+
+QUEUE_NAME = "monark"
+EXTENSION = "monark.jobs"
+# An idle consumer on SQLite polls less and less often, up to this (Redis blocks instead):
+# Huey's own 10 s would leave an automation waiting that long after a quiet spell.
+POLL_MAX_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The queue's settings, read once from the app's config."""
+
+    url: str  # redis://… or sqlite:///path/to/file
+    workers: int  # threads of a consumer started by ``flask run``
+    sweep_minutes: int  # how often periodic sweeps run
+
+    @classmethod
+    def from_app(cls, app: Flask) -> JobSettings:
+        """The settings of ``app``; the SQLite file sits beside a SQLite database."""
+        url = app.config["JOBS_URL"].strip()
+        if not url:
+            url = "sqlite:///" + str(_beside_database(app))
+        return cls(
+            url=url,
+            workers=int(app.config["JOBS_WORKERS"]),
+            sweep_minutes=int(app.config["JOBS_SWEEP_MINUTES"]),
+        )
+
+
+def _beside_database(app: Flask) -> Path:
+    """``monark.jobs.db`` next to a SQLite database file, else in the instance folder."""
+    db_url = make_url(app.config["SQLALCHEMY_DATABASE_URI"])
+    if db_url.get_backend_name() == "sqlite" and db_url.database not in (None, "", ":memory:"):
+        path = Path(db_url.database)
+        return path.with_name(path.stem + ".jobs.db")
+    return Path(app.instance_path) / "monark.jobs.db"
+
+
+def _make_huey(settings: JobSettings, name: str) -> Huey:
+    if settings.url.startswith(("redis://", "rediss://", "unix://")):
+        # No results are kept: a job's outcome is written to the database it works on.
+        return RedisHuey(name, url=settings.url, results=False, utc=True)
+    if settings.url.startswith("sqlite:///"):
+        filename = settings.url[len("sqlite:///") :]
+        Path(filename).parent.mkdir(parents=True, exist_ok=True)
+        return SqliteHuey(name, filename=filename, results=False, utc=True)
+    raise RuntimeError("JOBS_URL must be redis://host:port/db or sqlite:///path/to/file.")
+
+
+# ---- declaring jobs ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job declared by a feature; ``enqueue`` queues it on the current app's queue."""
+
+    name: str
+    func: Callable[..., Any]
+    every_sweep: bool = False  # periodic: run every ``JOBS_SWEEP_MINUTES``
+
+    def enqueue(self, *args: Any, app: Flask | None = None) -> None:
+        """Queue one run of this job with ``args`` (picklable); raises if storage fails."""
+        queue(app or current_app).tasks[self.name](*args)
+
+
+_JOBS: dict[str, Job] = {}
+
+
+def job(name: str) -> Callable[[Callable[..., Any]], Job]:
+    """Declare ``func`` as a job named ``name`` (unique across features)."""
+
+    def declare(func: Callable[..., Any]) -> Job:
+        declared = Job(name, func)
+        _JOBS[name] = declared
+        return declared
+
+    return declare
+
+
+def periodic(name: str) -> Callable[[Callable[[], Any]], Job]:
+    """Declare ``func`` as a job the consumer queues every ``JOBS_SWEEP_MINUTES``."""
+
+    def declare(func: Callable[[], Any]) -> Job:
+        declared = Job(name, func, every_sweep=True)
+        _JOBS[name] = declared
+        return declared
+
+    return declare
+
+
+# ---- the app's queue --------------------------------------------------------------------
+
+
+@dataclass
+class Queue:
+    """One app's Huey and its bound jobs."""
+
+    huey: Huey
+    settings: JobSettings
+    tasks: dict[str, TaskWrapper]
+    consumer: Consumer | None = None
+
+
+def _bound(app: Flask, func: Callable[..., Any]) -> Callable[..., Any]:
+    def run_in_app(*args: Any) -> None:
+        with app.app_context():
+            func(*args)
+
+    run_in_app.__module__ = func.__module__
+    return run_in_app
+
+
+def init_app(app: Flask) -> Queue:
+    """Make the app's queue and bind every declared job to it."""
+    made = app.extensions[EXTENSION] = build_queue(app, JobSettings.from_app(app))
+    app.cli.add_command(jobs_cli)
+    if _serving_under_flask_run(app):
+        start_in_process(app)
+        click.echo(f" * Jobs: a consumer on {made.settings.workers} threads of this process")
+    return made
+
+
+def build_queue(app: Flask, settings: JobSettings, name: str = QUEUE_NAME) -> Queue:
+    """A queue for ``app`` on the storage ``settings`` name, with every declared job."""
+    huey = _make_huey(settings, name)
+    tasks: dict[str, TaskWrapper] = {}
+    every = crontab(minute=f"*/{settings.sweep_minutes}")
+    for declared in _JOBS.values():
+        bound = _bound(app, declared.func)
+        if declared.every_sweep:
+            tasks[declared.name] = huey.periodic_task(every, name=declared.name)(bound)
+        else:
+            tasks[declared.name] = huey.task(name=declared.name)(bound)
+
+    @huey.on_startup()
+    def fresh_connections() -> None:
+        # A worker process forked by ``--worker-type process`` must not share the
+        # connections its parent opened.
+        with app.app_context():
+            db.engine.dispose(close=False)
+
+    return Queue(huey, settings, tasks)
+
+
+def queue(app: Flask) -> Queue:
+    """The app's queue."""
+    return app.extensions[EXTENSION]
+
+
+def drain(app: Flask, *, limit: int = 10_000) -> int:
+    """Run the jobs waiting in the queue in this thread until none is left; how many ran.
+
+    For tests and the benchmark: what a consumer does, without a thread to wait for.
+    """
+    huey = queue(app).huey
+    ran = 0
+    while ran < limit and (task := huey.dequeue()) is not None:
+        huey.execute(task)
+        ran += 1
+    return ran
+
+
+# ---- consumers --------------------------------------------------------------------------
+
+
+class InProcessConsumer(Consumer):
+    """A consumer on threads of a process that owns its signals (the dev server's)."""
+
+    def _set_signal_handlers(self) -> None:
+        # Huey's handlers can only be set on the main thread, and Ctrl+C is the server's.
+        pass
+
+
+def start_in_process(app: Flask, workers: int | None = None) -> InProcessConsumer:
+    """Start a threaded consumer in this process (the dev server's, or a test's)."""
+    made = queue(app)
+    consumer = InProcessConsumer(
+        made.huey,
+        workers=workers or made.settings.workers,
+        worker_type="thread",
+        max_delay=POLL_MAX_SECONDS,
+    )
+    consumer.start()
+    made.consumer = consumer
+    return consumer
+
+
+def stop_in_process(app: Flask) -> None:
+    """Stop the consumer ``start_in_process`` started, after its running jobs end."""
+    made = queue(app)
+    if made.consumer is not None:
+        made.consumer.stop(graceful=True)
+        made.consumer = None
+
+
+def _serving_under_flask_run(app: Flask) -> bool:
+    """Whether this process is the one ``flask run`` serves from (not the reloader's
+    watcher, which serves nothing, nor any other command, gunicorn or a test)."""
+    # ``flask`` loads the app while it looks the command up, before any context of ``run``
+    # exists: the command line is what says it.
+    argv = [a for a in sys.argv[1:] if not a.startswith("-")]
+    is_flask = Path(sys.argv[0]).name == "flask" or sys.argv[0].endswith("flask/__main__.py")
+    if not is_flask or "run" not in argv or app.config.get("TESTING"):
+        return False
+    if os.environ.get("WERKZEUG_RUN_MAIN") == "true":
+        return True  # the reloader's child: the serving process
+    reloads = (app.debug and "--no-reload" not in sys.argv) or "--reload" in sys.argv
+    return not reloads
+
+
+jobs_cli = AppGroup("jobs", help="The job queue.")
+
+
+@jobs_cli.command("worker")
+@click.option("--workers", "-w", default=2, show_default=True, help="Jobs run at once.")
+@click.option(
+    "--worker-type",
+    "-k",
+    type=click.Choice(["thread", "process"]),
+    default="thread",
+    show_default=True,
+)
+def worker_command(workers: int, worker_type: str) -> None:
+    """Consume the queue until stopped (SIGINT or SIGTERM: after the running jobs end)."""
+    made = queue(current_app)
+    click.echo(f"Consuming {made.settings.url.split('@')[-1]} with {workers} {worker_type}(s).")
+    Consumer(made.huey, workers=workers, worker_type=worker_type, max_delay=POLL_MAX_SECONDS).run()
