@@ -14,6 +14,7 @@ from monark.extensions import db
 from monark.records import services as records
 from monark.settings import services as settings
 from tests import factories
+from tests.jobs import drain
 from tests.test_automation_owners import COPY
 from tests.test_automation_privacy import finish_private_task
 from tests.test_automations import make_automation, runs_of
@@ -115,6 +116,7 @@ def test_a_run_for_a_private_record_says_so_and_links_the_record_for_its_readers
     task = finish_private_task(acme, "Fire Dana quietly")
     public = factories.make_record(acme.principal("owner"), acme.model, "Open task", status="todo")
     records.update_record(acme.principal("owner"), acme.model, public.id, {"status": "done"})
+    drain()  # the automations it triggers run on the queue
     private_run, org_run = runs_of(review.id)
     assert private_run.record_private and not org_run.record_private
     member = login("member@acme.test")  # the private task's creator
