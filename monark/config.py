@@ -81,6 +81,9 @@ def instance_secret_key(instance_path: str) -> str:
 def _assistant_config() -> dict[str, Any]:
     """The assistant's settings (its provider, limits, long conversations, turns)."""
     return {
+        # Each provider's deployment key (ANTHROPIC_API_KEY, OPENAI_API_KEY, …), used when an
+        # org sets none of its own: every ``*_API_KEY`` of the environment.
+        **{name: value for name, value in os.environ.items() if name.endswith("_API_KEY")},
         "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY", ""),
         "CHAT_LLM_PROVIDER": os.environ.get("CHAT_LLM_PROVIDER", "anthropic"),
         "CHAT_LLM_MODEL": os.environ.get("CHAT_LLM_MODEL", "claude-sonnet-5-5"),

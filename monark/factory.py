@@ -32,7 +32,7 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
-from monark.core import jobs
+from monark.core import jobs, settings
 from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers
@@ -90,6 +90,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     os.makedirs(app.instance_path, exist_ok=True)
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)
+    settings.install(app)  # read once, after every override
 
     db.init_app(app)
     migrate.init_app(

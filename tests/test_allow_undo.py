@@ -30,6 +30,7 @@ from tests import factories
 from tests.llm_script import Call, Say
 from tests.test_chat_loop import calls_of, records_titled, send
 from tests.test_chat_stream import read
+from tests.tuning import configure
 
 
 def events(kind: str, subject_id: int | None = None) -> list[Event]:
@@ -797,7 +798,7 @@ def test_the_allowance_idle_time_is_a_duration_one_hour_by_default(monkeypatch, 
 def test_an_allowance_holds_within_the_idle_time(world, scripted, app, monkeypatch):
     member = world.a.principal("member")
     conversation_id = allowed_conversation(world, scripted, member)
-    monkeypatch.setitem(app.config, "CHAT_ALLOWANCE_IDLE", 7200.0)
+    configure(monkeypatch, app, CHAT_ALLOWANCE_IDLE=7200.0)
     db.session.execute(
         update(Conversation)
         .where(Conversation.id == conversation_id)

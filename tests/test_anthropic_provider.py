@@ -15,6 +15,7 @@ from monark.chat.runtime import llm_provider, set_llm_provider
 from monark.chat.service import SendInput
 from monark.extensions import db
 from tests.llm_script import Call, Fail, HttpFail, Say
+from tests.tuning import configure
 
 
 def breakpoints(body: dict) -> list[str]:
@@ -167,11 +168,11 @@ def test_a_rejected_request_is_an_error_with_the_apis_message(world, fake_anthro
     assert message.status == "error" and message.text == ""
 
 
-def test_without_a_key_the_app_starts_and_the_assistant_explains(app, world):
+def test_without_a_key_the_app_starts_and_the_assistant_explains(app, world, monkeypatch):
     set_llm_provider(None)
     try:
-        deployment = {**app.config, "ANTHROPIC_API_KEY": "", "CHAT_LLM_PROVIDER": "anthropic"}
-        provider = llm_provider(deployment)
+        configure(monkeypatch, app, ANTHROPIC_API_KEY="", CHAT_LLM_PROVIDER="anthropic")
+        provider = llm_provider()
         request = LlmRequest(
             model="m",
             system="s",

@@ -22,6 +22,7 @@ from monark.extensions import db
 from monark.records.models import Record
 from tests.factories import add_member, make_key, make_record, make_user
 from tests.test_mcp_server import mcp_run, text_of  # noqa: F401  (the fixture, and a helper)
+from tests.tuning import configure
 
 
 def held_key(world, role: str = "member", name: str = "Claude Desktop") -> str:
@@ -261,7 +262,7 @@ def test_a_large_held_write_is_stored_bounded_and_runs_on_its_first_confirm(
 ):
     """What a key sends is held within ``CHAT_CARD_MAX`` like any card; and its target's
     check at Confirm compares the card as stored with the card drawn now, both bounded."""
-    monkeypatch.setitem(app.config, "CHAT_CARD_MAX", 2_000)
+    configure(monkeypatch, app, CHAT_CARD_MAX=2_000)
     record = make_record(world.a.principal("owner"), world.a.model, "Long notes", notes="a" * 5_000)
     response = app.test_client().patch(
         f"/api/v1/models/tasks/records/{record.id}",

@@ -29,6 +29,7 @@ ALLOWED = (
     "monark.core.net",
     "monark.core.rbac",
     "monark.core.schemas",
+    "monark.core.settings",
     "monark.core.text",
     "monark.core.uow",
     "monark.extensions",

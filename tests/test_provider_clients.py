@@ -19,15 +19,16 @@ from monark.extensions import db
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Say
 from tests.test_providers import _replies, use_provider
+from tests.tuning import configure
 
 
 @pytest.fixture
 def fake(app, monkeypatch) -> Iterator[FakeOpenAI]:
     """Orgs' own OpenAI settings pointing at the fake (on loopback), two clients kept."""
     fake = FakeOpenAI().start()
-    monkeypatch.setitem(app.config, "CHAT_LLM_ALLOW_PRIVATE", True)
-    monkeypatch.setitem(app.config, "CHAT_LLM_MAX_RETRIES", 0)
-    monkeypatch.setitem(app.config, "CHAT_LLM_CLIENT_CACHE", 2)
+    configure(monkeypatch, app, CHAT_LLM_ALLOW_PRIVATE=True)
+    configure(monkeypatch, app, CHAT_LLM_MAX_RETRIES=0)
+    configure(monkeypatch, app, CHAT_LLM_CLIENT_CACHE=2)
     set_llm_provider(None)
     yield fake
     set_llm_provider(None)
@@ -61,7 +62,7 @@ def test_a_changed_key_closes_the_client_of_the_oldest_beyond_the_bound(app, wor
 def test_a_client_dropped_while_a_reply_streams_on_it_closes_when_the_reply_ends(
     app, world, fake, monkeypatch
 ):
-    monkeypatch.setitem(app.config, "CHAT_LLM_CLIENT_CACHE", 1)
+    configure(monkeypatch, app, CHAT_LLM_CLIENT_CACHE=1)
     _, streaming_sdk = _client_for(app, world.a.org.id, fake, "sk-acme-key-0001")
     use_provider(app, world.b.org.id, "openai", fake.base_url, key="sk-globex-key-0002")
     fake.gate = threading.Event()  # the reply waits, piece by piece, for this
@@ -105,7 +106,7 @@ def test_a_turn_whose_client_was_dropped_keeps_it_for_its_later_steps(
         return client
 
     monkeypatch.setattr(OpenAIProvider, "make_client", counted)
-    monkeypatch.setitem(app.config, "CHAT_LLM_CLIENT_CACHE", 1)
+    configure(monkeypatch, app, CHAT_LLM_CLIENT_CACHE=1)
     use_provider(app, world.a.org.id, "openai", fake.base_url, key="sk-acme-key-0001")
     use_provider(app, world.b.org.id, "openai", fake.base_url, key="sk-globex-key-0002")
     fake.gate = threading.Event()

@@ -22,6 +22,7 @@ from tests.fake_anthropic import FakeAnthropic
 from tests.fake_gemini import FakeGemini
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Call, Fail, Say
+from tests.tuning import configure, reconfigure
 
 KEY = "sk-recognizable-KEY-1234567890"
 FAKES = {
@@ -35,7 +36,7 @@ def use_provider(app, org_id: int, provider: str, base_url: str, key: str = KEY)
     """Give an org its own provider settings (as an admin would on the settings page)."""
     row = ai_settings.org_settings(org_id) or OrgAiSettings(org_id=org_id)
     row.provider, row.model, row.base_url = provider, f"{provider}-test-model", base_url
-    row.api_key_encrypted = encrypt(app.config, key)
+    row.api_key_encrypted = encrypt(key)
     db.session.add(row)
     db.session.commit()
 
@@ -46,14 +47,14 @@ def provider(request, app, world) -> Iterator[tuple[str, object]]:
     name = request.param
     cls, base = FAKES[name]
     fake = cls().start()
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = True  # the fakes are on loopback
-    app.config["CHAT_LLM_MAX_RETRIES"] = 0
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)  # the fakes are on loopback
+    reconfigure(app, CHAT_LLM_MAX_RETRIES=0)
     set_llm_provider(None)  # every org's own provider, as configured
     use_provider(app, world.a.org.id, name, base(fake))
     yield name, fake
     set_llm_provider(None)
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
-    app.config["CHAT_LLM_MAX_RETRIES"] = 2
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
+    reconfigure(app, CHAT_LLM_MAX_RETRIES=2)
     fake.stop()
 
 
@@ -163,7 +164,7 @@ def test_one_scripted_conversation_stores_the_same_through_every_provider(app, w
     for name, (cls, base) in FAKES.items():
         fake = cls().start()
         try:
-            app.config["CHAT_LLM_ALLOW_PRIVATE"] = True
+            reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)
             set_llm_provider(None)
             use_provider(app, world.a.org.id, name, base(fake))
             _script(fake)
@@ -174,7 +175,7 @@ def test_one_scripted_conversation_stores_the_same_through_every_provider(app, w
             assert done.status == "done", (name, done.error)
             summaries[name] = _summary(proposed.conversation_id)[1:]  # after the user's text
         finally:
-            app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
+            reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
             set_llm_provider(None)
             fake.stop()
     assert summaries["anthropic"] == summaries["openai"] == summaries["gemini"]
@@ -222,8 +223,8 @@ def test_each_provider_is_sent_its_own_token_limit_parameter(
     adapter = get_provider(provider_id).adapter
     cls, base = FAKES[adapter]
     fake = cls().start()
-    monkeypatch.setitem(app.config, "CHAT_LLM_ALLOW_PRIVATE", True)  # the fake is on loopback
-    monkeypatch.setitem(app.config, "CHAT_LLM_MAX_TOKENS", 1234)
+    configure(monkeypatch, app, CHAT_LLM_ALLOW_PRIVATE=True)  # the fake is on loopback
+    configure(monkeypatch, app, CHAT_LLM_MAX_TOKENS=1234)
     set_llm_provider(None)
     try:
         use_provider(app, world.a.org.id, provider_id, base(fake))

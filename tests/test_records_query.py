@@ -13,10 +13,12 @@ from sqlalchemy import func, select
 
 from monark.api.routes import V1_ROUTES
 from monark.assistant.tools import build_chat_toolset
+from monark.core.settings import settings
 from monark.extensions import db
 from monark.records import services
 from monark.records.models import Record
 from tests import factories
+from tests.tuning import reconfigure
 
 
 @pytest.fixture
@@ -47,7 +49,7 @@ def acme(app, world):
     contacts = services.create_model(world.b.principal("owner"), "contacts", "Contacts", "")
     services.add_field(world.b.principal("owner"), contacts, key="name", label="Name", type="text")
     services.create_record(world.b.principal("owner"), contacts, {"name": "Zed"}, "org")
-    app.config["RECORDS_QUERY_TIMEOUT"] = 3.0
+    reconfigure(app, RECORDS_QUERY_TIMEOUT=3.0)
     return a
 
 
@@ -285,7 +287,7 @@ def test_nothing_was_changed_by_the_attempts(app, acme):
 
 
 def test_a_recursive_bomb_is_stopped_at_the_time_limit(app, acme):
-    app.config["RECORDS_QUERY_TIMEOUT"] = 0.5
+    reconfigure(app, RECORDS_QUERY_TIMEOUT=0.5)
     message = refusal(
         app,
         acme.keys["owner"],
@@ -371,7 +373,7 @@ def test_the_rows_a_query_copies_in_are_bounded(app, acme):
     owner = acme.principal("owner")
     for n in range(20):
         factories.make_record(owner, acme.model, f"Essay {n}", notes="word " * 3_000)
-    small = replace(sql.QueryLimits.of(app.config), max_memory=256 * 1024)
+    small = replace(sql.QueryLimits.of(settings(app).query), max_memory=256 * 1024)
     with pytest.raises(ValidationFailed) as refused:
         sql.run_query(owner, "SELECT count(*) FROM tasks WHERE notes LIKE '%word%'", small)
     assert "take more than 0.25 MB" in refused.value.detail_text()

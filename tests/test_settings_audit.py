@@ -16,6 +16,7 @@ from monark.extensions import db
 from tests import factories
 from tests.llm_script import Say
 from tests.test_chat_loop import send
+from tests.tuning import configure
 
 KEYS = "/settings/api-keys"
 
@@ -622,7 +623,7 @@ def test_monark_assistant_name_is_read_from_the_environment(monkeypatch, tmp_pat
 def test_one_resolved_name_feeds_the_prompt_and_the_page(
     app, world, login, scripted, monkeypatch, deployment, branding, expected
 ):
-    monkeypatch.setitem(app.config, "MONARK_ASSISTANT_NAME", deployment)
+    configure(monkeypatch, app, MONARK_ASSISTANT_NAME=deployment)
     if branding:
         org = db.session.get(Org, world.a.org.id)
         org.branding_enabled, org.assistant_name = True, branding

@@ -32,6 +32,7 @@ from monark.extensions import db
 from monark.records.models import Record, RecordModel
 from monark.records.services import create_record
 from tests.llm_script import Call, Say
+from tests.tuning import configure
 
 # Counts for a long while (many seconds) on SQLite and PostgreSQL alike.
 LONG_STATEMENT = (
@@ -94,7 +95,7 @@ def titled(title: str) -> int:
 
 @pytest.fixture
 def short_limit(app, monkeypatch):
-    monkeypatch.setitem(app.config, "CHAT_TOOL_TIMEOUT", 0.3)
+    configure(monkeypatch, app, CHAT_TOOL_TIMEOUT=0.3)
     return 0.3
 
 

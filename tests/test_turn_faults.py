@@ -19,6 +19,7 @@ from monark.chat.service import SendInput
 from monark.extensions import db
 from monark.records.models import Record
 from tests.llm_script import Call, Fail, HttpFail, Say
+from tests.tuning import reconfigure
 
 
 @pytest.fixture
@@ -29,12 +30,12 @@ def silence(app, fake_anthropic):
     import anthropic  # noqa: F401  (its first import takes longer than the limits set here)
 
     def set_to(seconds: float) -> None:
-        app.config["CHAT_LLM_TIMEOUT"] = seconds
+        reconfigure(app, CHAT_LLM_TIMEOUT=seconds)
         set_llm_provider(None)
-        llm_provider(app.config)
+        llm_provider()
 
     yield set_to
-    app.config["CHAT_LLM_TIMEOUT"] = saved
+    reconfigure(app, CHAT_LLM_TIMEOUT=saved)
     set_llm_provider(None)
 
 

@@ -211,7 +211,6 @@ def decide(
     call_id: int,
     confirm: bool,
     reason: str | None,
-    config: Mapping[str, Any] | None = None,
     shown: str | None = None,
 ) -> ToolCall:
     """A member's decision on a key's held write, exactly once (``approvals.decide``, with
@@ -222,7 +221,6 @@ def decide(
     It runs as a turn of the key's conversation (``chat.turns``): under its lease, renewed
     while the write runs, so a decision whose process dies is settled like a turn (see
     ``cut_off.settle``), and released, settling what it left, if it breaks off."""
-    config = config if config is not None else current_app.config
     executor = tool_executor()
     call, conversation = inbox.get_request(approver, executor, call_id)
     if conversation.kind != ConversationKind.API:
@@ -231,13 +229,13 @@ def decide(
         raise Conflict(ALREADY_DECIDED)
     conversation_id = conversation.id
     try:
-        turn_id = turns.claim(conversation_id, config)
+        turn_id = turns.claim(conversation_id)
     except Conflict:
         raise Conflict(DECIDING) from None
     decision = Decision(confirm, reason, {call_id: shown} if shown else {})
 
     def work(hooks: TurnHooks) -> TurnResult:
-        _decide(approver, executor, call_id, decision, config, hooks)
+        _decide(approver, executor, call_id, decision, hooks)
         return TurnResult(TurnStatus.DONE, conversation_id)
 
     turns.run_turn(Turn(approver, conversation_id, turn_id, work))
@@ -262,7 +260,6 @@ def _decide(
     executor: ChatToolExecutor,
     call_id: int,
     decision: Decision,
-    config: Mapping[str, Any],
     hooks: TurnHooks,
 ) -> None:
     """The decision itself, under the conversation's lease."""
@@ -270,7 +267,7 @@ def _decide(
     db.session.refresh(call)
     key = key_principal(conversation.org_id, conversation.api_key_id or 0)
     runner = key_runner(approver, executor, key)
-    if not approvals_decide(runner, [call], decision, config):
+    if not approvals_decide(runner, [call], decision):
         return
     if key is None:
         db.session.execute(

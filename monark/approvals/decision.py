@@ -211,7 +211,6 @@ def decide(
     runner: Runner,
     calls: Sequence[ToolCall],
     decision: Decision,
-    config: Mapping[str, Any],
     selected: Collection[int] | None = None,
 ) -> list[ToolCall]:
     """Decide one proposed write, or a step's writes together (``selected``: those a
@@ -226,9 +225,9 @@ def decide(
     if not calls:
         raise Conflict(already)
     conversation_id = calls[0].conversation_id
-    if any(c.status == ToolCallStatus.EXPIRED or is_expired(c, config) for c in calls):
-        expire_overdue(actor, conversation_id, config)
-        raise ProposalExpired(expired_message(config))
+    if any(c.status == ToolCallStatus.EXPIRED or is_expired(c) for c in calls):
+        expire_overdue(actor, conversation_id)
+        raise ProposalExpired(expired_message())
     if any(c.status != ToolCallStatus.PROPOSED for c in calls):
         raise Conflict(already)
     ids = [c.id for c in calls]

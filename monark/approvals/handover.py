@@ -12,9 +12,6 @@ whoever last set its arguments never confirms it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from sqlalchemy import select, update
 
 from monark.approvals.decision import Decision, Runner, decide, user_name
@@ -90,7 +87,6 @@ def hand_over(
     call_id: int,
     approver_id: int,
     executor: ChatToolExecutor,
-    config: Mapping[str, Any],
 ) -> ToolCall:
     """Ask member ``approver_id`` to decide the requester's proposed write: one conditional
     update on the still-PROPOSED call that nobody else was asked to decide (one handed to
@@ -98,9 +94,9 @@ def hand_over(
     call = store.get_tool_call(principal, call_id)
     if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         raise Conflict(ALREADY_DECIDED)
-    if decisions.is_expired(call, config):
-        decisions.expire_overdue(principal, call.conversation_id, config)
-        raise decisions.ProposalExpired(decisions.expired_message(config))
+    if decisions.is_expired(call):
+        decisions.expire_overdue(principal, call.conversation_id)
+        raise decisions.ProposalExpired(decisions.expired_message())
     offered = {uid for uid, _ in approvers(executor, call)} - {principal.user_id}
     if call.approver_id is not None and call.approver_id in offered | {approver_id}:
         raise Conflict(
@@ -165,7 +161,6 @@ def approve(
     call_id: int,
     decision: Decision,
     executor: ChatToolExecutor,
-    config: Mapping[str, Any],
 ) -> ToolCall:
     """The approver's decision on a call handed to them (``decide``): confirm runs the
     write as the approver via the assistant, on the requester's request; reject stores
@@ -178,12 +173,12 @@ def approve(
         raise Conflict(ALREADY_DECIDED)
     runner = Runner(approver.on_request_of(call.handed_by_id or conversation.creator_id), executor)
     conversation_id = conversation.id
-    turn_id = turns.claim(conversation_id, config)
+    turn_id = turns.claim(conversation_id)
 
     def work(hooks: TurnHooks) -> TurnResult:
         decided = get_request(approver, executor, call_id)[0]
         db.session.refresh(decided)
-        for confirmed in decide(runner, [decided], decision, config):
+        for confirmed in decide(runner, [decided], decision):
             hooks.on_tool_call(confirmed)
             runner.run(confirmed, hooks)
         hooks.on_tool_call(decided)
@@ -217,18 +212,16 @@ def needs_continuation(conversation_id: int) -> bool:
     return bool(calls) and settled and by_approver
 
 
-def begin_continuation(
-    principal: Principal, conversation_id: int, config: Mapping[str, Any]
-) -> Turn | None:
+def begin_continuation(principal: Principal, conversation_id: int) -> Turn | None:
     """A turn that tells the model what another member decided, when it has yet to hear it
     (None otherwise, or while another turn holds the conversation)."""
     store.get_conversation(principal, conversation_id)
-    if not check_gates(principal, config).open:
+    if not check_gates(principal).open:
         return None
     if not needs_continuation(conversation_id):
         return None
     try:
-        turn_id = turns.claim(conversation_id, config)
+        turn_id = turns.claim(conversation_id)
     except Conflict:
         return None
     if not needs_continuation(conversation_id):  # another tab started it first
@@ -236,6 +229,6 @@ def begin_continuation(
         return None
 
     def work(hooks: TurnHooks) -> TurnResult:
-        return advance_conversation(principal, conversation_id, hooks, config)
+        return advance_conversation(principal, conversation_id, hooks)
 
     return Turn(principal, conversation_id, turn_id, work)

@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -154,13 +153,10 @@ def _refuse_unless_undoable(call: ToolCall) -> None:
         raise AlreadyUndone("This action was already undone.")
 
 
-def undo_tool_call(
-    principal: Principal, tool_call_id: int, config: Mapping[str, Any] | None = None
-) -> ToolCall:
+def undo_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
     """Undo one of the principal's done writes, exactly once; the undo's own call (SUCCEEDED,
     or FAILED saying why). ``AlreadyUndone``, ``TargetChanged``, ``NothingToUndo`` (409) and
     ``Forbidden`` refuse it before anything runs."""
-    config = config if config is not None else current_app.config
     call = store.get_tool_call(principal, tool_call_id)  # the principal's own conversation
     _refuse_unless_undoable(call)
     executor = tool_executor()
@@ -177,11 +173,11 @@ def undo_tool_call(
         raise Forbidden(refusal)
     actor = principal.via_assistant(call.conversation_id)
     conversation_id = call.conversation_id
-    turn_id = turns.claim(conversation_id, config)  # one thing at a time in a conversation
+    turn_id = turns.claim(conversation_id)  # one thing at a time in a conversation
     try:
         # The undo's note makes the conversation active again: an idle one's allowances
         # end first, as at any claim (``chat.service.claimed``), so an undo never revives them.
-        allowances.lapse_idle(principal, conversation_id, config)
+        allowances.lapse_idle(principal, conversation_id)
         if changed := changes_since(executor, actor, call.undo):
             raise TargetChanged(
                 "This cannot be undone: it changed since — " + "; ".join(changed) + "."

@@ -14,7 +14,7 @@ and the allowance are the user's own.
 
 from __future__ import annotations
 
-from flask import current_app, render_template, request
+from flask import render_template, request
 
 from monark.approvals import allowances, undo
 from monark.approvals import service as approvals
@@ -77,7 +77,7 @@ def undo_call():
     if call_id is None:
         return _notice("Choose Undo on a card.", 400)
     try:
-        service.require_assistant(principal, current_app.config)
+        service.require_assistant(principal)
         done = undo.undo_tool_call(principal, call_id)
     except (undo.AlreadyUndone, undo.TargetChanged, undo.NothingToUndo) as err:
         db.session.rollback()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Blueprint, current_app, flash, render_template, request, url_for
+from flask import Blueprint, flash, render_template, request, url_for
 
 from monark.api import cut_off, key_holds
 from monark.approvals import edits, handover
@@ -40,7 +40,7 @@ def _approvals_badge() -> dict[str, Any]:
     principal = page_principal()
     if principal is None or principal.user_id is None:
         return {}
-    return {"approvals_count": requests.inbox_count(principal, tool_executor(), current_app.config)}
+    return {"approvals_count": requests.inbox_count(principal, tool_executor())}
 
 
 @dataclass
@@ -79,7 +79,7 @@ def inbox():
     """The signed-in member's pending approval requests, each with its full card."""
     principal = require_principal()
     cut_off.settle(principal.org_id)  # a decision whose process died: asked again now
-    rows = requests.inbox(principal, tool_executor(), current_app.config)
+    rows = requests.inbox(principal, tool_executor())
     return render_template(
         "approvals/inbox.html",
         requests=[_entry(principal, c, conv) for c, conv in rows],
@@ -106,7 +106,7 @@ def decide(call_id: int):
             decided = key_holds.decide(principal, call_id, confirm, reason, shown=shown)
         else:
             decision = Decision(confirm, reason, {call_id: shown} if shown else {})
-            decided = handover.approve(principal, call_id, decision, executor, current_app.config)
+            decided = handover.approve(principal, call_id, decision, executor)
     except AppError as err:
         db.session.rollback()
         flash(err.message, "error")
@@ -131,7 +131,7 @@ def hand_over(call_id: int):
     error, status = None, 200
     try:
         approver_id = parse_id(request.form.get("approver_id", ""), "approver_id")
-        handover.hand_over(principal, call_id, approver_id, tool_executor(), current_app.config)
+        handover.hand_over(principal, call_id, approver_id, tool_executor())
     except ValidationFailed as err:
         error, status = err.detail_text(), 422
     except NotFound:
@@ -209,8 +209,8 @@ def save_edit(call_id: int):
     again; the request stays pending, and Confirm runs what the card shows."""
     principal = require_principal()
     executor, call, conversation, schema = _editable(principal, call_id)
-    if decisions.is_expired(call, current_app.config):
-        raise decisions.ProposalExpired(decisions.expired_message(current_app.config))
+    if decisions.is_expired(call):
+        raise decisions.ProposalExpired(decisions.expired_message())
     arguments, problems = read_form(schema, request.form, call.input)
     if problems:
         message = "Some values cannot be used; nothing was saved."

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from flask import Blueprint, Response, current_app, jsonify, render_template, request
+from flask import Blueprint, Response, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
 
 from monark.approvals import handover
@@ -32,6 +32,7 @@ from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.ids import form_id, parse_id
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.core.web import page_principal
 from monark.extensions import db
 from monark.records import queries
@@ -48,8 +49,8 @@ def _assistant_context() -> dict[str, Any]:
         return {}
     org = db.session.get(Org, principal.org_id)
     return {
-        "assistant_name": assistant_name(org, current_app.config),
-        "assistant_gate": check_gates(principal, current_app.config),
+        "assistant_name": assistant_name(org),
+        "assistant_gate": check_gates(principal),
     }
 
 
@@ -64,7 +65,7 @@ def _notice(message: str, status: int, kind: str = "error"):
 
 
 def _gate_or_none(principal: Principal) -> str | None:
-    gate = check_gates(principal, current_app.config)
+    gate = check_gates(principal)
     return None if gate.open else gate.reason
 
 
@@ -74,7 +75,7 @@ def conversations():
     """The conversation list screen."""
     principal = require_principal()
     reason = _gate_or_none(principal)
-    if reason and not check_gates(principal, current_app.config).chat_open:
+    if reason and not check_gates(principal).chat_open:
         return _notice(reason, 403, "gate")
     return render_template(
         "assistant/_list.html", conversations=store.list_conversations(principal), gate=reason
@@ -101,7 +102,7 @@ def conversation(conversation_id: int):
     principal = require_principal()
     try:
         # A write another member decided meanwhile: the model hears of it now, live.
-        continuation = handover.begin_continuation(principal, conversation_id, current_app.config)
+        continuation = handover.begin_continuation(principal, conversation_id)
         if continuation is not None:
             turns.start_turn(continuation)
         thread = thread_view(principal, conversation_id)
@@ -208,7 +209,7 @@ def await_decision(conversation_id: int):
     principal = require_principal()
     store.get_conversation(principal, conversation_id)
     awaited = _awaited_ids()
-    deadline = time.monotonic() + float(current_app.config["CHAT_AWAIT_SECONDS"])
+    deadline = time.monotonic() + chat_settings().await_seconds
     while awaited:
         conversation = store.get_conversation(principal, conversation_id)
         turn_id = lease.live_turn_id(conversation)
@@ -370,7 +371,7 @@ def decide_call(
     not: gates, another's call, decided already, expired, drawn again, busy. ``redraw``:
     frames for what the decision changed besides the card."""
     try:
-        service.require_assistant(principal, current_app.config)
+        service.require_assistant(principal)
         call = store.get_tool_call(principal, call_id)
     except AppError as err:
         return _notice(err.message, err.status)
@@ -414,7 +415,7 @@ def _decided_text(card) -> str:
     """A second decision's answer: what the call is now, and who decided it."""
     by = f" by {card.decided_by}" if card.decided_by else ""
     if card.expired:
-        return decisions.expired_message(current_app.config)
+        return decisions.expired_message()
     if card.status == ToolCallStatus.REJECTED:
         return f"This action was already rejected{by}."
     if card.refused_before_asking:

@@ -23,6 +23,7 @@ from monark.chat.models import ToolCall, ToolCallStatus
 from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.core.text import storable
 from monark.core.uow import (
     Deadline,
@@ -120,7 +121,7 @@ def run_tool_call(
     So is what undoing it takes (its tool's undo hook reads the before-state first).
     """
     actor = principal.via_assistant(call.conversation_id)
-    limit = current_app.config["CHAT_TOOL_TIMEOUT"]
+    limit = chat_settings().tool_timeout
     started = time.perf_counter()
     # Nothing of ours is pending, and no connection held, while the tool's own unit runs.
     with session_released():
@@ -182,7 +183,7 @@ def kept(value: Any, limit: int | None = None) -> Any:
     """What is stored of a call's result, error, details, refusal or card: storable, and
     within ``limit`` characters of JSON (``CHAT_TOOL_RESULT_MAX`` unless said), cut with
     markers. Everything a call stores from a tool, a route or a model goes through here."""
-    limit = limit if limit is not None else current_app.config["CHAT_TOOL_RESULT_MAX"]
+    limit = limit if limit is not None else chat_settings().tool_result_max
     if isinstance(value, str):
         return storable(clip(value, limit))
     return storable(bounded(value, limit))
@@ -199,7 +200,7 @@ def kept_preview(preview: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if preview is None:
         return None
     digest = before_digest(preview)
-    shown = kept(dict(preview), current_app.config["CHAT_CARD_MAX"])
+    shown = kept(dict(preview), chat_settings().card_max)
     return {**shown, BEFORE_DIGEST: digest}
 
 

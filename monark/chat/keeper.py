@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask
 
 from monark.chat import lease
+from monark.core.settings import chat_settings
 from monark.extensions import db
 
 if TYPE_CHECKING:
@@ -33,10 +34,6 @@ class LeaseKeeper(threading.Thread):
     def __init__(self, app: Flask):
         super().__init__(name="turn-lease-keeper", daemon=True)
         self.app = app
-        seconds = float(app.config.get("CHAT_TURN_LEASE_SECONDS", 8))
-        self.lease = timedelta(seconds=seconds)
-        self.interval = min(1.0, seconds / 4)
-        self.stall = float(app.config.get("CHAT_TURN_STALL_SECONDS", 300))
         self.turns: dict[str, tuple[Turn, _Reporter]] = {}
         self.lock = threading.Lock()
         self.busy = threading.Event()
@@ -63,11 +60,18 @@ class LeaseKeeper(threading.Thread):
         if found is not None:
             found[0].stop.set()
 
+    @property
+    def lease(self) -> timedelta:
+        """How long a renewal holds (read at each beat: the settings may change)."""
+        return timedelta(seconds=chat_settings(self.app).turn_lease_seconds)
+
     def run(self) -> None:
         with self.app.app_context():
             while True:
                 self.busy.wait()
-                time.sleep(self.interval)
+                lease = self.lease
+                # Four beats to a lease at least, so one slow beat never lets it lapse.
+                time.sleep(min(1.0, lease.total_seconds() / 4))
                 with self.lock:
                     running = dict(self.turns)
                 if not running:
@@ -77,7 +81,7 @@ class LeaseKeeper(threading.Thread):
                 except Exception:  # the database blinked: try again at the next beat
                     self.app.logger.warning("renewing turns failed", exc_info=True)
                     db.session.rollback()
-                    if time.monotonic() - self.renewed > self.lease.total_seconds():
+                    if time.monotonic() - self.renewed > lease.total_seconds():
                         for turn, _ in running.values():
                             turn.stop.set()  # the leases have lapsed: others may take over
                 finally:
@@ -86,7 +90,8 @@ class LeaseKeeper(threading.Thread):
     def beat(self, running: dict[str, tuple[Turn, _Reporter]]) -> None:
         """Renew, stop what must stop, save replies."""
         now = time.monotonic()
-        alive = {k: v for k, v in running.items() if now - v[0].progressed < self.stall}
+        stall = chat_settings(self.app).turn_stall_seconds
+        alive = {k: v for k, v in running.items() if now - v[0].progressed < stall}
         for turn_id in running.keys() - alive.keys():
             self.app.logger.warning("turn %s shows no progress: no longer renewed", turn_id)
             running[turn_id][0].stop.set()

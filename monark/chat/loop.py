@@ -10,15 +10,11 @@ with its calls and previews; end, wait for the user, or run the reads and go rou
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
-
-from flask import current_app
 
 from monark.chat import store
-from monark.chat.ai_settings import DEFAULT_STEPS
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
 from monark.chat.gates import assistant_name
@@ -42,9 +38,8 @@ from monark.chat.transcript import build_llm_messages, tool_definitions
 from monark.core.bounds import clip
 from monark.core.models import Org, utcnow
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.extensions import db
-
-MAX_STEPS = DEFAULT_STEPS  # per turn, counted between user decisions, unless set otherwise
 
 
 def step_limit_note(steps: int) -> str:
@@ -105,8 +100,8 @@ class _Setup:
     context: ContextPolicy
 
     @classmethod
-    def load(cls, principal: Principal, config: Mapping[str, Any]) -> _Setup:
-        provider, resolved = provider_for(principal.org_id, config)
+    def load(cls, principal: Principal) -> _Setup:
+        provider, resolved = provider_for(principal.org_id)
         executor = tool_executor()
         specs = {s.name: s for s in executor.specs(principal)}
         org = db.session.get(Org, principal.org_id)
@@ -116,7 +111,7 @@ class _Setup:
             executor=executor,
             specs=specs,
             tools=tool_definitions(list(specs.values())),
-            system=system_prompt(assistant_name(org, config)),
+            system=system_prompt(assistant_name(org)),
             model=resolved.config.model,
             max_tokens=resolved.limits.max_tokens,
             max_steps=resolved.limits.max_steps,
@@ -124,7 +119,7 @@ class _Setup:
             context=ContextPolicy.of(
                 resolved.config.provider,
                 resolved.descriptor.context_window if resolved.descriptor else None,
-                config,
+                chat_settings(),
             ),
         )
 
@@ -325,12 +320,10 @@ def advance_conversation(
     principal: Principal,
     conversation_id: int,
     hooks: TurnHooks | None = None,
-    config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Run model steps until the turn ends, a write awaits confirmation, or a limit hits."""
     hooks = hooks or TurnHooks()
-    config = config if config is not None else current_app.config
-    setup = _Setup.load(principal, config)
+    setup = _Setup.load(principal)
     # The turn holds its adapter: dropped from the cache meanwhile, its client still serves
     # every step of the turn, and is closed when the turn ends.
     with held(setup.provider):

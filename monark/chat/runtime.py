@@ -15,7 +15,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from flask import Flask, current_app
 
@@ -25,6 +24,7 @@ from monark.chat.llm.providers import ProviderConfig
 from monark.chat.llm.types import LlmProvider
 from monark.chat.llm.unavailable import UnavailableProvider
 from monark.chat.tools import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
+from monark.core.settings import chat_settings
 
 _KEY = "monark.chat"
 
@@ -108,21 +108,20 @@ def _adapter(resolved: ResolvedAi, limit: int) -> LlmProvider:
     return runtime().adapters.get(resolved.config, resolved.descriptor.create, limit)
 
 
-def provider_for(org_id: int | None, config: Any | None = None) -> tuple[LlmProvider, ResolvedAi]:
+def provider_for(org_id: int | None) -> tuple[LlmProvider, ResolvedAi]:
     """The provider an org's turn talks to (its own settings over the deployment's), and
     what it was resolved from; adapters are built once per configuration and the most
     recently used ``CHAT_LLM_CLIENT_CACHE`` of them kept."""
-    config = config if config is not None else current_app.config
-    resolved = resolve(org_id, config)
+    resolved = resolve(org_id)
     override = runtime().override
     if override is not None:
         return override, resolved
-    return _adapter(resolved, int(config["CHAT_LLM_CLIENT_CACHE"])), resolved
+    return _adapter(resolved, chat_settings().llm_client_cache), resolved
 
 
-def llm_provider(config: Any | None = None) -> LlmProvider:
+def llm_provider() -> LlmProvider:
     """The deployment's provider (no org's settings)."""
-    return provider_for(None, config)[0]
+    return provider_for(None)[0]
 
 
 def set_llm_provider(provider: LlmProvider | None, app: Flask | None = None) -> None:
@@ -133,7 +132,7 @@ def set_llm_provider(provider: LlmProvider | None, app: Flask | None = None) -> 
         state.adapters.clear()
 
 
-def provider_problem(org_id: int | None = None, config: Any | None = None) -> str | None:
+def provider_problem(org_id: int | None = None) -> str | None:
     """What keeps an org's provider from answering, if anything (say, no API key)."""
-    check = getattr(provider_for(org_id, config)[0], "problem", None)
+    check = getattr(provider_for(org_id)[0], "problem", None)
     return check() if check is not None else None

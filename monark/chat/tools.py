@@ -124,7 +124,7 @@ class ProposalGate(Protocol):
         """Whether the just-proposed ``call`` runs without asking anyone."""
         ...
 
-    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+    def on_claim(self, principal: Principal, conversation_id: int) -> None:
         """Called as a turn claims its conversation, before it stores anything."""
         ...
 
@@ -137,7 +137,7 @@ class AlwaysAsk:
     ) -> bool:
         return False
 
-    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+    def on_claim(self, principal: Principal, conversation_id: int) -> None:
         return None
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -33,6 +33,7 @@ from monark.chat.models import Message, MessageStatus, ToolCall
 from monark.core.broker import ProgressLog, progress_log_for
 from monark.core.errors import AppError
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.extensions import db
 
 FAILED_TEXT = "Something went wrong on our side. Retry in a moment."
@@ -48,13 +49,13 @@ def progress_log(app: Flask | None = None) -> ProgressLog:
         with _log_lock:
             log = app.extensions.get(_LOG_KEY)
             if log is None:
-                log = app.extensions[_LOG_KEY] = progress_log_for(app.config)
+                log = app.extensions[_LOG_KEY] = progress_log_for(chat_settings(app).broker_url)
     return log
 
 
-def lease_of(config: Mapping[str, Any]) -> timedelta:
+def lease_of(app: Flask | None = None) -> timedelta:
     """How long a turn's claim lasts without renewal."""
-    return timedelta(seconds=float(config.get("CHAT_TURN_LEASE_SECONDS", 8)))
+    return timedelta(seconds=chat_settings(app).turn_lease_seconds)
 
 
 @dataclass
@@ -72,9 +73,9 @@ class Turn:
     progressed: float = field(default_factory=time.monotonic)  # its last sign of life
 
 
-def claim(conversation_id: int, config: Mapping[str, Any]) -> str:
+def claim(conversation_id: int) -> str:
     """Claim a conversation's turn (``Conflict`` while another live turn holds it)."""
-    return lease.claim(conversation_id, lease_of(config))
+    return lease.claim(conversation_id, lease_of())
 
 
 def release(conversation_id: int, turn_id: str) -> None:
