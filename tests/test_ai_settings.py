@@ -12,11 +12,11 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import select, text
 
-from monark.chat import ai_settings, service
+from monark.chat import ai_settings
 from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings
 from monark.chat.runtime import set_llm_provider
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.models import Event
 from monark.extensions import db
 from tests import fake_anthropic, fake_gemini, fake_openai
@@ -212,8 +212,8 @@ def test_two_orgs_on_one_deployment_each_talk_to_their_own_provider(
         use_provider(app, world.a.org.id, "openai", own.url + "/v1")  # Acme: its own
         deployment.script.add([Say("From the deployment.")])
         own.script.add([Say("From Acme's own.")])
-        acme = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
-        globex = service.send_message(world.b.principal("member"), SendInput(text="Hi"))
+        acme = send_message(world.a.principal("member"), SendInput(text="Hi"))
+        globex = send_message(world.b.principal("member"), SendInput(text="Hi"))
         replies = {
             m.conversation_id: (m.provider, m.text)
             for m in db.session.scalars(select(Message).where(Message.role == "assistant"))
@@ -313,7 +313,7 @@ def test_the_deployments_key_never_goes_to_an_endpoint_an_org_chose(app, world, 
         db.session.rollback()
         resolved = ai_settings.resolve(world.a.org.id)
         assert resolved.config.api_key == ""
-        service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+        send_message(world.a.principal("member"), SendInput(text="Hi"))
         sent = json.dumps(fake.headers)
         assert "DEPLOYMENT-SECRET" not in sent
         assert tested.status_code == 200

@@ -18,7 +18,7 @@ from monark.approvals.models import Allowance
 from monark.chat.llm.types import TextBlock
 from monark.chat.models import Conversation, ToolCall
 from monark.chat.runtime import tool_executor
-from monark.chat.turns import run_turn
+from monark.chat.turn.run import run_turn
 from monark.core.errors import Forbidden
 from monark.core.models import Event, Membership, Org, utcnow
 from monark.core.routes import AllowScope, RouteTable

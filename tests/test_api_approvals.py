@@ -509,8 +509,7 @@ def test_the_inbox_settles_a_decision_that_died_too(app, world, login):
 def test_the_assistants_approvals_get_asks_a_cut_off_write_again_for_real(app, world, scripted):
     """The in-app assistant reads through the dispatcher, in a read-only unit: settling
     the cut-off write is kept all the same, and the approval it names exists."""
-    from monark.chat import service
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     approval = create(app.test_client(), held_key(world), "Asked by the assistant").get_json()
@@ -518,7 +517,7 @@ def test_the_assistants_approvals_get_asks_a_cut_off_write_again_for_real(app, w
     scripted.script.add(
         [Call("approvals_get", {"approval_id": approval["id"]})], [Say("It was cut off.")]
     )
-    result = service.send_message(world.a.principal("member"), SendInput(text="How did it go?"))
+    result = send_message(world.a.principal("member"), SendInput(text="How did it go?"))
     read = db.session.scalars(
         select(ToolCall).where(ToolCall.conversation_id == result.conversation_id)
     ).one()

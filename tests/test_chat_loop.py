@@ -6,11 +6,11 @@ import pytest
 from sqlalchemy import func, select
 
 from monark.approvals import service as approval_service
-from monark.chat import service, store
+from monark.chat import store
 from monark.chat.llm.types import TextBlock, ToolResultBlock, ToolUseBlock
 from monark.chat.loop import advance_conversation
 from monark.chat.models import Message, ToolCall
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.errors import Conflict, Forbidden, NotFound
 from monark.core.models import Event
 from monark.extensions import db
@@ -21,7 +21,7 @@ from tests.tuning import configure
 
 def send(principal, text="Hello", conversation_id=None, **context):
     data = SendInput(text=text, conversation_id=conversation_id, page_context=context or None)
-    return service.send_message(principal, data)
+    return send_message(principal, data)
 
 
 def records_titled(title: str) -> int:
@@ -325,7 +325,7 @@ def test_each_gate_refuses_with_a_clear_reason(world, scripted, app, gate, monke
         world.a.users["member"].ai_agent_enabled = False
     db.session.commit()
     with pytest.raises(Forbidden) as err:
-        service.send_message(principal, SendInput(text="Hi"))
+        send_message(principal, SendInput(text="Hi"))
     assert err.value.message
     assert scripted.requests == []
 

@@ -13,7 +13,7 @@ from bs4 import BeautifulSoup
 from sqlalchemy import select
 
 from monark import create_app
-from monark.chat import service, store
+from monark.chat import store
 from monark.chat.compaction import (
     SUMMARIZE,
     Context,
@@ -23,9 +23,9 @@ from monark.chat.compaction import (
     tokens_of,
 )
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
-from monark.chat.service import SendInput
 from monark.chat.store import TranscriptCall, TranscriptMessage
 from monark.chat.transcript import SUMMARY_OPENING, build_llm_messages
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.settings import chat_settings
 from monark.extensions import db
 from tests.fake_anthropic import FakeAnthropic
@@ -38,7 +38,7 @@ SUMMARY = "The user went through their open tasks, turn by turn; **nothing is le
 
 
 def send(principal, text: str, conversation_id: int | None = None):
-    return service.send_message(principal, SendInput(text=text, conversation_id=conversation_id))
+    return send_message(principal, SendInput(text=text, conversation_id=conversation_id))
 
 
 def asks_for_summary(body: dict) -> bool:

@@ -11,10 +11,9 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
-from monark.chat import service
 from monark.chat.models import Conversation
 from monark.chat.runtime import provider_for, set_llm_provider
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.extensions import db
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Say
@@ -54,7 +53,7 @@ def test_a_changed_key_closes_the_client_of_the_oldest_beyond_the_bound(app, wor
     again, _ = _client_for(app, org, fake, "sk-first-key-0001")
     assert again is not first and second_sdk.is_closed()
     fake.script.add([Say("Back again.")])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+    result = send_message(world.a.principal("member"), SendInput(text="Hi"))
     assert result.status == "done"
     assert fake.headers[-1]["authorization"] == "Bearer sk-first-key-0001"
 
@@ -71,7 +70,7 @@ def test_a_client_dropped_while_a_reply_streams_on_it_closes_when_the_reply_ends
 
     def acme_turn() -> None:
         with app.app_context():
-            done["result"] = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+            done["result"] = send_message(world.a.principal("member"), SendInput(text="Hi"))
 
     turn = threading.Thread(target=acme_turn)
     turn.start()
@@ -116,7 +115,7 @@ def test_a_turn_whose_client_was_dropped_keeps_it_for_its_later_steps(
     def acme_turn() -> None:
         with app.app_context():
             member = world.a.principal("member")
-            done["first"] = service.send_message(member, SendInput(text="List"))
+            done["first"] = send_message(member, SendInput(text="List"))
 
     turn = threading.Thread(target=acme_turn)
     turn.start()
@@ -136,8 +135,9 @@ def test_a_turn_whose_client_was_dropped_keeps_it_for_its_later_steps(
 def test_stop_ends_a_turn_whose_client_is_still_being_built(app, world, fake, monkeypatch):
     """Building a client can be slow (the SDK's first import takes seconds): the turn
     holding the adapter does not wait for it to end, so Stop stops it at once."""
-    from monark.chat import turns
     from monark.chat.llm.openai_chat import OpenAIProvider
+    from monark.chat.turn import run
+    from monark.chat.turn.start import send_message
 
     building, built = threading.Event(), threading.Event()
     make_client = OpenAIProvider.make_client
@@ -154,14 +154,14 @@ def test_stop_ends_a_turn_whose_client_is_still_being_built(app, world, fake, mo
     def acme_turn() -> None:
         with app.app_context():
             member = world.a.principal("member")
-            done["result"] = service.send_message(member, SendInput(text="Hi"))
+            done["result"] = send_message(member, SendInput(text="Hi"))
 
     turn = threading.Thread(target=acme_turn)
     turn.start()
     try:
         assert building.wait(10), "the turn never asked for its client"
         conversation_id = db.session.scalar(select(Conversation.id))
-        turns.request_stop(conversation_id)
+        run.request_stop(conversation_id)
         turn.join(10)
         assert not turn.is_alive(), "the turn waited for its client to be built"
         assert done["result"].status == "stopped"

@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import select
 
 from monark.approvals import service as approval_service
-from monark.chat import ai_settings, service
+from monark.chat import ai_settings
 from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings, ToolCall
 from monark.chat.runtime import set_llm_provider
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.crypto import encrypt
 from monark.core.models import Event
 from monark.extensions import db
@@ -78,7 +78,7 @@ def _calls(conversation_id: int) -> list[ToolCall]:
 def test_a_text_reply_streams_and_is_stored_with_its_provider_and_usage(world, provider):
     name, fake = provider
     fake.script.add([Say("Hello from the other side", chunks=5)])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+    result = send_message(world.a.principal("member"), SendInput(text="Hi"))
     assert result.status == "done"
     (reply,) = _replies(result.conversation_id)
     assert reply.text == "Hello from the other side"
@@ -94,7 +94,7 @@ def test_a_text_reply_streams_and_is_stored_with_its_provider_and_usage(world, p
 def test_a_read_runs_then_the_model_answers_with_its_result(world, provider):
     _name, fake = provider
     fake.script.add([Call("me_get", {})], [Say("You are Acme Member.")])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Who am I?"))
+    result = send_message(world.a.principal("member"), SendInput(text="Who am I?"))
     assert result.status == "done"
     (call,) = _calls(result.conversation_id)
     assert (call.name, call.status) == ("me_get", "SUCCEEDED")
@@ -112,7 +112,7 @@ def test_a_write_stops_at_a_card_and_parallel_calls_are_kept_in_order(world, pro
             Call("records_create", {"model": "tasks", "values": values}),
         ]
     )
-    result = service.send_message(world.a.principal("member"), SendInput(text="Add it"))
+    result = send_message(world.a.principal("member"), SendInput(text="Add it"))
     assert result.status == "awaiting_confirmation"
     listed, create = _calls(result.conversation_id)
     assert (listed.name, listed.status) == ("models_list", "SUCCEEDED")
@@ -123,7 +123,7 @@ def test_a_write_stops_at_a_card_and_parallel_calls_are_kept_in_order(world, pro
 def test_an_error_mid_stream_keeps_the_text_and_names_the_error(world, provider):
     _name, fake = provider
     fake.script.add([Say("Half of"), Fail("Overloaded now", "overloaded_error")])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Go"))
+    result = send_message(world.a.principal("member"), SendInput(text="Go"))
     assert result.status == "error" and "Overloaded now" in result.error
     (reply,) = _replies(result.conversation_id)
     assert (reply.status, reply.text) == ("incomplete", "Half of")
@@ -134,7 +134,7 @@ def test_an_error_mid_stream_keeps_the_text_and_names_the_error(world, provider)
 def test_an_incomplete_tool_call_is_an_error_never_a_blank_dispatch(world, provider):
     _name, fake = provider
     fake.script.add([Call("", {"model": "tasks"})])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Go"))
+    result = send_message(world.a.principal("member"), SendInput(text="Go"))
     assert result.status == "error" and "incomplete tool call" in result.error
     assert _calls(result.conversation_id) == []
 
@@ -169,7 +169,7 @@ def test_one_scripted_conversation_stores_the_same_through_every_provider(app, w
             use_provider(app, world.a.org.id, name, base(fake))
             _script(fake)
             member = world.a.principal("member")
-            proposed = service.send_message(member, SendInput(text=f"Add one via {name}"))
+            proposed = send_message(member, SendInput(text=f"Add one via {name}"))
             call = next(c for c in _calls(proposed.conversation_id) if c.status == "PROPOSED")
             done = approval_service.confirm_tool_call(member, call.id)
             assert done.status == "done", (name, done.error)
@@ -190,7 +190,7 @@ def test_one_scripted_conversation_stores_the_same_through_every_provider(app, w
 def test_the_request_prefix_stays_the_same_from_step_to_step(world, provider):
     name, fake = provider
     fake.script.add([Call("me_get", {})], [Call("models_list", {})], [Say("Done.")])
-    service.send_message(world.a.principal("member"), SendInput(text="Look twice"))
+    send_message(world.a.principal("member"), SendInput(text="Look twice"))
     first, second, third = fake.requests[-3:]
     history = "messages" if name == "openai" else "contents"
     for earlier, later in ((first, second), (second, third)):
@@ -229,7 +229,7 @@ def test_each_provider_is_sent_its_own_token_limit_parameter(
     try:
         use_provider(app, world.a.org.id, provider_id, base(fake))
         fake.script.add([Say("Hi.")])
-        service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+        send_message(world.a.principal("member"), SendInput(text="Hi"))
         body = fake.requests[-1]
         limits = body.get("generationConfig", {}) if adapter == "gemini" else body
         assert {k: limits[k] for k in LIMITS & set(limits)} == {sent: 1234}

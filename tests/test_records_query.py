@@ -381,13 +381,12 @@ def test_the_rows_a_query_copies_in_are_bounded(app, acme):
 
 
 def test_a_wide_answer_stays_small_in_the_conversation_and_on_its_card(app, acme, scripted, login):
-    from monark.chat import service
     from monark.chat.models import ToolCall
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     scripted.script.add([Call("records_query", {"sql": _wide(5)})], [Say("Zeros.")])
-    result = service.send_message(acme.principal("viewer"), SendInput(text="Zeros"))
+    result = send_message(acme.principal("viewer"), SendInput(text="Zeros"))
     stored = db.session.scalars(select(ToolCall)).one()
     assert stored.status == "SUCCEEDED" and stored.result["truncated"]
     assert len(json.dumps(stored.result)) <= app.config["RECORDS_QUERY_MAX_BYTES"]
@@ -440,16 +439,15 @@ def _tool_result(request, name: str) -> str:
 
 
 def test_a_refused_query_fails_before_anything_runs(app, acme, scripted):
-    from monark.chat import service
     from monark.chat.models import ToolCall
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     scripted.script.add(
         [Call("records_query", {"sql": "DELETE FROM tasks"})], [Say("I may only read.")]
     )
     before = db.session.scalar(select(func.count()).select_from(Record))
-    result = service.send_message(acme.principal("member"), SendInput(text="Delete all"))
+    result = send_message(acme.principal("member"), SendInput(text="Delete all"))
     (call,) = db.session.scalars(select(ToolCall)).all()
     assert (call.status, call.preview) == ("FAILED", None)  # refused before a preview ran
     assert "start with SELECT" in call.error
@@ -459,9 +457,8 @@ def test_a_refused_query_fails_before_anything_runs(app, acme, scripted):
 
 
 def test_lists_and_answers_reach_the_model_as_compact_rows(app, acme, scripted):
-    from monark.chat import service
     from monark.chat.models import ToolCall
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     scripted.script.add(
@@ -469,7 +466,7 @@ def test_lists_and_answers_reach_the_model_as_compact_rows(app, acme, scripted):
         [Call("records_query", {"sql": "SELECT status, count(*) FROM tasks GROUP BY 1"})],
         [Say("Done.")],
     )
-    service.send_message(acme.principal("member"), SendInput(text="Tasks?"))
+    send_message(acme.principal("member"), SendInput(text="Tasks?"))
     listed = _tool_result(scripted.requests[1], "records_list")
     assert '"columns": ["id", "title"' in listed and '"rows": [[' in listed
     assert '"values"' not in listed and '"creator_id"' not in listed
@@ -481,9 +478,8 @@ def test_lists_and_answers_reach_the_model_as_compact_rows(app, acme, scripted):
 
 
 def test_a_long_result_is_cut_for_the_model_with_a_marker(app, acme, scripted):
-    from monark.chat import service
     from monark.chat.models import ToolCall
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     owner = acme.principal("owner")
@@ -492,7 +488,7 @@ def test_a_long_result_is_cut_for_the_model_with_a_marker(app, acme, scripted):
     scripted.script.add(
         [Call("records_list", {"model": "tasks", "limit": 100})], [Say("That is a lot.")]
     )
-    service.send_message(owner, SendInput(text="Everything"))
+    send_message(owner, SendInput(text="Everything"))
     seen = _tool_result(scripted.requests[1], "records_list")
     assert len(seen) < 20_500
     assert "more characters of this result are not shown. Ask for less" in seen

@@ -583,12 +583,11 @@ def test_audit_names_the_member_of_member_events(world, login):
 
 
 def test_audit_can_hide_chat_messages(world, login, scripted):
-    from monark.chat import service
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Say
 
     scripted.script.add([Say("Hello.")])
-    service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+    send_message(world.a.principal("member"), SendInput(text="Hi"))
     admin = login("admin@acme.test")
 
     def types(query: str) -> set[str]:

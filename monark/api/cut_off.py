@@ -19,8 +19,8 @@ from sqlalchemy import Select, select, update
 
 from monark.api import held
 from monark.approvals.decision import user_name
-from monark.chat import lease, turns
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
+from monark.chat.turn import lease
 from monark.core.errors import Conflict
 from monark.core.keys import key_principal
 from monark.core.models import utcnow
@@ -71,7 +71,7 @@ def settle(org_id: int, conversation_id: int | None = None) -> None:
         db.session.rollback()
         for cid, key_id in found:
             try:
-                turn_id = turns.claim(cid)  # taken over: the dead run's call failed
+                turn_id = lease.claim(cid)  # taken over: the dead run's call failed
             except Conflict:
                 continue  # a live decision holds it: it settles its own
             try:

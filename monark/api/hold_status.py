@@ -7,8 +7,9 @@ from sqlalchemy import select
 
 from monark.api import cut_off
 from monark.api import schemas as s
-from monark.chat import decisions, lease
+from monark.chat import decisions
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
+from monark.chat.turn import lease
 from monark.core.errors import NotFound
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal

@@ -28,7 +28,7 @@ from monark.approvals import inbox
 from monark.approvals.decision import Decision, Runner
 from monark.approvals.decision import decide as approvals_decide
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import store, turns
+from monark.chat import store
 from monark.chat.calls import kept_preview
 from monark.chat.decisions import ALREADY_DECIDED
 from monark.chat.hooks import TurnHooks
@@ -40,7 +40,8 @@ from monark.chat.models import (
 )
 from monark.chat.runtime import tool_executor
 from monark.chat.tools import ChatToolExecutor, ToolOutcome
-from monark.chat.turns import Turn
+from monark.chat.turn import lease, run
+from monark.chat.turn.run import Turn
 from monark.core.errors import AppError, Conflict, Forbidden, NotFound
 from monark.core.jsonbody import request_json
 from monark.core.keys import key_principal
@@ -218,7 +219,7 @@ def decide(
     approver recorded); reject keeps the reason for the agent. ``shown``: the token of
     what the approver's card showed.
 
-    It runs as a turn of the key's conversation (``chat.turns``): under its lease, renewed
+    It runs as a turn of the key's conversation (``chat.turn``): under its lease, renewed
     while the write runs, so a decision whose process dies is settled like a turn (see
     ``cut_off.settle``), and released, settling what it left, if it breaks off."""
     executor = tool_executor()
@@ -229,7 +230,7 @@ def decide(
         raise Conflict(ALREADY_DECIDED)
     conversation_id = conversation.id
     try:
-        turn_id = turns.claim(conversation_id)
+        turn_id = lease.claim(conversation_id)
     except Conflict:
         raise Conflict(DECIDING) from None
     decision = Decision(confirm, reason, {call_id: shown} if shown else {})
@@ -238,7 +239,7 @@ def decide(
         _decide(approver, executor, call_id, decision, hooks)
         return TurnResult(TurnStatus.DONE, conversation_id)
 
-    turns.run_turn(Turn(approver, conversation_id, turn_id, work))
+    run.run_turn(Turn(approver, conversation_id, turn_id, work))
     return db.session.get(ToolCall, call_id, populate_existing=True)  # type: ignore[return-value]
 
 

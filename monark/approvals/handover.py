@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 
 from monark.approvals.decision import Decision, Runner, decide, user_name
 from monark.approvals.inbox import NO_REQUEST, get_request, holders, permission_of
-from monark.chat import decisions, store, turns
+from monark.chat import decisions, store
 from monark.chat.calls import before_digest, preview_of
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
@@ -32,7 +32,8 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.tools import ChatToolExecutor
-from monark.chat.turns import Turn
+from monark.chat.turn import lease, run
+from monark.chat.turn.run import Turn
 from monark.core.errors import Conflict, NotFound, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import utcnow
@@ -173,7 +174,7 @@ def approve(
         raise Conflict(ALREADY_DECIDED)
     runner = Runner(approver.on_request_of(call.handed_by_id or conversation.creator_id), executor)
     conversation_id = conversation.id
-    turn_id = turns.claim(conversation_id)
+    turn_id = lease.claim(conversation_id)
 
     def work(hooks: TurnHooks) -> TurnResult:
         decided = get_request(approver, executor, call_id)[0]
@@ -184,7 +185,7 @@ def approve(
         hooks.on_tool_call(decided)
         return TurnResult(TurnStatus.DONE, conversation_id)
 
-    turns.run_turn(Turn(runner.actor, conversation_id, turn_id, work))
+    run.run_turn(Turn(runner.actor, conversation_id, turn_id, work))
     return db.session.get(ToolCall, call_id, populate_existing=True)  # type: ignore[return-value]
 
 
@@ -221,11 +222,11 @@ def begin_continuation(principal: Principal, conversation_id: int) -> Turn | Non
     if not needs_continuation(conversation_id):
         return None
     try:
-        turn_id = turns.claim(conversation_id)
+        turn_id = lease.claim(conversation_id)
     except Conflict:
         return None
     if not needs_continuation(conversation_id):  # another tab started it first
-        turns.release(conversation_id, turn_id)
+        lease.give_back(conversation_id, turn_id)
         return None
 
     def work(hooks: TurnHooks) -> TurnResult:

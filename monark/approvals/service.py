@@ -12,8 +12,9 @@ from monark.chat import decisions, store
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.runtime import tool_executor
-from monark.chat.service import claimed, require_assistant
-from monark.chat.turns import Turn, run_turn
+from monark.chat.turn.progress import CallChanged, Progress
+from monark.chat.turn.run import Turn, run_turn
+from monark.chat.turn.start import claimed, require_assistant
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -43,7 +44,7 @@ def begin_decision(
     decision = Decision(confirm, reason, {tool_call_id: shown} if shown else {}, allow)
     runner = Runner.user(principal)
 
-    def opening() -> list[dict[str, Any]]:
+    def opening() -> list[Progress]:
         decide(runner, [store.get_tool_call(principal, tool_call_id)], decision)
         return []
 
@@ -82,7 +83,7 @@ def begin_group_decision(
     decision = Decision(confirm, reason, dict(shown or {}))
     confirmed_ids: list[int] = []
 
-    def opening() -> list[dict[str, Any]]:
+    def opening() -> list[Progress]:
         calls = store.proposed_calls_of(message_id)
         if confirm:
             # Neither confirmed nor rejected by Confirm selected: it waits for its approver.
@@ -94,7 +95,7 @@ def begin_group_decision(
         ids = [c.id for c in calls]
         decide(runner, calls, decision, selected=selected if confirm else set())
         confirmed_ids.extend(i for i in ids if confirm and i in selected)
-        return [{"k": "c", "id": i} for i in ids]
+        return [CallChanged(i) for i in ids]
 
     def work(hooks: TurnHooks) -> TurnResult:
         for call_id in confirmed_ids:

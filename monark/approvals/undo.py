@@ -36,12 +36,13 @@ from sqlalchemy.exc import IntegrityError
 
 from monark.approvals import allowances
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import store, turns
+from monark.chat import store
 from monark.chat.calls import kept_preview, run_tool_call
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
 from monark.chat.tools import ChatToolExecutor
+from monark.chat.turn import lease
 from monark.core.errors import Conflict, Forbidden
 from monark.core.models import utcnow
 from monark.core.rbac import Principal
@@ -173,10 +174,10 @@ def undo_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
         raise Forbidden(refusal)
     actor = principal.via_assistant(call.conversation_id)
     conversation_id = call.conversation_id
-    turn_id = turns.claim(conversation_id)  # one thing at a time in a conversation
+    turn_id = lease.claim(conversation_id)  # one thing at a time in a conversation
     try:
         # The undo's note makes the conversation active again: an idle one's allowances
-        # end first, as at any claim (``chat.service.claimed``), so an undo never revives them.
+        # end first, as at any claim (``chat.turn.start.claimed``), so an undo never revives them.
         allowances.lapse_idle(principal, conversation_id)
         if changed := changes_since(executor, actor, call.undo):
             raise TargetChanged(
@@ -190,7 +191,7 @@ def undo_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
             store.tool_call_event(actor, call, "undone")
             db.session.commit()
     finally:
-        turns.release(conversation_id, turn_id)
+        lease.give_back(conversation_id, turn_id)
     db.session.refresh(undo_call)
     return undo_call
 

@@ -13,7 +13,7 @@ from monark.approvals import allowances, handover, undo
 from monark.approvals.decision import shown_token
 from monark.approvals.inbox import holders, permission_of
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import decisions, lease, store
+from monark.chat import decisions, store
 from monark.chat.models import (
     Conversation,
     Message,
@@ -23,6 +23,7 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.runtime import tool_executor
+from monark.chat.turn import lease
 from monark.core.bounds import bounded, clip
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc

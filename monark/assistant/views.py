@@ -22,11 +22,13 @@ from monark.assistant.stream import (
     watch_turn,
 )
 from monark.assistant.thread import ThreadView, call_view, thread_view
-from monark.chat import decisions, lease, service, store, turns
+from monark.chat import decisions, store
 from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
 from monark.chat.prompt import PageContext
 from monark.chat.runtime import provider_problem
+from monark.chat.turn import lease, run
+from monark.chat.turn.start import begin_retry, begin_send, parse_send_input, require_assistant
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.ids import form_id, parse_id
@@ -104,7 +106,7 @@ def conversation(conversation_id: int):
         # A write another member decided meanwhile: the model hears of it now, live.
         continuation = handover.begin_continuation(principal, conversation_id)
         if continuation is not None:
-            turns.start_turn(continuation)
+            run.start_turn(continuation)
         thread = thread_view(principal, conversation_id)
     except NotFound:
         return render_template(
@@ -170,7 +172,7 @@ def stop(conversation_id: int):
     # The turn the page is watching, when it says: a Stop that arrives after that turn
     # ended never stops the next one (another tab's).
     wanted = request.form.get("turn", "").strip() or None
-    turn_id = turns.request_stop(conversation_id, wanted)
+    turn_id = run.request_stop(conversation_id, wanted)
     if turn_id is None:
         return jsonify(status="idle", message="Nothing was running in this conversation."), 409
     deadline = time.monotonic() + STOP_WAIT_SECONDS
@@ -240,10 +242,10 @@ def _awaited_ids() -> list[int]:
     return ids
 
 
-def _start(principal: Principal, turn: turns.Turn, redraw: str = "") -> Response:
+def _start(principal: Principal, turn: run.Turn, redraw: str = "") -> Response:
     """Run a claimed turn on its own and answer with a watcher of it (``redraw``: frames
     that draw anew what the opening changed, sent first)."""
-    turns.start_turn(turn)
+    run.start_turn(turn)
     preface = redraw + turn_preface(turn.conversation_id, turn.turn_id)
     return watch_turn(
         principal, turn.conversation_id, turn.turn_id, snapshot=False, preface=preface
@@ -310,14 +312,14 @@ def stream():
     """Send a message and stream the turn as Server-Sent Events."""
     principal = require_principal()
     try:
-        data = service.parse_send_input(
+        data = parse_send_input(
             {
                 "text": request.form.get("text", ""),
                 "conversation_id": _conversation_id(),
                 "page_context": _page_context(principal),
             }
         )
-        turn = service.begin_send(principal, data)
+        turn = begin_send(principal, data)
     except ValidationFailed as err:
         return _notice(err.detail_text(), 422)
     except Conflict as err:
@@ -364,14 +366,14 @@ def decide():
 def decide_call(
     principal: Principal,
     call_id: int,
-    begin: Callable[[], turns.Turn],
-    redraw: Callable[[turns.Turn], str] | None = None,
+    begin: Callable[[], run.Turn],
+    redraw: Callable[[run.Turn], str] | None = None,
 ):
     """A decision on one card (``begin`` takes it and returns its turn), streamed; or why
     not: gates, another's call, decided already, expired, drawn again, busy. ``redraw``:
     frames for what the decision changed besides the card."""
     try:
-        service.require_assistant(principal)
+        require_assistant(principal)
         call = store.get_tool_call(principal, call_id)
     except AppError as err:
         return _notice(err.message, err.status)
@@ -446,7 +448,7 @@ def retry():
         conversation_id = _conversation_id()
         if conversation_id is None:
             return _notice("Nothing to retry yet.", 400)
-        turn = service.begin_retry(principal, conversation_id)
+        turn = begin_retry(principal, conversation_id)
     except ValidationFailed as err:
         return _notice("; ".join(f"{d['field']}: {d['message']}" for d in err.details), 400)
     except Conflict as err:

@@ -17,10 +17,11 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import update
 
-from monark.chat import lease, store
+from monark.chat import store
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import ToolCall, ToolCallStatus
 from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
+from monark.chat.turn import lease
 from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings

@@ -89,7 +89,7 @@ class Conversation(db.Model):
     last_activity_at: Mapped[datetime] = mapped_column(default=utcnow)
     # The turn running now, if any: one at a time, whichever tab, window or instance asks.
     # It holds a lease (``turn_lease_until``) that it renews every second or so; a turn whose
-    # process died stops renewing, and its lease runs out in seconds. See ``chat.turns``.
+    # process died stops renewing, and its lease runs out in seconds. See ``chat.turn``.
     turn_id: Mapped[str | None] = mapped_column(String(32), default=None)
     turn_started_at: Mapped[datetime | None] = mapped_column(default=None)
     turn_lease_until: Mapped[datetime | None] = mapped_column(default=None)

@@ -1,5 +1,6 @@
-"""Send a message or retry: the entry points of a turn (decisions on proposed writes are the
-host's, ``monark.approvals.service``, which claims turns through ``claimed``)."""
+"""How a turn starts: send a message or retry, each under a claim of its conversation
+(decisions on proposed writes are the host's, ``monark.approvals.service``, which claims
+turns through ``claimed`` too)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from monark.chat import decisions, store, turns
+from monark.chat import decisions, store
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.models import MessageRole, MessageStatus, ToolCallStatus
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.runtime import proposal_gate
-from monark.chat.turns import Turn, run_turn
+from monark.chat.turn import lease
+from monark.chat.turn.progress import CallChanged, MessageSaved, Progress
+from monark.chat.turn.run import Turn, run_turn
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
 from monark.core.ids import Id
 from monark.core.models import utcnow
@@ -56,20 +59,20 @@ def require_assistant(principal: Principal) -> None:
 def claimed(
     principal: Principal,
     conversation_id: int,
-    opening: Callable[[], list[dict[str, Any]]],
+    opening: Callable[[], list[Progress]],
     work: Callable[[TurnHooks], TurnResult],
 ) -> Turn:
     """Claim the conversation's turn and run ``opening`` under the claim (the user's
-    message, a decision); it returns the progress entries of what it stored. A failed
+    message, a decision); it returns the progress events of what it stored. A failed
     opening gives the claim back."""
-    turn_id = turns.claim(conversation_id)
+    turn_id = lease.claim(conversation_id)
     try:
         # The host's first word (an idle conversation's allowances end before anything
         # makes it active again).
         proposal_gate().on_claim(principal, conversation_id)
         opened = opening()
     except BaseException:
-        turns.release(conversation_id, turn_id)
+        lease.give_back(conversation_id, turn_id)
         raise
     return Turn(principal, conversation_id, turn_id, work, opening=opened)
 
@@ -84,9 +87,9 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
         conversation = store.get_conversation(principal, data.conversation_id)
     conversation_id = conversation.id
 
-    def opening() -> list[dict[str, Any]]:
+    def opening() -> list[Progress]:
         conversation = store.get_conversation(principal, conversation_id)
-        entries: list[dict[str, Any]] = []
+        events: list[Progress] = []
         decisions.expire_overdue(principal, conversation_id)
         # Under the claim, nothing else runs: what is pending waits for the user.
         for call in store.pending_calls(conversation_id):
@@ -94,7 +97,7 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
                 call, ToolCallStatus.REJECTED, AUTO_REJECT_REASON, skipped=True
             )
             decisions.settle(principal, [settled])
-            entries.append({"k": "c", "id": call.id})
+            events.append(CallChanged(call.id))
         sentence = context_sentence(data.page_context, utcnow().date())
         message = store.add_message(
             conversation,
@@ -106,7 +109,7 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
             content=[{"type": "text", "text": sentence}],
         )
         db.session.commit()
-        return [*entries, {"k": "m", "id": message.id}]
+        return [*events, MessageSaved(message.id)]
 
     return claimed(
         principal,
@@ -121,7 +124,7 @@ def begin_retry(principal: Principal, conversation_id: int) -> Turn:
     require_assistant(principal)
     store.get_conversation(principal, conversation_id)
 
-    def opening() -> list[dict[str, Any]]:
+    def opening() -> list[Progress]:
         decisions.expire_overdue(principal, conversation_id)
         last, _ = store.tail_state(conversation_id)
         if last is None or last == (MessageRole.ASSISTANT, MessageStatus.COMPLETE):
