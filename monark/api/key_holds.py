@@ -34,6 +34,7 @@ from monark.chat.decisions import ALREADY_DECIDED
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
+    CallEvent,
     ConversationKind,
     ToolCall,
     ToolCallStatus,
@@ -277,7 +278,7 @@ def _decide(
             .values(status=ToolCallStatus.FAILED, error=KEY_GONE)
             .execution_options(synchronize_session=False)
         )
-        store.tool_call_event(approver.via_assistant(conversation.id), call, "failed")
+        store.tool_call_event(approver.via_assistant(conversation.id), call, CallEvent.FAILED)
         db.session.commit()
     else:
         runner.run(call, hooks)

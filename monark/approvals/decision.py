@@ -32,7 +32,7 @@ from monark.chat.decisions import (
     settle,
 )
 from monark.chat.hooks import TurnHooks
-from monark.chat.models import Conversation, ToolCall, ToolCallStatus
+from monark.chat.models import CallEvent, Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
 from monark.chat.tools import ChatToolExecutor
 from monark.core.errors import Conflict, Forbidden
@@ -174,7 +174,7 @@ def redrawn(executor: ChatToolExecutor, principal: Principal, call: ToolCall) ->
     if changed != 1:
         db.session.rollback()
         raise Conflict(ALREADY_DECIDED)
-    store.tool_call_event(principal.via_assistant(call.conversation_id), call, "redrawn")
+    store.tool_call_event(principal.via_assistant(call.conversation_id), call, CallEvent.REDRAWN)
     db.session.commit()
     return True
 

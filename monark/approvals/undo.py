@@ -39,7 +39,7 @@ from monark.approvals.policy import ApprovalPolicy
 from monark.chat import store
 from monark.chat.calls import kept_preview, run_tool_call
 from monark.chat.hooks import TurnHooks
-from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
+from monark.chat.models import CallEvent, MessageRole, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
 from monark.chat.tools import ChatToolExecutor
 from monark.chat.turn import lease
@@ -188,7 +188,7 @@ def undo_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
         if undo_call.status != ToolCallStatus.SUCCEEDED:
             _give_back(undo_call)
         else:
-            store.tool_call_event(actor, call, "undone")
+            store.tool_call_event(actor, call, CallEvent.UNDONE)
             db.session.commit()
     finally:
         lease.give_back(conversation_id, turn_id)
@@ -234,7 +234,7 @@ def _store_undo(
     except IntegrityError:
         db.session.rollback()
         raise AlreadyUndone("This action was already undone.") from None
-    store.tool_call_event(actor, undo_call, "undo_started")
+    store.tool_call_event(actor, undo_call, CallEvent.UNDO_STARTED)
     try:
         db.session.commit()
     except IntegrityError:

@@ -19,6 +19,7 @@ from monark.approvals import inbox as requests
 from monark.approvals.decision import Decision
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.thread import CallView, call_view, group_of
+from monark.assistant.verdict import Verdict
 from monark.chat import decisions, store
 from monark.chat.calls import preview_of
 from monark.chat.models import ConversationKind
@@ -92,14 +93,14 @@ def inbox():
 def decide(call_id: int):
     """Confirm (run the write as the approver, or as the key) or reject a request."""
     principal = require_principal()
-    action = request.form.get("decision", "")
-    if action not in ("confirm", "reject"):
+    verdict = Verdict.of(request.form.get("decision"))
+    if verdict is None:
         raise ValidationFailed(
             "Choose Confirm or Reject.", [{"field": "decision", "message": "confirm or reject"}]
         )
     executor = tool_executor()
     _, conversation = requests.get_request(principal, executor, call_id)
-    confirm, reason = action == "confirm", request.form.get("reason", "")
+    confirm, reason = verdict == Verdict.CONFIRM, request.form.get("reason", "")
     shown = request.form.get("shown") or None
     try:
         if conversation.kind == ConversationKind.API:

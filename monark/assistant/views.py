@@ -22,6 +22,7 @@ from monark.assistant.stream import (
     watch_turn,
 )
 from monark.assistant.thread import ThreadView, call_view, thread_view
+from monark.assistant.verdict import PanelDecision
 from monark.chat import decisions, store
 from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
@@ -345,21 +346,19 @@ def _busy(conversation_id: int | None, message: str):
 def decide():
     """Confirm or reject a proposed write, then stream the continuation."""
     principal = require_principal()
-    action, _, raw_id = request.form.get("decision", "").partition(":")
     try:
-        call_id = parse_id(raw_id, "decision")
+        chosen = PanelDecision.parse(request.form.get("decision"))
     except ValidationFailed:
-        call_id = None
-    if action not in ("confirm", "reject") or call_id is None:
+        chosen = None
+    if chosen is None:
         return _notice("Choose Confirm or Reject on a card.", 400)
+    call_id = chosen.target_id
     reason = request.form.get(f"reason_{call_id}", "")
     shown = request.form.get(f"shown_{call_id}")
     return decide_call(
         principal,
         call_id,
-        lambda: approvals.begin_decision(
-            principal, call_id, action == "confirm", reason, shown=shown
-        ),
+        lambda: approvals.begin_decision(principal, call_id, chosen.confirm, reason, shown=shown),
     )
 
 

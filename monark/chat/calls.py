@@ -19,7 +19,7 @@ from sqlalchemy import update
 
 from monark.chat import store
 from monark.chat.hooks import TurnHooks
-from monark.chat.models import ToolCall, ToolCallStatus
+from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.chat.turn import lease
 from monark.core.bounds import bounded, check_depth, clip
@@ -73,9 +73,8 @@ def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> 
     ).rowcount
     if changed != 1:
         return False
-    store.tool_call_event(
-        actor, call, "succeeded" if values["status"] == ToolCallStatus.SUCCEEDED else "failed"
-    )
+    succeeded = values["status"] == ToolCallStatus.SUCCEEDED
+    store.tool_call_event(actor, call, CallEvent.SUCCEEDED if succeeded else CallEvent.FAILED)
     return True
 
 

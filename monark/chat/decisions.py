@@ -18,7 +18,7 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat import store
-from monark.chat.models import ToolCall, ToolCallStatus
+from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
@@ -124,7 +124,8 @@ def settle(
             for name in _SETTLED:  # as stored now, without reading it back
                 set_committed_value(s.call, name, values[name])
     for s in settlements:
-        what = "confirmed" if s.status == ToolCallStatus.EXECUTING else "rejected"
+        confirmed = s.status == ToolCallStatus.EXECUTING
+        what = CallEvent.CONFIRMED if confirmed else CallEvent.REJECTED
         store.tool_call_event(principal.via_assistant(s.call.conversation_id), s.call, what)
     db.session.commit()
 
@@ -158,7 +159,7 @@ def expire_overdue(principal: Principal, conversation_id: int) -> int:
             .execution_options(synchronize_session=False)
         ).rowcount
         if changed == 1:
-            store.tool_call_event(actor, call, "expired")
+            store.tool_call_event(actor, call, CallEvent.EXPIRED)
             expired += 1
     db.session.commit()
     return expired

@@ -23,6 +23,7 @@ from monark.chat.llm.common import held
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
     CALL_NAME_MAX,
+    CallEvent,
     Conversation,
     Message,
     MessageRole,
@@ -289,8 +290,9 @@ def _store_step(
     for call in calls:
         if call.mutates or call.status == ToolCallStatus.FAILED:
             # A call whose arguments cannot work failed at once: no card, nothing run.
-            what = "proposed" if call.status == ToolCallStatus.PROPOSED else "failed"
-            store.tool_call_event(actor, call, "allowed" if call.allowed else what)
+            proposed = call.status == ToolCallStatus.PROPOSED
+            what = CallEvent.PROPOSED if proposed else CallEvent.FAILED
+            store.tool_call_event(actor, call, CallEvent.ALLOWED if call.allowed else what)
     db.session.commit()
     hooks.on_message_saved(message)
     return calls

@@ -51,6 +51,28 @@ class ToolCallStatus(StrEnum):
 PENDING_STATUSES = (ToolCallStatus.PROPOSED, ToolCallStatus.EXECUTING)
 
 
+class CallEvent(StrEnum):
+    """What happened to a tool call: its audit event is ``chat.tool_call.<this>``."""
+
+    PROPOSED = "proposed"
+    ALLOWED = "allowed"  # ran at once, under an allowance
+    HELD = "held"  # an API key's write, waiting in the Approvals inbox
+    EDITED = "edited"
+    REDRAWN = "redrawn"  # its target changed since the card was drawn
+    CONFIRMED = "confirmed"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNDO_STARTED = "undo_started"
+    UNDONE = "undone"
+
+    @property
+    def event_type(self) -> str:
+        """The audit event's type."""
+        return f"chat.tool_call.{self}"
+
+
 class EnumText(TypeDecorator):
     """A ``StrEnum`` stored as its plain value in a string column (the values stay what
     they always were, and a value the enum does not know is refused on write)."""

@@ -12,6 +12,7 @@ from sqlalchemy.orm import selectinload
 
 from monark.chat.models import (
     PENDING_STATUSES,
+    CallEvent,
     Conversation,
     ConversationKind,
     Message,
@@ -252,13 +253,13 @@ def _message_payload(message: Message) -> dict[str, Any]:
 
 
 def tool_call_event(
-    actor: Principal, call: ToolCall, what: str, more: dict[str, Any] | None = None
+    actor: Principal, call: ToolCall, what: CallEvent, more: dict[str, Any] | None = None
 ) -> None:
     """``chat.tool_call.<what>`` with ids and the tool's name, never its input (``more``:
     ids or names to add, such as which fields an edit changed)."""
     record_event(
         actor,
-        f"chat.tool_call.{what}",
+        CallEvent(what).event_type,
         "tool_call",
         call.id,
         {
