@@ -355,7 +355,7 @@ def test_chat_events_carry_ids_never_content(world, scripted):
 class ExplodingTool:
     """An in-app tool that writes, then raises: its write must not survive."""
 
-    from monark.chat.tools import ToolSpec
+    from monark.chat.executor import ToolSpec
 
     spec = ToolSpec(
         name="explode",

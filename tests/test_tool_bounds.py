@@ -19,9 +19,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from monark.api.routes import V1_ROUTES
 from monark.approvals import service as approval_service
 from monark.assistant.tools import build_chat_toolset
+from monark.chat.executor import ToolOutcome, ToolSpec
 from monark.chat.models import ToolCall
 from monark.chat.runtime import runtime
-from monark.chat.tools import ToolOutcome, ToolSpec
 from monark.chat.turn.start import SendInput, send_message
 from monark.core import uow
 from monark.core.bounds import MAX_DEPTH

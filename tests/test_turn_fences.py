@@ -26,7 +26,7 @@ class SettledMeanwhile:
     """A write tool whose call is settled as interrupted while it runs (as a turn that took
     the conversation over would): its write must not be kept."""
 
-    from monark.chat.tools import ToolSpec
+    from monark.chat.executor import ToolSpec
 
     spec = ToolSpec(
         name="settled_meanwhile",
@@ -45,7 +45,7 @@ class SettledMeanwhile:
         return None
 
     def run(self, principal, arguments):
-        from monark.chat.tools import ToolOutcome
+        from monark.chat.executor import ToolOutcome
         from monark.records.models import RecordModel
         from monark.records.services import create_record
 

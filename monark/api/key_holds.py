@@ -31,6 +31,7 @@ from monark.approvals.policy import ApprovalPolicy
 from monark.chat import store
 from monark.chat.calls import kept_preview
 from monark.chat.decisions import ALREADY_DECIDED
+from monark.chat.executor import ChatToolExecutor, ToolOutcome
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
@@ -40,7 +41,6 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ChatToolExecutor, ToolOutcome
 from monark.chat.turn import lease, run
 from monark.chat.turn.run import Turn
 from monark.core.errors import AppError, Conflict, Forbidden, NotFound

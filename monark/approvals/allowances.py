@@ -28,9 +28,9 @@ from sqlalchemy import select, update
 
 from monark.approvals.models import Allowance
 from monark.approvals.policy import ApprovalPolicy
+from monark.chat.executor import ToolSpec
 from monark.chat.models import Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ToolSpec
 from monark.core.errors import Forbidden, NotFound
 from monark.core.events import record_event
 from monark.core.models import as_utc, utcnow
@@ -242,7 +242,7 @@ def lapse_idle(principal: Principal, conversation_id: int) -> int:
 
 
 class AllowanceGate:
-    """The chat loop's proposal gate (``chat.tools.ProposalGate``): a write runs at once
+    """The chat loop's proposal gate (``chat.executor.ProposalGate``): a write runs at once
     under one of the user's allowances, and a claimed turn first lapses idle ones."""
 
     def runs_at_once(

@@ -31,10 +31,10 @@ from monark.chat.decisions import (
     is_expired,
     settle,
 )
+from monark.chat.executor import ChatToolExecutor
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import CallEvent, Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ChatToolExecutor
 from monark.core.errors import Conflict, Forbidden
 from monark.core.models import User
 from monark.core.rbac import Principal

@@ -21,9 +21,9 @@ from sqlalchemy import update
 from monark.approvals import handover
 from monark.approvals.policy import ApprovalPolicy
 from monark.chat.calls import preview_of
+from monark.chat.executor import ChatToolExecutor, ToolSpec
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.chat.store import tool_call_event
-from monark.chat.tools import ChatToolExecutor, ToolSpec
 from monark.chat.transcript import changed_paths
 from monark.core.errors import Conflict, ValidationFailed
 from monark.core.models import utcnow

@@ -18,6 +18,7 @@ from monark.approvals.decision import Decision, Runner, decide, user_name
 from monark.approvals.inbox import NO_REQUEST, get_request, holders, permission_of
 from monark.chat import decisions, store
 from monark.chat.calls import before_digest, preview_of
+from monark.chat.executor import ChatToolExecutor
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus, advance_conversation
@@ -31,7 +32,6 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.chat.tools import ChatToolExecutor
 from monark.chat.turn import lease, run
 from monark.chat.turn.run import Turn
 from monark.core.errors import Conflict, NotFound, ValidationFailed

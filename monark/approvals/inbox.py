@@ -11,8 +11,8 @@ from __future__ import annotations
 from sqlalchemy import func, select
 
 from monark.chat import decisions
+from monark.chat.executor import ChatToolExecutor
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
-from monark.chat.tools import ChatToolExecutor
 from monark.core.errors import Forbidden, NotFound
 from monark.core.models import Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, Principal

@@ -38,10 +38,10 @@ from monark.approvals import allowances
 from monark.approvals.policy import ApprovalPolicy
 from monark.chat import store
 from monark.chat.calls import kept_preview, run_tool_call
+from monark.chat.executor import ChatToolExecutor
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import CallEvent, MessageRole, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ChatToolExecutor
 from monark.chat.turn import lease
 from monark.core.errors import Conflict, Forbidden
 from monark.core.models import utcnow

@@ -18,9 +18,9 @@ from flask import current_app
 from sqlalchemy import update
 
 from monark.chat import store
+from monark.chat.executor import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
-from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.chat.turn import lease
 from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
@@ -239,8 +239,9 @@ def preview_of(
 
 def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
     """Why a call is refused before any card or run, or None: a tool nobody declared
-    (seed 003: it fails closed), arguments nested too deep (then they are not kept:
-    storing them would recurse as deep), or the tool's own check (``ToolSpec.validate``)."""
+    (unknown names fail closed: nothing undeclared is ever reached), arguments nested too
+    deep (then they are not kept: storing them would recurse as deep), or the tool's own
+    check (``ToolSpec.validate``)."""
     try:
         check_depth(call.input)
     except ValueError as err:

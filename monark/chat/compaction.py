@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from monark.chat import store
+from monark.chat.executor import ToolSpec
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.types import (
     Block,
@@ -42,7 +43,6 @@ from monark.chat.models import (
     MessageStatus,
 )
 from monark.chat.streaming import stream_step
-from monark.chat.tools import ToolSpec
 from monark.chat.transcript import build_llm_messages, row_turns, shown_rows
 from monark.core.rbac import Principal
 from monark.core.settings import ChatSettings

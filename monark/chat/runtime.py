@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from flask import Flask, current_app
 
 from monark.chat.ai_settings import ResolvedAi, resolve
+from monark.chat.executor import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
 from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import ProviderConfig
 from monark.chat.llm.types import LlmProvider
 from monark.chat.llm.unavailable import UnavailableProvider
-from monark.chat.tools import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
 from monark.core.settings import chat_settings
 
 _KEY = "monark.chat"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from flask import flash, request
 
+from monark.chat.executor import ToolSpec
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ToolSpec
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
