@@ -41,7 +41,10 @@ from monark.core.views import bp as core_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
-from monark.settings import allowance_settings  # noqa: F401  (joins settings_bp)
+from monark.settings import (
+    ai_provider,
+    allowance_settings,  # noqa: F401  (joins settings_bp)
+)
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
@@ -111,5 +114,6 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     register_cli(app)
     install_engine()
     jobs.init_app(app)  # after every feature declared its jobs (at import)
-    runtime.install(app, build_chat_toolset(ROUTES, [NavigateTool()]), AllowanceGate())
+    toolset = build_chat_toolset(ROUTES, [NavigateTool()])
+    runtime.install(app, toolset, AllowanceGate(), ai_provider.resolve)
     return app

@@ -12,13 +12,13 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import select, text
 
-from monark.chat import ai_settings
 from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings
 from monark.chat.runtime import set_llm_provider
 from monark.chat.turn.start import SendInput, send_message
 from monark.core.models import Event
 from monark.extensions import db
+from monark.settings import ai_provider
 from tests import fake_anthropic, fake_gemini, fake_openai
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
@@ -60,7 +60,7 @@ def test_an_admin_saves_a_key_that_is_stored_encrypted_and_never_shown(world, lo
     # Saving again without a key keeps it; "remove" clears it.
     admin.post(PAGE, {"provider": "openai", "model": "gpt-5", "max_steps": "12"})
     db.session.rollback()
-    assert ai_settings.resolve(world.a.org.id).config.api_key == KEY
+    assert ai_provider.resolve(world.a.org.id).config.api_key == KEY
     admin.post(PAGE, {"provider": "openai", "model": "gpt-5", "clear_key": "on"})
     db.session.rollback()
     assert db.session.scalar(select(OrgAiSettings)).api_key_encrypted is None
@@ -114,13 +114,13 @@ def test_an_org_base_url_on_a_private_address_is_refused_unless_the_deployment_a
     row = OrgAiSettings(org_id=world.a.org.id, provider="ollama", model="llama3")
     db.session.add(row)
     db.session.commit()
-    resolved = ai_settings.resolve(world.a.org.id)
+    resolved = ai_provider.resolve(world.a.org.id)
     # Members read that an admin must look; admins read why.
     assert resolved.problem and "127.0.0.1" not in resolved.problem
     assert "non-public address (127.0.0.1)" in resolved.admin_problem
     reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)
     try:
-        assert ai_settings.resolve(world.a.org.id).problem is None
+        assert ai_provider.resolve(world.a.org.id).problem is None
     finally:
         reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
 
@@ -289,9 +289,9 @@ def test_keys_are_rotated_to_a_new_secret_and_an_unreadable_one_says_so(app, wor
         assert "1 stored key(s)" in result.output
         reconfigure(app, ENCRYPTION_KEYS="a-new-secret-of-enough-length")  # the old one dropped
         db.session.rollback()
-        assert ai_settings.resolve(world.a.org.id).config.api_key == KEY
+        assert ai_provider.resolve(world.a.org.id).config.api_key == KEY
         reconfigure(app, ENCRYPTION_KEYS="yet-another-secret")
-        resolved = ai_settings.resolve(world.a.org.id)
+        resolved = ai_provider.resolve(world.a.org.id)
         assert resolved.problem and "cannot be read" in resolved.problem
         assert KEY not in resolved.problem
     finally:
@@ -311,7 +311,7 @@ def test_the_deployments_key_never_goes_to_an_endpoint_an_org_chose(app, world, 
         admin.post(f"{PAGE}/models", form)
         admin.post(PAGE, form)
         db.session.rollback()
-        resolved = ai_settings.resolve(world.a.org.id)
+        resolved = ai_provider.resolve(world.a.org.id)
         assert resolved.config.api_key == ""
         send_message(world.a.principal("member"), SendInput(text="Hi"))
         sent = json.dumps(fake.headers)
@@ -320,7 +320,7 @@ def test_the_deployments_key_never_goes_to_an_endpoint_an_org_chose(app, world, 
         # Without an endpoint of its own, the org uses the vendor's, and the deployment's key.
         admin.post(PAGE, {"provider": "openai", "base_url": "https://api.openai.com/v1"})
         db.session.rollback()
-        vendor = ai_settings.resolve(world.a.org.id)
+        vendor = ai_provider.resolve(world.a.org.id)
         assert vendor.config.base_url is None
         assert vendor.config.api_key == "sk-DEPLOYMENT-SECRET-2222"
     finally:

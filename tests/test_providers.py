@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import select
 
 from monark.approvals import service as approval_service
-from monark.chat import ai_settings
 from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings, ToolCall
 from monark.chat.runtime import set_llm_provider
@@ -18,6 +17,7 @@ from monark.chat.turn.start import SendInput, send_message
 from monark.core.crypto import encrypt
 from monark.core.models import Event
 from monark.extensions import db
+from monark.settings import ai_provider
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_gemini import FakeGemini
 from tests.fake_openai import FakeOpenAI
@@ -34,7 +34,7 @@ FAKES = {
 
 def use_provider(app, org_id: int, provider: str, base_url: str, key: str = KEY) -> None:
     """Give an org its own provider settings (as an admin would on the settings page)."""
-    row = ai_settings.org_settings(org_id) or OrgAiSettings(org_id=org_id)
+    row = ai_provider.org_settings(org_id) or OrgAiSettings(org_id=org_id)
     row.provider, row.model, row.base_url = provider, f"{provider}-test-model", base_url
     row.api_key_encrypted = encrypt(key)
     db.session.add(row)

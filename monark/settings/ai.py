@@ -5,28 +5,27 @@ from __future__ import annotations
 
 from flask import Blueprint, flash, jsonify, render_template, request
 
-from monark.chat import ai_settings
 from monark.chat.llm.providers import PROVIDERS, endpoint_of, provider_summaries
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.web import see_other
-from monark.settings import ai_form
+from monark.settings import ai_form, ai_provider
 
 bp = Blueprint("settings_ai", __name__, url_prefix="/settings/ai")
 
 
 def _page(errors: dict[str, str] | None = None, status: int = 200):
     principal = require_principal()
-    resolved = ai_settings.resolve(principal.org_id)
-    deployment = ai_settings.resolve(None)
+    resolved = ai_provider.resolve(principal.org_id)
+    deployment = ai_provider.resolve(None)
     return render_template(
         "settings/ai.html",
-        stored=ai_settings.org_settings(principal.org_id),
+        stored=ai_provider.org_settings(principal.org_id),
         resolved=resolved,
         endpoint=endpoint_of(resolved.config),
         deployment=deployment,
         providers=PROVIDERS,
-        caps=ai_settings.caps(),
+        caps=ai_provider.caps(),
         errors=errors or {},
         form=request.form if errors else None,
     ), status

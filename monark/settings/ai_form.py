@@ -1,6 +1,6 @@
 """An admin's form of the org's AI settings: checked, saved (the key encrypted, never shown
 again), tried (a test call, the provider's model list). What the settings mean for a turn
-is ``chat.ai_settings``."""
+is ``settings.ai_provider``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,6 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from monark.chat.ai_settings import (
-    MIN_KEY,
-    ResolvedAi,
-    caps,
-    org_settings,
-    resolve_row,
-)
 from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import endpoint_of, get_provider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock, TextDelta
@@ -29,6 +22,13 @@ from monark.core.net import UnsafeAddress, check_url
 from monark.core.rbac import Principal
 from monark.core.schemas import StrictModel
 from monark.extensions import db
+from monark.settings.ai_provider import (
+    MIN_KEY,
+    ResolvedAi,
+    caps,
+    org_settings,
+    resolve_row,
+)
 
 NO_CHANGE = "(unchanged)"
 SETTING_FIELDS = ("provider", "model", "base_url", "max_steps", "max_tokens")

@@ -1,4 +1,5 @@
-"""Which model an org's assistant talks to: the org's own settings, over the deployment's.
+"""Which model an org's assistant talks to: the org's own settings, over the deployment's
+(the resolver the app factory installs in the chat runtime, ``chat.runtime.install``).
 
 An admin may set the org's provider, model, key (encrypted at rest, never shown again),
 base URL and limits; whatever the org leaves unset comes from the deployment's environment
@@ -10,39 +11,17 @@ public host unless the deployment allows private ones (``CHAT_LLM_ALLOW_PRIVATE`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlalchemy import select
 
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor, endpoint_of, get_provider
 from monark.chat.models import OrgAiSettings
+from monark.chat.runtime import Limits, ResolvedAi
 from monark.core.crypto import SecretUnreadable, decrypt
 from monark.core.net import Unresolvable, UnsafeAddress, public_addresses
 from monark.core.settings import chat_settings
 from monark.extensions import db
 
 MIN_KEY = 8  # shorter is no real key, and could not be told apart from text to redact
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_steps: int
-    max_tokens: int
-
-
-@dataclass(frozen=True)
-class ResolvedAi:
-    """What a turn of an org runs with; ``problem`` says why it cannot, if it cannot."""
-
-    config: ProviderConfig
-    descriptor: ProviderDescriptor | None
-    limits: Limits
-    problem: str | None = None  # for everyone (the chat says it)
-    detail: str | None = None  # the whole reason, for admins (addresses and settings)
-
-    @property
-    def admin_problem(self) -> str | None:
-        return self.detail or self.problem
 
 
 def caps() -> Limits:
