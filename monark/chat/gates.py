@@ -9,14 +9,12 @@ from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
 from monark.extensions import db
 
-DEFAULT_NAME = "Chrysa"
-
 
 def assistant_name(org: Org | None) -> str:
     """The org's name for it (with branding on), else the deployment's, else Chrysa."""
     if org is not None and org.branding_enabled and (org.assistant_name or "").strip():
         return org.assistant_name.strip()
-    return chat_settings().assistant_name or DEFAULT_NAME
+    return chat_settings().assistant_name
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,13 @@ Resolver = Callable[[int | None], ResolvedAi]
 def no_model(org_id: int | None) -> ResolvedAi:
     """The resolver of a host that installed none: no model to talk to."""
     chat = chat_settings()
-    config = ProviderConfig(chat.llm_provider, chat.llm_model)  # type: ignore[arg-type]
+    config = ProviderConfig(
+        chat.llm_provider,  # type: ignore[arg-type]
+        chat.llm_model,
+        connect_timeout=chat.llm_connect_timeout,
+        read_timeout=chat.llm_timeout,
+        max_retries=chat.llm_max_retries,
+    )
     limits = Limits(chat.max_steps, chat.llm_max_tokens)
     return ResolvedAi(config, None, limits, "No model provider is set.")
 

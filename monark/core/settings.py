@@ -15,6 +15,8 @@ from typing import Any
 
 from flask import Flask, current_app
 
+from monark.config import DEFAULT_ASSISTANT_NAME
+
 _KEY = "monark.settings"
 # A provider's deployment key is any ``*_API_KEY`` of the config (ANTHROPIC_API_KEY, …).
 KEY_SUFFIX = "_API_KEY"
@@ -82,7 +84,8 @@ class ChatSettings:
             tool_result_max=int(config["CHAT_TOOL_RESULT_MAX"]),
             card_max=int(config["CHAT_CARD_MAX"]),
             ai_agent_enabled=bool(config["CHAT_AI_AGENT_ENABLED"]),
-            assistant_name=str(config["MONARK_ASSISTANT_NAME"] or "").strip(),
+            assistant_name=str(config["MONARK_ASSISTANT_NAME"] or "").strip()
+            or DEFAULT_ASSISTANT_NAME,
             provider_keys={
                 name: str(value or "")
                 for name, value in config.items()

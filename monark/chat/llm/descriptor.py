@@ -40,9 +40,10 @@ class ProviderConfig:
     model: str
     api_key: str = field(default="", repr=False)  # never printed
     base_url: str | None = None
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
-    max_retries: int = 2
+    # The deployment's (``CHAT_LLM_CONNECT_TIMEOUT``, ``CHAT_LLM_TIMEOUT``, its retries).
+    connect_timeout: float = field(kw_only=True)
+    read_timeout: float = field(kw_only=True)
+    max_retries: int = field(kw_only=True)
     # An endpoint the org chose, on a deployment that keeps to public hosts: every request
     # connects only to the public addresses checked for it (``chat.llm.common``).
     public_only: bool = False
