@@ -496,7 +496,6 @@ def dispatcher_stages(app: Flask, seeded: Seeded, n: int) -> list[tuple[str, flo
     for the run and taken away after it."""
     from monark.api import dispatch as dispatcher
     from monark.api import routes as api_routes
-    from monark.assistant import tools as assistant_tools
 
     times: dict[str, list[float]] = {}
     stages = [
@@ -509,7 +508,7 @@ def dispatcher_stages(app: Flask, seeded: Seeded, n: int) -> list[tuple[str, flo
         (app, "process_response", "after_request hooks, session"),
         (dispatcher, "_json_of", "read the JSON answer"),
         (dispatcher, "_handle", "the whole request pipeline"),
-        (assistant_tools, "dispatch", "dispatch(): + the unit of work, its session"),
+        (dispatcher, "dispatch", "dispatch(): + the unit of work, its session"),
     ]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in stages]
 
