@@ -19,7 +19,7 @@ from monark.chat.llm import types as t
 from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
-    from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
+    from monark.chat.llm.descriptor import ProviderConfig, ProviderDescriptor
 
 STOP_REASONS = {"STOP": "end_turn", "MAX_TOKENS": "max_tokens"}
 

@@ -20,7 +20,7 @@ from monark.chat.llm import types as t
 from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
-    from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
+    from monark.chat.llm.descriptor import ProviderConfig, ProviderDescriptor
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 NO_KEY_NEEDED = "not-needed"  # the SDK insists on a key; local servers ignore it
@@ -151,8 +151,6 @@ class OpenAIProvider(SdkAdapter):
         self.config = config
 
     def problem(self) -> str | None:
-        from monark.chat.llm.providers import endpoint_of
-
         if self.descriptor.needs_key and not self.config.api_key:
             if self.config.org_endpoint:
                 return (
@@ -163,19 +161,17 @@ class OpenAIProvider(SdkAdapter):
                 f" (or {self.descriptor.key_env} on the server)" if self.descriptor.key_env else ""
             )
             return f"{self.descriptor.label} needs an API key: an admin sets it in Settings{env}."
-        if not endpoint_of(self.config):
+        if not self.descriptor.endpoint(self.config):
             return "Set the base URL of the OpenAI-compatible endpoint in Settings."
         return None
 
     def make_client(self) -> Any:
         import openai
 
-        from monark.chat.llm.providers import endpoint_of
-
         config = self.config
         return openai.OpenAI(
             api_key=config.api_key or NO_KEY_NEEDED,
-            base_url=endpoint_of(config),
+            base_url=self.descriptor.endpoint(config),
             timeout=openai.Timeout(config.read_timeout, connect=config.connect_timeout),
             max_retries=config.max_retries,
             http_client=openai.DefaultHttpxClient(
