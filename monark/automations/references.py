@@ -59,6 +59,10 @@ class OrgSchema:
         known = ", ".join(self.models) or "none"
         return f"No model {key!r} in this organization (models: {known})."
 
+    def check(self, graph: Graph) -> list[tuple[str, str]]:
+        """``(field, message)`` for each model, field or placeholder it cannot resolve."""
+        return check_references(graph, self)
+
 
 def load_org_schema(org_id: int) -> OrgSchema:
     """Read an org's models, fields and member ids."""
