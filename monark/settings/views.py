@@ -16,7 +16,14 @@ from monark.core.models import User
 from monark.core.rbac import roles_up_to
 from monark.core.web import see_other
 from monark.extensions import db
-from monark.settings import four_eyes, joining, key_revocation, members, services
+from monark.settings import (
+    allowance_settings,
+    four_eyes,
+    joining,
+    key_revocation,
+    members,
+    services,
+)
 
 bp = Blueprint("settings", __name__)
 # The org's on/off settings, each a checkbox of its form.
@@ -164,7 +171,41 @@ def invite_revoke(invite_id: int):
 # The invitee's side lives in ``monark.settings.joining``, on this blueprint.
 bp.add_url_rule("/invite/<token>", view_func=joining.invite_link, methods=["GET"])
 bp.add_url_rule("/invite", view_func=joining.invite, methods=["GET", "POST"])
-bp.add_url_rule("/settings/four-eyes", "four_eyes", view_func=four_eyes.save, methods=["POST"])
+
+
+# ---- approvals: four eyes, allowances and always-ask (admins) ---------------------------
+
+
+@bp.post("/settings/four-eyes", endpoint="four_eyes")
+@guard("org.manage")
+def four_eyes_settings():
+    """Save the four-eyes tools from the settings page."""
+    try:
+        chosen = four_eyes.update_four_eyes(require_principal(), request.form.getlist("four_eyes"))
+    except ValidationFailed as err:
+        return org_page(four_eyes_errors=[d["message"] for d in err.details], status=422)
+    said = f"Saved: four eyes on for {', '.join(chosen)}." if chosen else "Saved: four eyes is off."
+    flash(said, "info:four-eyes")
+    return see_other("settings.org_settings", _anchor="four-eyes")
+
+
+@bp.post("/settings/approvals")
+@guard("org.manage")
+def approval_settings():
+    """Save whether allowances are offered and which tools always ask."""
+    form = request.form
+    try:
+        allowance_settings.update_approval_settings(
+            require_principal(),
+            allowances_enabled=form.get("chat_allowances_enabled") == "on",
+            always_confirm=form.getlist("chat_always_confirm"),
+        )
+    except ValidationFailed as err:
+        return org_page(approval_errors=[d["message"] for d in err.details], status=422)
+    flash("Approval settings saved.", "info:approvals")
+    # No anchor: a reload of /settings#approvals from /settings would only scroll, showing
+    # nothing; the page brings the section its message is in into view itself.
+    return redirect_full(url_for("settings.org_settings"))
 
 
 def _keys_page(new_token: str | None = None, errors=None, status: int = 200):
