@@ -18,7 +18,8 @@ says what was left out. A value that grows past ``max_length`` while the query r
 error, ``printf()``'s included (SQLite's own gives NULL there).
 
 The SQL is SQLite's whatever database Monark runs on, so a question is asked one way.
-``check_sql`` (seed 003's keyword guard) runs first, as a fast and clear refusal.
+``check_sql`` (a guard on the text: one read statement, no write keyword) runs first, as a
+fast and clear refusal of what the tables could never allow anyway.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def describe_tables(tables: Iterable[Table]) -> str:
 
 
 def check_sql(sql: str, limits: QueryLimits) -> str:
-    """Seed 003's read-only guard: one statement starting SELECT, WITH or VALUES, with no
+    """A read-only guard on the text: one statement starting SELECT, WITH or VALUES, with no
     write keyword and no side-effecting function. A fast, clear refusal; what makes the
     query safe is where it runs (``run_query``). Returns the SQL without a final ``;``."""
     sql = (sql or "").strip()
