@@ -36,8 +36,7 @@ from typing import Any
 
 from flask import current_app
 from pydantic_core import to_json
-from sqlalchemy import String, Text, cast, func, select
-from sqlalchemy.orm import selectinload
+from sqlalchemy import String, Text, cast, func
 
 from monark.core.bounds import clip
 from monark.core.errors import ValidationFailed
@@ -46,7 +45,7 @@ from monark.core.text import scrub
 from monark.core.uow import deadline
 from monark.extensions import db
 from monark.records.models import Record, RecordModel
-from monark.records.queries import _sees, _visible_rows, members
+from monark.records.queries import _sees, _visible_rows, members, models_with_fields
 
 SQL_TYPES = {
     "text": "TEXT",
@@ -196,12 +195,6 @@ def _columns(model: RecordModel) -> tuple[Column, ...]:
 def catalogue(principal: Principal) -> list[Table]:
     """The tables the caller's SQL may read: one per model of their org, by key."""
     principal.require("records.view")
-    stmt = (
-        select(RecordModel)
-        .where(RecordModel.org_id == principal.org_id)
-        .options(selectinload(RecordModel.fields))
-        .order_by(RecordModel.key)
-    )
     return [
         Table(
             # SQLite keeps names starting "sqlite_" for itself.
@@ -210,7 +203,7 @@ def catalogue(principal: Principal) -> list[Table]:
             m.name,
             _columns(m),
         )
-        for m in db.session.scalars(stmt)
+        for m in models_with_fields(principal.org_id, RecordModel.key)
     ]
 
 

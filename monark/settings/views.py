@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
@@ -13,7 +14,7 @@ from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
-from monark.core.rbac import roles_up_to
+from monark.core.rbac import Principal, roles_up_to
 from monark.core.web import see_other
 from monark.extensions import db
 from monark.settings import (
@@ -110,36 +111,44 @@ def _say_switched_off(count: int) -> None:
     flash(said.format(what, link, "See automations that need an owner"), "warning:members")
 
 
+def _member_change(change: Callable[[Principal], tuple[int, str]]):
+    """Run a change to one membership (``change`` answers whose and what to say), say why
+    not when it is refused, and which of their automations it switched off."""
+    principal = require_principal()
+    since = services.last_event_id()
+    try:
+        user_id, said = change(principal)
+    except ValidationFailed as err:
+        flash(err.detail_text(), "error:members")
+    else:
+        flash(said, "info:members")
+        _say_switched_off(services.switched_off_since(principal, user_id, since))
+    return see_other("settings.org_settings", _anchor="members")
+
+
 @bp.post("/settings/members/<int:membership_id>/role")
 @guard("org.manage")
 def member_role(membership_id: int):
     """Change a member's role."""
-    principal = require_principal()
-    since = services.last_event_id()
-    try:
+
+    def change(principal: Principal) -> tuple[int, str]:
         membership = services.change_role(principal, membership_id, request.form.get("role", ""))
-    except ValidationFailed as err:
-        flash(err.detail_text(), "error:members")
-    else:
-        flash(f"{membership.user.name} is now {_with_article(membership.role)}.", "info:members")
-        _say_switched_off(services.switched_off_since(principal, membership.user_id, since))
-    return see_other("settings.org_settings", _anchor="members")
+        role = _with_article(membership.role)
+        return membership.user_id, f"{membership.user.name} is now {role}."
+
+    return _member_change(change)
 
 
 @bp.post("/settings/members/<int:membership_id>/remove")
 @guard("org.manage")
 def member_remove(membership_id: int):
     """Take a member out of the org."""
-    principal = require_principal()
-    since = services.last_event_id()
-    try:
+
+    def change(principal: Principal) -> tuple[int, str]:
         user = members.remove_member(principal, membership_id)
-    except ValidationFailed as err:
-        flash(err.detail_text(), "error:members")
-    else:
-        flash(f"{user.name} was removed from the organization.", "info:members")
-        _say_switched_off(services.switched_off_since(principal, user.id, since))
-    return see_other("settings.org_settings", _anchor="members")
+        return user.id, f"{user.name} was removed from the organization."
+
+    return _member_change(change)
 
 
 @bp.route("/settings/invites", methods=["GET", "POST"])
