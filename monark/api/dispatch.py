@@ -71,8 +71,9 @@ def dispatch(
     ``dry_run`` keeps nothing of it (nor starts what its events would)."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     pairs = [(k, v) for k, v in iter_multi_items(query or {}) if v is not None]
+    query_string = urlencode(pairs, safe="!$'()*,/:;?@")  # as ``EnvironBuilder`` encodes it
     data = app.json.dumps(json_body).encode() if json_body is not None else None
-    environ = _environ(app, principal, method, path, _query_string(pairs), data)
+    environ = _environ(app, principal, method, path, query_string, data)
     return _run(app, environ, read_only=method in ("GET", "HEAD"), dry_run=dry_run)
 
 
@@ -123,11 +124,6 @@ def _run(
             return DispatchResponse(response.status_code, _json_of(response))
         finally:
             response.close()
-
-
-def _query_string(pairs: list[tuple[str, Any]]) -> str:
-    """``pairs`` as ``EnvironBuilder`` encodes a query."""
-    return urlencode(pairs, safe="!$'()*,/:;?@")
 
 
 def _environ(
