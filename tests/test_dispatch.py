@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 
 from monark.api.dispatch import dispatch, dispatch_route
 from monark.api.routes import V1_ROUTES
+from monark.chat.models import ToolCall
 from monark.core.errors import ValidationFailed
 from monark.extensions import db
 from monark.records.models import Record
@@ -74,3 +75,15 @@ def test_an_error_the_app_raises_on_leaves_no_request_context_behind(app, world,
         with pytest.raises(RuntimeError, match="boom"):
             dispatch(world.a.principal("owner"), "GET", RECORDS)
         assert not flask.has_request_context()
+
+
+def test_a_held_write_whose_body_is_not_json_is_refused_by_the_view_and_never_held(app, world):
+    token = make_key(world.a.principal("owner"), "member", "Agent", writes_need_approval=True)
+    response = app.test_client().post(
+        RECORDS,
+        data=b'{"values": {"title": "Broken"',
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400, response.get_data(as_text=True)
+    assert response.get_json()["error"]["details"][0]["field"] == "body"
+    assert db.session.scalar(select(func.count()).select_from(ToolCall)) == 0
