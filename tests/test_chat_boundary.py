@@ -42,7 +42,7 @@ FORBIDDEN_LOADED = (
     "monark.automations",
     "monark.wiki",
     "monark.mcp",
-    "monark.core.views",
+    "monark.core.signin",
     "monark.core.web",
 )
 

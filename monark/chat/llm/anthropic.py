@@ -14,7 +14,7 @@ from monark.chat.llm import types as t
 from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
-    from monark.chat.llm.providers import ProviderConfig
+    from monark.chat.llm.descriptor import ProviderConfig
 
 EPHEMERAL = {"type": "ephemeral"}
 NOT_CONNECTED = (

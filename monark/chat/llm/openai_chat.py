@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
+from monark.chat.llm.common import Chunks, SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
-    from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
+    from monark.chat.llm.descriptor import ProviderConfig, ProviderDescriptor
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 NO_KEY_NEEDED = "not-needed"  # the SDK insists on a key; local servers ignore it
@@ -151,8 +151,6 @@ class OpenAIProvider(SdkAdapter):
         self.config = config
 
     def problem(self) -> str | None:
-        from monark.chat.llm.providers import endpoint_of
-
         if self.descriptor.needs_key and not self.config.api_key:
             if self.config.org_endpoint:
                 return (
@@ -163,19 +161,17 @@ class OpenAIProvider(SdkAdapter):
                 f" (or {self.descriptor.key_env} on the server)" if self.descriptor.key_env else ""
             )
             return f"{self.descriptor.label} needs an API key: an admin sets it in Settings{env}."
-        if not endpoint_of(self.config):
+        if not self.descriptor.endpoint(self.config):
             return "Set the base URL of the OpenAI-compatible endpoint in Settings."
         return None
 
     def make_client(self) -> Any:
         import openai
 
-        from monark.chat.llm.providers import endpoint_of
-
         config = self.config
         return openai.OpenAI(
             api_key=config.api_key or NO_KEY_NEEDED,
-            base_url=endpoint_of(config),
+            base_url=self.descriptor.endpoint(config),
             timeout=openai.Timeout(config.read_timeout, connect=config.connect_timeout),
             max_retries=config.max_retries,
             http_client=openai.DefaultHttpxClient(
@@ -193,12 +189,8 @@ class OpenAIProvider(SdkAdapter):
     def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         calls = _Calls()
         finish = "stop"
-        for chunk in stream:
-            if request.stop.is_set():
-                yield t.StopReason("stopped")
-                return
-            if chunk.usage is not None:
-                state.usage = _usage(chunk.usage)
+        chunks = Chunks(stream, request, state, _usage_of)
+        for chunk in chunks:
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -208,6 +200,9 @@ class OpenAIProvider(SdkAdapter):
                 calls.add(choice.delta.tool_calls)
             if choice.finish_reason:
                 finish = choice.finish_reason
+        if chunks.stopped:
+            yield t.StopReason("stopped")
+            return
         yield state.usage
         for event in calls.finished():
             yield event
@@ -225,6 +220,11 @@ class OpenAIProvider(SdkAdapter):
 
 
 CHAT_FAMILIES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
+
+
+def _usage_of(chunk: Any) -> t.UsageReport | None:
+    """The usage a chunk reports, if it reports any (the last one, when asked for)."""
+    return _usage(chunk.usage) if chunk.usage is not None else None
 
 
 def _usage(usage: Any) -> t.UsageReport:

@@ -12,81 +12,28 @@ imports its SDK). ``provider_summaries`` gives the descriptors without code or s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from monark.chat.llm.descriptor import (
+    PROVIDER_IDS,
+    ProviderConfig,
+    ProviderDescriptor,
+    ProviderId,
+    TokenParam,
+)
 from monark.chat.llm.types import LlmProvider
 
-ProviderId = Literal[
-    "anthropic",
-    "openai",
-    "gemini",
-    "openai_compatible",
-    "groq",
-    "mistral",
-    "deepseek",
-    "together",
-    "openrouter",
-    "xai",
-    "ollama",
-    "lmstudio",
-    "vllm",
+__all__ = [
+    "PROVIDERS",
+    "PROVIDER_IDS",
+    "ProviderConfig",
+    "ProviderDescriptor",
+    "ProviderId",
+    "TokenParam",
+    "endpoint_of",
+    "get_provider",
+    "provider_summaries",
 ]
-PROVIDER_IDS: tuple[ProviderId, ...] = ProviderId.__args__  # type: ignore[attr-defined]
-TokenParam = Literal["max_tokens", "max_completion_tokens", "max_output_tokens"]
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    """What one provider is reached with: an org's settings or the deployment's."""
-
-    provider: ProviderId
-    model: str
-    api_key: str = field(default="", repr=False)  # never printed
-    base_url: str | None = None
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
-    max_retries: int = 2
-    # An endpoint the org chose, on a deployment that keeps to public hosts: every request
-    # connects only to the public addresses checked for it (``chat.llm.common``).
-    public_only: bool = False
-    # The org named this endpoint itself: nothing of the deployment's goes there (its key,
-    # or headers an SDK picks up from the server's environment).
-    org_endpoint: bool = False
-
-
-@dataclass(frozen=True)
-class ProviderDescriptor:
-    id: ProviderId
-    label: str
-    adapter: Literal["anthropic", "openai", "gemini"]
-    needs_key: bool = True
-    key_env: str | None = None  # the deployment's key, when an org sets none
-    default_base_url: str | None = None  # prefilled for OpenAI-compatible vendors
-    token_param: TokenParam = "max_tokens"
-    context_window: int = 128_000
-    caching: str = "automatic prefix caching where the vendor offers it"
-    local: bool = False  # runs on the deployment's own machine or network
-    default_model: str = ""
-
-    def create(self, config: ProviderConfig) -> LlmProvider:
-        """The adapter for ``config`` (its SDK is imported now, and only now)."""
-        return _FACTORIES[self.adapter](self, config)
-
-    def summary(self) -> dict[str, Any]:
-        """What a settings page or an admin's JSON may show: no code, no secrets."""
-        return {
-            "id": self.id,
-            "label": self.label,
-            "needs_key": self.needs_key,
-            "key_env": self.key_env,
-            "default_base_url": self.default_base_url,
-            "token_param": self.token_param,
-            "context_window": self.context_window,
-            "caching": self.caching,
-            "local": self.local,
-            "default_model": self.default_model,
-        }
 
 
 def _anthropic(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
@@ -113,10 +60,16 @@ _FACTORIES: dict[str, Callable[[ProviderDescriptor, ProviderConfig], LlmProvider
     "gemini": _gemini,
 }
 
+
+def _provider(*args: Any, **options: Any) -> ProviderDescriptor:
+    """A descriptor, built with its adapter's factory (``args[2]`` names the adapter)."""
+    return ProviderDescriptor(*args, factory=_FACTORIES[args[2]], **options)
+
+
 _COMPATIBLE = "automatic prefix caching, where the vendor offers it"
 
 PROVIDERS: tuple[ProviderDescriptor, ...] = (
-    ProviderDescriptor(
+    _provider(
         "anthropic",
         "Anthropic",
         "anthropic",
@@ -126,7 +79,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="three cache breakpoints: system prompt, tools, conversation so far",
         default_model="claude-sonnet-5-5",
     ),
-    ProviderDescriptor(
+    _provider(
         "openai",
         "OpenAI",
         "openai",
@@ -136,7 +89,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="automatic prefix caching (the cached share is stored per reply)",
         default_model="gpt-5",
     ),
-    ProviderDescriptor(
+    _provider(
         "gemini",
         "Google Gemini",
         "gemini",
@@ -147,14 +100,14 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="implicit caching (the cached share is stored per reply)",
         default_model="gemini-2.5-flash",
     ),
-    ProviderDescriptor(
+    _provider(
         "openai_compatible",
         "OpenAI-compatible (any base URL)",
         "openai",
         needs_key=False,
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "groq",
         "Groq",
         "openai",
@@ -162,7 +115,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.groq.com/openai/v1",
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "mistral",
         "Mistral",
         "openai",
@@ -170,7 +123,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.mistral.ai/v1",
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "deepseek",
         "DeepSeek",
         "openai",
@@ -178,7 +131,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.deepseek.com/v1",
         caching="automatic context caching (the cached share is stored per reply)",
     ),
-    ProviderDescriptor(
+    _provider(
         "together",
         "Together AI",
         "openai",
@@ -186,7 +139,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.together.xyz/v1",
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "openrouter",
         "OpenRouter",
         "openai",
@@ -194,7 +147,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://openrouter.ai/api/v1",
         caching="the routed vendor's own caching",
     ),
-    ProviderDescriptor(
+    _provider(
         "xai",
         "xAI",
         "openai",
@@ -202,7 +155,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.x.ai/v1",
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "ollama",
         "Ollama (local)",
         "openai",
@@ -211,7 +164,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="none (a local model)",
         local=True,
     ),
-    ProviderDescriptor(
+    _provider(
         "lmstudio",
         "LM Studio (local)",
         "openai",
@@ -220,7 +173,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="none (a local model)",
         local=True,
     ),
-    ProviderDescriptor(
+    _provider(
         "vllm",
         "vLLM (local)",
         "openai",
@@ -242,10 +195,8 @@ def get_provider(provider_id: str) -> ProviderDescriptor | None:
 def endpoint_of(config: ProviderConfig) -> str | None:
     """The endpoint a configuration talks to: its own base URL first, the vendor's default
     otherwise (None: the OpenAI-compatible generic with no URL set)."""
-    if config.base_url:
-        return config.base_url
     descriptor = get_provider(config.provider)
-    return descriptor.default_base_url if descriptor else None
+    return descriptor.endpoint(config) if descriptor else config.base_url
 
 
 def provider_summaries() -> list[dict[str, Any]]:
