@@ -12,11 +12,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+# Each install runs again only when pyproject.toml changed since (a stamp in the venv), so
+# repeated and side-by-side `make test`s do not reinstall into one venv at once.
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
 
-install-dev: $(BIN)/python
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@ $(VENV)/.installed
 
 ## Set up, migrate, load demo data and serve on http://127.0.0.1:5000
 run: install

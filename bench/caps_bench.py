@@ -1,4 +1,4 @@
-"""How big an answer one request can make: the wide-value query of issue 20 (defect 3).
+"""How big an answer one request can make: a query of a few very wide values.
 
 A viewer asks ``SELECT printf('%0900000d', 0) AS c1, … AS cN`` (one row of N values of
 900,000 characters each): through the public API (``GET /api/v1/query`` with the viewer's

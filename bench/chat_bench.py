@@ -32,6 +32,12 @@ SQL queries per call (counted with a ``before_cursor_execute`` listener):
    Targets: the same query count at 10, 100 and 500 messages, at most 12 of them per step
    (the turn's setup included), and the overhead at 500 no more than 5x that at 10.
 
+3. How the dispatcher runs a request: ``dispatch()`` as it is (the request run as
+   ``Flask.wsgi_app`` runs it, through Flask's public API, keeping the ``Response``) against
+   the same call made through Flask's test client (``app.test_client().open`` with the
+   principal in ``environ_overrides``, in the same unit of work), the same ``records_list``
+   call both ways in alternating blocks. Printed for the record; it sets no target.
+
 It exits 1 when a target is missed.
 
 Run from the repo root::
@@ -472,8 +478,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         tool_cases = measure_tool_call(app, log, seeded, args.calls)
         stages = dispatcher_stages(app, seeded, args.calls)
+        paths = measure_dispatch_paths(app, seeded, args.calls)
         loop_cases = measure_loop(app, log, seeded, args.steps)
     print_stages(stages)
+    print_paths(paths)
     return report(tool_cases, loop_cases)
 
 
@@ -490,7 +498,6 @@ def dispatcher_stages(app: Flask, seeded: Seeded, n: int) -> list[tuple[str, flo
     for the run and taken away after it."""
     from monark.api import dispatch as dispatcher
     from monark.api import routes as api_routes
-    from monark.assistant import tools as assistant_tools
 
     times: dict[str, list[float]] = {}
     stages = [
@@ -503,7 +510,7 @@ def dispatcher_stages(app: Flask, seeded: Seeded, n: int) -> list[tuple[str, flo
         (app, "process_response", "after_request hooks, session"),
         (dispatcher, "_json_of", "read the JSON answer"),
         (dispatcher, "_handle", "the whole request pipeline"),
-        (assistant_tools, "dispatch", "dispatch(): + the unit of work, its session"),
+        (dispatcher, "dispatch", "dispatch(): + the unit of work, its session"),
     ]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in stages]
 
@@ -533,6 +540,62 @@ def dispatcher_stages(app: Flask, seeded: Seeded, n: int) -> list[tuple[str, flo
         for owner, name, fn in originals:
             setattr(owner, name, fn)
     return [(label, statistics.median(values)) for label, values in times.items()]
+
+
+def measure_dispatch_paths(app: Flask, seeded: Seeded, n: int) -> list[CaseResult]:
+    """``dispatch()`` against the same call through Flask's test client, interleaved."""
+    from monark.api.dispatch import DispatchResponse, dispatch
+    from monark.core.auth import PRINCIPAL_ENVIRON_KEY
+    from monark.core.uow import unit_of_work
+
+    actor = seeded.owner.via_assistant(seeded.tool_conversation_id)
+    path, query = f"/api/v1/models/{MODEL}/records", {"limit": LIMIT}
+    client = app.test_client(use_cookies=False)
+
+    def via_test_client() -> DispatchResponse:
+        with unit_of_work(read_only=True):
+            response = client.get(
+                path,
+                query_string=query,
+                headers={"Accept": "application/json"},
+                environ_overrides={PRINCIPAL_ENVIRON_KEY: actor},
+            )
+            return DispatchResponse(response.status_code, response.get_json(silent=True))
+
+    def via_dispatch() -> DispatchResponse:
+        return dispatch(actor, "GET", path, query=query)
+
+    mirror = CaseResult("dispatch(): the request run as wsgi_app runs it")
+    tested = CaseResult("the same call through Flask's test client")
+    with app.app_context():
+        a, b = via_dispatch(), via_test_client()
+        if a != b or a.status != 200:
+            raise SystemExit("dispatch() and the test client answer differently")
+        for _ in range(20):
+            via_dispatch()
+            via_test_client()
+        for _ in range(max(1, n // BLOCK)):
+            for case, call in ((mirror, via_dispatch), (tested, via_test_client)):
+                for _ in range(BLOCK):
+                    t0 = time.perf_counter()
+                    call()
+                    case.times_ms.append((time.perf_counter() - t0) * 1000)
+        db.session.rollback()
+    return [mirror, tested]
+
+
+def print_paths(paths: list[CaseResult]) -> None:
+    mirror, tested = paths
+    width = max(len(c.name) for c in paths)
+    print()
+    print("how the dispatcher runs a request (records_list, median and p95 ms per call)")
+    for case in paths:
+        print(f"  {case.name:<{width}}  {case.median:7.3f}  {case.p95:7.3f}")
+    extra = tested.median - mirror.median
+    print(
+        f"  the test client costs {extra:+.3f} ms a call "
+        f"({100 * extra / mirror.median:+.0f}% of dispatch())"
+    )
 
 
 def report(tool_cases: list[CaseResult], loop_cases: list[CaseResult]) -> int:

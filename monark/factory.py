@@ -15,15 +15,11 @@ from monark import models  # noqa: F401  (every table, for Alembic and create_al
 from monark.api.routes import V1_ROUTES
 from monark.api.views import bp as api_bp
 from monark.approvals.allowances import AllowanceGate
-from monark.assistant import (
-    approval_views,  # noqa: F401  (its endpoints join assistant_bp)
-    cards,  # noqa: F401 (its views join the assistant's blueprint)
-)
+from monark.assistant.blueprint import bp as assistant_bp
 from monark.assistant.inbox import bp as approvals_bp
 from monark.assistant.navigate import NavigateTool
 from monark.assistant.panel import register_panel
 from monark.assistant.tools import build_chat_toolset
-from monark.assistant.views import bp as assistant_bp
 from monark.audit.views import bp as audit_bp
 from monark.automations.engine import install_engine
 from monark.automations.routes import AUTOMATION_ROUTES
@@ -37,14 +33,11 @@ from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers
 from monark.core.jsonbody import JSONProvider
-from monark.core.views import bp as core_bp
+from monark.core.signin import bp as signin_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
-from monark.settings import (
-    ai_provider,
-    allowance_settings,  # noqa: F401  (joins settings_bp)
-)
+from monark.settings import ai_provider
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
@@ -54,7 +47,7 @@ from monark.wiki.views import bp as wiki_bp
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BLUEPRINTS = (
-    core_bp,
+    signin_bp,
     records_bp,
     settings_bp,
     settings_ai_bp,

@@ -1,4 +1,5 @@
-"""Issue 14, points 3 and 5: "Allow <tool> for this conversation", and Undo of a done write.
+"""Allowing a tool for the rest of a conversation ("Allow <tool> for this conversation"),
+and Undo of a done write.
 
 With the scripted provider, through the real loop, executor, dispatcher and views.
 """
@@ -236,8 +237,8 @@ def second_model(world):
 
 
 def test_an_update_allowed_on_one_model_asks_on_another(world, scripted):
-    # Issue 20, point 14: a title another member wrote, read from the page, steered an
-    # allowed update elsewhere with no card.
+    # An allowance is bound to its model: otherwise a title another member wrote, read from
+    # the page, could steer an allowed update to another model with no card.
     _, project = second_model(world)
     member = world.a.principal("member")
     conversation_id = allowed_conversation(world, scripted, member)

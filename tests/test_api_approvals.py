@@ -448,7 +448,7 @@ def test_each_requests_decision_is_named_after_its_card(app, world, login):
         assert title in page.find(id=form["aria-describedby"]).get_text()
 
 
-# ---- a decision cut off while its write ran (issue 20, point 6) ------------------------------
+# ---- a decision cut off while its write ran ----------------------------------------------
 
 
 def left_running(call_id: int, approver_id: int, lease_left: float) -> None:
@@ -590,7 +590,7 @@ def test_a_cut_off_write_of_a_key_revoked_since_is_not_asked_again(app, world, l
     assert "not asked again" in out["error"] and held_calls() == 1
 
 
-# ---- one conversation per key, whatever arrives at once (issue 20, point 7) ------------------
+# ---- one conversation per key, whatever arrives at once ----------------------------------
 
 
 def test_first_writes_of_one_key_at_once_share_one_conversation(app, world, live_server):

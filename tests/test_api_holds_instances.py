@@ -1,6 +1,6 @@
-"""Held API writes on two real gunicorn processes sharing one database (issue 20, points 6
-and 7): first writes of one key arriving at once on both instances make one conversation;
-a held write whose approved run is cut off by kill -9 is settled within the lease, changed
+"""Held API writes on two real gunicorn processes sharing one database: first writes of
+one key arriving at once on both instances make one conversation; a held write whose
+approved run is cut off by kill -9 is settled within the lease, changed
 nothing, waits for approval again, and runs once approved.
 
 The database is a fresh one on the server of ``DATABASE_URL`` (PostgreSQL) or a temporary

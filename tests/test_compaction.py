@@ -1,4 +1,4 @@
-"""Conversations of any length (issue 13, part 4): old tool results become stubs, old turns a
+"""Conversations of any length: old tool results become stubs, old turns a
 stored summary, and a request the provider refuses as too long is compacted once and sent
 again; through the real SDK against the fake Messages API holding a small context window."""
 

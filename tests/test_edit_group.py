@@ -1,7 +1,7 @@
-"""Editing a proposed write before deciding (issue 14, point 1), and one decision on the
-several writes a step proposed (point 2): a form typed by the tool's schema, the route's own
-checks, locked targets; confirm selected / reject all, each write on its own, and a step
-budget that starts again after every decision."""
+"""Editing a proposed write before deciding, and one decision on the several writes a
+step proposed: a form typed by the tool's schema, the route's own checks, locked targets;
+confirm selected / reject all, each write on its own, and a step budget that starts again
+after every decision."""
 
 from __future__ import annotations
 

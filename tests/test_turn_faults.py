@@ -258,7 +258,8 @@ def test_a_conversation_holding_a_stored_lone_surrogate_still_opens(world, login
     scripted.script.add([Call("me_get")], [Say("ok")])
     result = send_message(member, SendInput(text="Who am I?"))
     call = db.session.scalar(select(ToolCall))
-    # As rows written before the fix may hold it: the JSON column keeps the escape.
+    # As a row written by older code, or by hand, may hold it: the JSON column keeps the
+    # escape, and the page must draw it anyway.
     call.input = {"note": SURROGATE}
     call.result = {"name": SURROGATE}
     db.session.commit()

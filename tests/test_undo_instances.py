@@ -1,4 +1,4 @@
-"""Undo exactly once across processes (issue 14, point 5): twenty clicks on Undo of one done
+"""Undo exactly once across processes: twenty clicks on Undo of one done
 write, split across two real gunicorn instances on one database, undo it once; the rest
 answer 409. The unique ``undo_of_id`` decides, whichever instance asks first."""
 

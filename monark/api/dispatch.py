@@ -1,16 +1,19 @@
-"""In-process calls to the app's own views, as a given principal.
+"""In-process calls to the app's own views, as a given principal: the one entry for the
+assistant's tool calls, the dry runs of an API key's held writes, and their rehearsal.
 
 A request runs through the normal WSGI pipeline (routing, before_request hooks, the guard,
 the view's permission check, validation, events, error handlers, after_request and
 teardown), with the principal bound in the WSGI environ instead of a cookie or an API key.
 It runs as a unit of work (``monark.core.uow``): a fresh app context whose transaction is
-kept only when the view answers below 400, and never touches the caller's session.
+kept only when the view answers below 400 (never in a dry run), and never touches the
+caller's session.
 
 The environ is encoded as Flask's ``EnvironBuilder`` (the test client's) encodes it, and the
-request runs as ``Flask.wsgi_app`` runs it, keeping the ``Response``: no test client,
-cookie jar, WSGI iterator or response rebuilt from it per call, which made up most of the
-dispatcher's own cost (see bench/chat_bench.py). In-process calls skip what only a
-browser needs (the session cookie, security headers: ``monark.core.auth.in_process``).
+request runs as ``Flask.wsgi_app`` runs it through Flask's public API (``request_context``,
+``full_dispatch_request``, ``handle_exception``), keeping the ``Response``: no test client,
+cookie jar, WSGI iterator or response rebuilt from it per call (bench/chat_bench.py
+measures both ways). In-process calls skip what only a browser needs (the session cookie,
+security headers: ``monark.core.auth.in_process``).
 """
 
 from __future__ import annotations
@@ -19,14 +22,15 @@ import json
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
-from urllib.parse import unquote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
-from flask import Flask, Response, current_app
+from flask import Flask, Response, current_app, request
 from flask.testing import EnvironBuilder
 from werkzeug.datastructures import iter_multi_items
 
 from monark.core.auth import PRINCIPAL_ENVIRON_KEY
 from monark.core.rbac import Principal
+from monark.core.routes import ARGUMENTS_ENVIRON_KEY, RouteDescriptor, prepare_call
 from monark.core.text import scrub
 from monark.core.uow import unit_of_work
 
@@ -35,6 +39,8 @@ from monark.core.uow import unit_of_work
 class DispatchResponse:
     status: int
     body: Any
+    # What the view parsed, as the route's tool takes it (a rehearsal's only).
+    arguments: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -59,14 +65,61 @@ def dispatch(
     *,
     query: dict[str, Any] | None = None,
     json_body: Any = None,
+    dry_run: bool = False,
 ) -> DispatchResponse:
-    """Run ``method path`` in-process as ``principal`` and read its JSON answer."""
+    """Run ``method path`` in-process as ``principal`` and read its JSON answer; a
+    ``dry_run`` keeps nothing of it (nor starts what its events would)."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    environ = _environ(app, principal, method, path, query, json_body)
-    with unit_of_work(read_only=method in ("GET", "HEAD")) as unit:
+    pairs = [(k, v) for k, v in iter_multi_items(query or {}) if v is not None]
+    query_string = urlencode(pairs, safe="!$'()*,/:;?@")  # as ``EnvironBuilder`` encodes it
+    data = app.json.dumps(json_body).encode() if json_body is not None else None
+    environ = _environ(app, principal, method, path, query_string, data)
+    return _run(app, environ, read_only=method in ("GET", "HEAD"), dry_run=dry_run)
+
+
+def dispatch_route(
+    principal: Principal,
+    route: RouteDescriptor,
+    arguments: dict[str, Any],
+    *,
+    dry_run: bool = False,
+) -> DispatchResponse:
+    """Call ``route`` with a tool's flat arguments, split and validated by its own models
+    first (``ValidationFailed``)."""
+    call = prepare_call(route, arguments)
+    return dispatch(
+        principal, route.method, call.url, query=call.query, json_body=call.body, dry_run=dry_run
+    )
+
+
+def rehearse(principal: Principal) -> DispatchResponse:
+    """The current request run again in-process as ``principal`` and rolled back, with the
+    arguments its view parsed: the view's own parsing and checks answer it, once."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    data = request.get_data(cache=True) or None
+    environ = _environ(
+        app,
+        principal,
+        request.method,
+        quote(request.path),  # as a caller names it: ``_environ`` decodes it again
+        request.query_string.decode("latin1"),
+        data,
+    )
+    if data is not None:
+        environ["CONTENT_TYPE"] = request.content_type or ""
+    environ[ARGUMENTS_ENVIRON_KEY] = parsed = {}
+    answer = _run(app, environ, read_only=False, dry_run=True)
+    return DispatchResponse(answer.status, answer.body, parsed)
+
+
+def _run(
+    app: Flask, environ: dict[str, Any], *, read_only: bool, dry_run: bool
+) -> DispatchResponse:
+    """The request in a unit of work, kept only when it answers below 400 (and is no dry run)."""
+    with unit_of_work(read_only=read_only) as unit:
         response = _handle(app, environ)
         try:
-            if response.status_code >= 400:
+            if dry_run or response.status_code >= 400:
                 unit.fail()  # an error answer keeps nothing, whatever the view wrote first
             return DispatchResponse(response.status_code, _json_of(response))
         finally:
@@ -74,7 +127,12 @@ def dispatch(
 
 
 def _environ(
-    app: Flask, principal: Principal, method: str, path: str, query: Any, json_body: Any
+    app: Flask,
+    principal: Principal,
+    method: str,
+    path: str,
+    query_string: str,
+    data: bytes | None,
 ) -> dict[str, Any]:
     """The request's WSGI environ: the app's base one (what ``EnvironBuilder`` gives for
     ``/``, made once per app) with this call's method, path, query and JSON body, encoded as
@@ -90,8 +148,6 @@ def _environ(
         )
         base = app.extensions["monark.dispatch.environ"] = builder.get_environ()
         builder.close()
-    pairs = [(k, v) for k, v in iter_multi_items(query or {}) if v is not None]
-    query_string = urlencode(pairs, safe="!$'()*,/:;?@")
     raw_uri = path.encode().decode("latin1")
     environ = base | {
         "REQUEST_METHOD": method,
@@ -102,8 +158,7 @@ def _environ(
         "wsgi.input": BytesIO(),
         PRINCIPAL_ENVIRON_KEY: principal,
     }
-    if json_body is not None:
-        data = app.json.dumps(json_body).encode()
+    if data is not None:
         environ |= {
             "CONTENT_TYPE": "application/json",
             "CONTENT_LENGTH": str(len(data)),
@@ -113,25 +168,16 @@ def _environ(
 
 
 def _handle(app: Flask, environ: dict[str, Any]) -> Response:
-    """What ``Flask.wsgi_app`` does for one request, keeping its ``Response``: the request
-    context, the whole pipeline, an unhandled error turned into its 500 (or raised, when
-    the app propagates exceptions), the context popped with that error."""
-    ctx = app.request_context(environ)
-    error: BaseException | None = None
-    ctx.push()
-    try:
+    """What ``Flask.wsgi_app`` does for one request, through Flask's public API, keeping its
+    ``Response``: the request context around the whole pipeline, an unhandled error turned
+    into its 500 (or raised, when the app propagates exceptions). Unlike ``wsgi_app``, an
+    error turned into a 500 is not handed to teardown functions (the app has none that
+    read it)."""
+    with app.request_context(environ):
         try:
             return app.full_dispatch_request()
         except Exception as err:
-            error = err
             return app.handle_exception(err)
-        except BaseException as err:
-            error = err
-            raise
-    finally:
-        if error is not None and app.should_ignore_error(error):
-            error = None
-        ctx.pop(error)
 
 
 def _json_of(response: Response) -> Any:

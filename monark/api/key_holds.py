@@ -1,20 +1,19 @@
 """An API key's held writes: held (202), decided in the Approvals inbox, their status.
 
 A write through /api/v1 with such a key, or of a tool the org holds to four eyes through
-any key, does not run. Its request is validated first (the
-route's own models, then a dry run of the view as the key, rolled back: a bad request is
-answered at once and never held); then it is stored with the stored-call machinery, as
-one message with its ``ToolCall`` (PROPOSED, the flattened arguments the assistant's tools
-use, the route's own preview) in the key's conversation of kind ``API``, and answered
-``202 Accepted``. Members whose role holds the route's permission see it in their
-Approvals inbox; a confirm runs it in-process as the key (its ceiling applies again),
-recording who approved it; ``GET /api/v1/approvals/{id}`` (the ``approvals_get`` tool,
-``api.hold_status``) tells the agent how it ended.
+any key, does not run. Its request is rehearsed first through the dispatcher
+(``dispatch.rehearse``: the view itself, as the key, rolled back, so the route's own
+models and checks answer a bad request at once and it is never held); then it is stored
+with the stored-call machinery, as one message with its ``ToolCall`` (PROPOSED, the
+flattened arguments the assistant's tools use, the route's own preview) in the key's
+conversation of kind ``API``, and answered ``202 Accepted``. Members whose role holds the
+route's permission see it in their Approvals inbox; a confirm runs it in-process as the
+key (its ceiling applies again), recording who approved it; ``GET /api/v1/approvals/{id}``
+(the ``approvals_get`` tool, ``api.hold_status``) tells the agent how it ended.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from flask import current_app, url_for
@@ -22,7 +21,7 @@ from sqlalchemy import select, update
 
 from monark.api import held
 from monark.api import schemas as s
-from monark.api.dispatch import dispatch
+from monark.api.dispatch import DispatchResponse, dispatch_route, rehearse
 from monark.api.routes import V1_ROUTES
 from monark.approvals import inbox
 from monark.approvals.decision import Decision, Runner
@@ -44,17 +43,10 @@ from monark.chat.runtime import tool_executor
 from monark.chat.turn import lease, run
 from monark.chat.turn.run import Turn
 from monark.core.errors import AppError, Conflict, Forbidden, NotFound
-from monark.core.jsonbody import request_json
 from monark.core.keys import key_principal
 from monark.core.models import ApiKey
 from monark.core.rbac import Principal
-from monark.core.routes import (
-    RouteDescriptor,
-    parse_part,
-    prepare_call,
-    query_arguments,
-)
-from monark.core.uow import unit_of_work
+from monark.core.routes import RouteDescriptor
 from monark.extensions import db
 
 KEY_GONE = "The API key was revoked (or its creator left) before this was approved: nothing ran."
@@ -78,39 +70,17 @@ def writes_held(principal: Principal, tool: str) -> bool:
     )
 
 
-def request_arguments(
-    route: RouteDescriptor, principal: Principal, path_args: Mapping[str, Any]
-) -> dict[str, Any]:
-    """This request's path, query and body, validated with the route's own models, as the
-    one flat object of arguments the route's tool takes."""
-    path = parse_part(route.path_model, dict(path_args), "path")
-    if route.lookup is not None:
-        route.lookup(principal, path)  # another org's id is 404, as the view answers
-    query = parse_part(route.query_model, query_arguments(route.query_model), "query")
-    body = parse_part(route.body_model, request_json(), "body") if route.body_model else None
-    arguments: dict[str, Any] = {}
-    if path is not None:
-        arguments |= path.model_dump(mode="json")
-    if query is not None:
-        arguments |= query.model_dump(mode="json", exclude_none=True)
-    if body is not None:
-        arguments |= body.model_dump(mode="json", exclude_unset=True)
-    return arguments
-
-
-def dry_run(principal: Principal, route: RouteDescriptor, arguments: dict[str, Any]) -> None:
-    """Run the write as the key and roll it back: what the view would refuse (a bad value,
-    a record the key cannot see, a missing permission) is refused now, with the view's own
-    error, instead of being held for a member to approve something that cannot work."""
-    call = prepare_call(route, arguments)
+def hold_request(principal: Principal, route: RouteDescriptor) -> ToolCall:
+    """Hold this request's write: rehearsed as the key first (``dispatch.rehearse``), so
+    what the view would refuse (a bad value, a record the key cannot see, a missing
+    permission) is refused now, with the view's own error, instead of being held for a
+    member to approve something that cannot work; then stored with the arguments the view
+    parsed."""
     db.session.rollback()  # hold no read transaction of the request's while the run writes
-    with unit_of_work() as unit:
-        response = dispatch(
-            principal, route.method, call.url, query=call.query, json_body=call.body
-        )
-        unit.fail()  # nothing of it is kept, and automations it would start never start
-    if not response.ok:
-        raise Refused(response.status, response.body)
+    rehearsal = rehearse(principal)
+    if not rehearsal.ok:
+        raise Refused(rehearsal.status, rehearsal.body)
+    return hold(principal, route, rehearsal.arguments or {})
 
 
 class Refused(AppError):
@@ -195,17 +165,19 @@ def check_approver_could_make_it(approver: Principal, key: Principal, call: Tool
     if route is None:
         return
     arguments = dict(call.input)
-    try:
-        dry_run(approver.via_assistant(call.conversation_id), route, arguments)
-    except Refused as refused:
-        try:
-            dry_run(key, route, arguments)
-        except Refused:
-            return
-        raise Forbidden(
-            "You could not make this change yourself, so you cannot approve it "
-            f"({refused.message}): a member who may make it can."
-        ) from None
+    refused = _dry_run(approver.via_assistant(call.conversation_id), route, arguments)
+    if refused.ok or not _dry_run(key, route, arguments).ok:
+        return
+    raise Forbidden(
+        "You could not make this change yourself, so you cannot approve it "
+        f"({refused.error_message()}): a member who may make it can."
+    )
+
+
+def _dry_run(principal: Principal, route: RouteDescriptor, arguments: dict) -> DispatchResponse:
+    """The write run as ``principal`` and rolled back, after the caller's reads are."""
+    db.session.rollback()  # hold no read transaction of the request's while the run writes
+    return dispatch_route(principal, route, arguments, dry_run=True)
 
 
 def decide(

@@ -16,18 +16,16 @@ _WRITES = {f"{bp.name}.{r.name}": r for r in V1_ROUTES if r.mutates}
 
 @bp.before_request
 def _hold_writes_for_approval():
-    """A write with a key marked "writes need approval" is validated, held and answered
-    202; it runs once a member approves it (in-process, so this lets it through then)."""
+    """A write of a key whose writes are held is rehearsed through the dispatcher (the view
+    answers a bad one), held and answered 202; it runs once a member approves it (through
+    the dispatcher too, in-process, so this lets it through then)."""
     route = _WRITES.get(request.endpoint or "")
     if route is None or in_process():
         return None
     principal = current_principal()
     if principal is None or not key_holds.writes_held(principal, route.name):
         return None
-    principal.require(route.permission)  # the key's own ceiling: refused now, not held
-    arguments = key_holds.request_arguments(route, principal, request.view_args or {})
-    key_holds.dry_run(principal, route, arguments)
-    call = key_holds.hold(principal, route, arguments)
+    call = key_holds.hold_request(principal, route)
     answer = key_holds.pending_answer(call)
     return Response(
         answer.model_dump_json(),

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from monark.api.dispatch import dispatch
+from monark.api.dispatch import dispatch_route
 from monark.chat.executor import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
@@ -112,12 +112,9 @@ class RouteTool:
 
     def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
         try:
-            call = prepare_call(self.route, arguments)
-        except ValidationFailed as err:
+            response = dispatch_route(principal, self.route, arguments)
+        except ValidationFailed as err:  # the route's models refused the arguments
             return invalid("Invalid arguments.", err.details)
-        response = dispatch(
-            principal, self.route.method, call.url, query=call.query, json_body=call.body
-        )
         if not response.ok:
             return invalid(response.error_message(), response.error_details())
         return ToolOutcome(ok=True, result=response.body)

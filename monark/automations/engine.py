@@ -36,7 +36,6 @@ from time import perf_counter
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import event as sa_event
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -53,7 +52,7 @@ from monark.core.errors import AppError
 from monark.core.events import follow, written_by_run
 from monark.core.models import Event, utcnow
 from monark.core.rbac import Principal
-from monark.core.uow import on_commit
+from monark.core.uow import listen_once, on_commit
 from monark.extensions import db
 from monark.records.index import private_to
 from monark.records.models import Record, RecordModel
@@ -264,13 +263,10 @@ def _after_commit(session: Any) -> None:
 def install_engine() -> None:
     """Listen to every ORM session (Flask-SQLAlchemy's and units of work's), once per process."""
     follow(RECORD_EVENTS)
-    for name, listener in (
-        ("after_flush", _collect),
-        ("after_commit", _after_commit),
-        ("after_rollback", _forget),
-    ):
-        if not sa_event.contains(Session, name, listener):
-            sa_event.listen(Session, name, listener)
+    listen_once(
+        Session,
+        (("after_flush", _collect), ("after_commit", _after_commit), ("after_rollback", _forget)),
+    )
     install_ownership()
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from monark.automations.nodes import Registry
-from monark.automations.references import check_references
 
 NODE_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 MAX_NODES, MAX_EDGES = 50, 200
@@ -318,7 +317,16 @@ def _structure(graph: Graph, registry: Registry) -> list[Problem]:
     return problems
 
 
-def validate_graph(raw: Any, registry: Registry, org: Any) -> list[Problem]:
+class References(Protocol):
+    """What a graph may refer to in its org, and the check of what it does refer to
+    (``references.OrgSchema``, which reads a parsed graph: so this module never imports it)."""
+
+    def check(self, graph: Graph) -> list[tuple[str, str]]:
+        """``(field, message)`` for each reference ``graph`` makes that cannot resolve."""
+        ...
+
+
+def validate_graph(raw: Any, registry: Registry, org: References) -> list[Problem]:
     """Every problem of a graph, itemized; an empty list means it can be saved and run.
 
     ``org`` is an ``OrgSchema``: the models and fields the graph may refer to.
@@ -327,5 +335,5 @@ def validate_graph(raw: Any, registry: Registry, org: Any) -> list[Problem]:
     if not graph.nodes:
         return problems
     problems += _structure(graph, registry)
-    problems += [Problem(f, m) for f, m in check_references(graph, org)]
+    problems += [Problem(f, m) for f, m in org.check(graph)]
     return problems

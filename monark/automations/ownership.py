@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import event as sa_event
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -21,6 +20,7 @@ from monark.automations.models import Automation
 from monark.core.events import record_event
 from monark.core.models import Event, Membership, User, utcnow
 from monark.core.rbac import ROLE_PERMISSIONS, Principal
+from monark.core.uow import listen_once
 
 MEMBER_EVENTS = ("member.role_changed", "member.removed")
 _CHANGED = "monark.automation_owners_changed"
@@ -134,10 +134,11 @@ def _forget(session: Session, *_args: Any) -> None:
 
 def install_ownership() -> None:
     """Switch off a member's automations in the transaction that takes their rights away."""
-    for name, listener in (
-        ("after_flush", _note_member_changes),
-        ("before_commit", _switch_off_lapsed),
-        ("after_rollback", _forget),
-    ):
-        if not sa_event.contains(Session, name, listener):
-            sa_event.listen(Session, name, listener)
+    listen_once(
+        Session,
+        (
+            ("after_flush", _note_member_changes),
+            ("before_commit", _switch_off_lapsed),
+            ("after_rollback", _forget),
+        ),
+    )

@@ -6,13 +6,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import selectinload
-
 from monark.automations.template import has_placeholder, placeholders
-from monark.extensions import db
 from monark.records.models import RecordModel
-from monark.records.queries import member_ids
+from monark.records.queries import member_ids, models_with_fields
 from monark.records.values import validate_values
 
 if TYPE_CHECKING:
@@ -59,15 +55,14 @@ class OrgSchema:
         known = ", ".join(self.models) or "none"
         return f"No model {key!r} in this organization (models: {known})."
 
+    def check(self, graph: Graph) -> list[tuple[str, str]]:
+        """``(field, message)`` for each model, field or placeholder it cannot resolve."""
+        return check_references(graph, self)
+
 
 def load_org_schema(org_id: int) -> OrgSchema:
     """Read an org's models, fields and member ids."""
-    rows = db.session.scalars(
-        select(RecordModel)
-        .where(RecordModel.org_id == org_id)
-        .options(selectinload(RecordModel.fields))
-        .order_by(RecordModel.key)
-    )
+    rows = models_with_fields(org_id, RecordModel.key)
     models = {
         m.key: ModelSpec(
             m.key,

@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from flask import has_request_context, request
-from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 from werkzeug.datastructures import ImmutableMultiDict
 
 from monark.core.errors import NotFound, ValidationFailed, wants_json
+from monark.core.uow import listen_once
 
 NUL, SHOWN = "\x00", "\ufffd"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -100,7 +100,5 @@ def _refuse_lookup(
 
 def install() -> None:
     """Listen for a marked request's commits and statements (once per process)."""
-    if not event.contains(Session, "before_commit", _refuse_commit):
-        event.listen(Session, "before_commit", _refuse_commit)
-    if not event.contains(Engine, "before_cursor_execute", _refuse_lookup):
-        event.listen(Engine, "before_cursor_execute", _refuse_lookup)
+    listen_once(Session, [("before_commit", _refuse_commit)])
+    listen_once(Engine, [("before_cursor_execute", _refuse_lookup)])

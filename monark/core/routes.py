@@ -54,6 +54,10 @@ EditSchema = Callable[[Principal, dict[str, Any]], dict[str, Any] | None]
 # More of a tool's description, written for the caller when a turn starts (the in-app
 # assistant's tool only: the API and MCP describe the route once for everyone).
 Describe = Callable[[Principal], str]
+# A dict the dispatcher may put in an in-process request's WSGI environ (``make_view``
+# fills it with the arguments it parsed, as the route's tool takes them); an HTTP client
+# cannot set environ keys.
+ARGUMENTS_ENVIRON_KEY = "monark.route.arguments"
 
 
 @dataclass(frozen=True)
@@ -360,6 +364,20 @@ class RouteCall:
         return self.route.mount + self.path
 
 
+def flat_arguments(
+    path: BaseModel | None, query: BaseModel | None, body: BaseModel | None
+) -> dict[str, Any]:
+    """A request's parsed parts as the one flat object of arguments its route's tool takes."""
+    arguments: dict[str, Any] = {}
+    if path is not None:
+        arguments |= path.model_dump(mode="json")
+    if query is not None:
+        arguments |= query.model_dump(mode="json", exclude_none=True)
+    if body is not None:
+        arguments |= body.model_dump(mode="json", exclude_unset=True)
+    return arguments
+
+
 def prepare_call(route: RouteDescriptor, arguments: Mapping[str, Any]) -> RouteCall:
     """Split and validate a tool's arguments with the route's own models (``ValidationFailed``)."""
     path_raw, query_raw, body_raw = split_arguments(route, arguments)
@@ -426,6 +444,8 @@ def make_view(route: RouteDescriptor) -> Callable[..., Any]:
             route.lookup(principal, path)  # another org's id is 404 before the body is read
         query = parse_part(route.query_model, query_arguments(route.query_model), "query")
         body = parse_part(route.body_model, request_json(), "body") if route.body_model else None
+        if (parsed := request.environ.get(ARGUMENTS_ENVIRON_KEY)) is not None:
+            parsed.update(flat_arguments(path, query, body))
         try:
             result = route.handler(principal, path, query, body)
         except ValidationFailed as err:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -304,3 +304,11 @@ def unit_of_work(read_only: bool = False) -> Iterator[UnitOfWork]:
     for unit in committed:  # after the real commit, outside the unit's context and connection
         for callback in unit.callbacks:
             callback()
+
+
+def listen_once(target: Any, listeners: Iterable[tuple[str, Callable[..., Any]]]) -> None:
+    """Hook each ``(event name, listener)`` to ``target`` (SQLAlchemy's ``Session``, say),
+    once per process however many apps install them (one per test)."""
+    for name, listener in listeners:
+        if not event.contains(target, name, listener):
+            event.listen(target, name, listener)

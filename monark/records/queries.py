@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select, true
+from sqlalchemy.orm import selectinload
 
 from monark.core.errors import ValidationFailed
 from monark.core.ids import parse_id
@@ -65,6 +66,17 @@ def readable_by(principal: Principal, private_to: Any) -> ColumnElement[bool]:
     if principal.user_id is None:
         return private_to.is_(None)
     return or_(private_to.is_(None), private_to == principal.user_id)
+
+
+def models_with_fields(org_id: int, order_by: Any = RecordModel.name) -> list[RecordModel]:
+    """The org's models, each with its fields loaded, in ``order_by``."""
+    stmt = (
+        select(RecordModel)
+        .where(RecordModel.org_id == org_id)
+        .options(selectinload(RecordModel.fields))
+        .order_by(order_by)
+    )
+    return list(db.session.scalars(stmt))
 
 
 def member_ids(org_id: int) -> set[int]:

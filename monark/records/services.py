@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Select, bindparam, select
-from sqlalchemy.orm import joinedload, selectinload
+from sqlalchemy.orm import joinedload
 
 from monark.core.errors import Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event, save_new
@@ -20,7 +20,7 @@ from monark.core.uow import for_update
 from monark.extensions import db
 from monark.records.index import private_to
 from monark.records.models import FIELD_TYPES, ModelField, Record, RecordModel, RecordValue
-from monark.records.queries import member_ids, visible_to
+from monark.records.queries import member_ids, models_with_fields, visible_to
 from monark.records.values import display_title, search_text, validate_values
 
 KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -32,13 +32,7 @@ KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 def list_models(principal: Principal) -> list[RecordModel]:
     """The org's models with their fields, by name."""
     principal.require("records.view")
-    stmt = (
-        select(RecordModel)
-        .where(RecordModel.org_id == principal.org_id)
-        .options(selectinload(RecordModel.fields))
-        .order_by(RecordModel.name)
-    )
-    return list(db.session.scalars(stmt))
+    return models_with_fields(principal.org_id)
 
 
 @cache

@@ -18,7 +18,8 @@ says what was left out. A value that grows past ``max_length`` while the query r
 error, ``printf()``'s included (SQLite's own gives NULL there).
 
 The SQL is SQLite's whatever database Monark runs on, so a question is asked one way.
-``check_sql`` (seed 003's keyword guard) runs first, as a fast and clear refusal.
+``check_sql`` (a guard on the text: one read statement, no write keyword) runs first, as a
+fast and clear refusal of what the tables could never allow anyway.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic_core import to_json
-from sqlalchemy import String, Text, cast, func, select
-from sqlalchemy.orm import selectinload
+from sqlalchemy import String, Text, cast, func
 
 from monark.core.bounds import clip
 from monark.core.errors import ValidationFailed
@@ -45,7 +45,7 @@ from monark.core.text import scrub
 from monark.core.uow import deadline
 from monark.extensions import db
 from monark.records.models import Record, RecordModel
-from monark.records.queries import _sees, _visible_rows, members
+from monark.records.queries import _sees, _visible_rows, members, models_with_fields
 
 SQL_TYPES = {
     "text": "TEXT",
@@ -195,12 +195,6 @@ def _columns(model: RecordModel) -> tuple[Column, ...]:
 def catalogue(principal: Principal) -> list[Table]:
     """The tables the caller's SQL may read: one per model of their org, by key."""
     principal.require("records.view")
-    stmt = (
-        select(RecordModel)
-        .where(RecordModel.org_id == principal.org_id)
-        .options(selectinload(RecordModel.fields))
-        .order_by(RecordModel.key)
-    )
     return [
         Table(
             # SQLite keeps names starting "sqlite_" for itself.
@@ -209,7 +203,7 @@ def catalogue(principal: Principal) -> list[Table]:
             m.name,
             _columns(m),
         )
-        for m in db.session.scalars(stmt)
+        for m in models_with_fields(principal.org_id, RecordModel.key)
     ]
 
 
@@ -223,7 +217,7 @@ def describe_tables(tables: Iterable[Table]) -> str:
 
 
 def check_sql(sql: str, limits: QueryLimits) -> str:
-    """Seed 003's read-only guard: one statement starting SELECT, WITH or VALUES, with no
+    """A read-only guard on the text: one statement starting SELECT, WITH or VALUES, with no
     write keyword and no side-effecting function. A fast, clear refusal; what makes the
     query safe is where it runs (``run_query``). Returns the SQL without a final ``;``."""
     sql = (sql or "").strip()

@@ -1,21 +1,17 @@
 """The org's allowance settings for the assistant's writes, for admins:
 whether "Allow <tool> for this conversation" is offered at all, and which write tools
 always ask (``Org.chat_allowances_enabled``, ``Org.chat_always_confirm``). Its form is a
-section of the settings page (``templates/settings/_approvals.html``), saved on its own."""
+section of the settings page (``templates/settings/_approvals.html``), saved on its own
+(``views.approval_settings``)."""
 
 from __future__ import annotations
 
-from flask import flash, request, url_for
-
-from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
-from monark.core.htmx import redirect_full
 from monark.core.models import Org
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.settings import four_eyes, services
-from monark.settings.views import bp, org_page
 
 
 def update_approval_settings(
@@ -46,22 +42,3 @@ def update_approval_settings(
         record_event(principal, "org.updated", "org", org.id, {"fields": changed})
     db.session.commit()
     return org
-
-
-@bp.post("/settings/approvals")
-@guard("org.manage")
-def approval_settings():
-    """Save whether allowances are offered and which tools always ask."""
-    form = request.form
-    try:
-        update_approval_settings(
-            require_principal(),
-            allowances_enabled=form.get("chat_allowances_enabled") == "on",
-            always_confirm=form.getlist("chat_always_confirm"),
-        )
-    except ValidationFailed as err:
-        return org_page(approval_errors=[d["message"] for d in err.details], status=422)
-    flash("Approval settings saved.", "info:approvals")
-    # No anchor: a reload of /settings#approvals from /settings would only scroll, showing
-    # nothing; the page brings the section its message is in into view itself.
-    return redirect_full(url_for("settings.org_settings"))

@@ -8,15 +8,11 @@ key's write of such a tool is always held, for a member other than its creator t
 
 from __future__ import annotations
 
-from flask import flash, request
-
 from monark.chat.executor import ToolSpec
 from monark.chat.runtime import tool_executor
-from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
 from monark.core.rbac import Principal
-from monark.core.web import see_other
 from monark.extensions import db
 from monark.settings.services import get_org
 
@@ -49,17 +45,3 @@ def update_four_eyes(principal: Principal, tools: list[str]) -> list[str]:
         record_event(principal, "org.updated", "org", org.id, {"fields": ["chat_four_eyes"]})
     db.session.commit()
     return chosen
-
-
-@guard("org.manage")
-def save():
-    """Save the four-eyes tools from the settings page."""
-    from monark.settings.views import org_page  # the page registers this view
-
-    try:
-        chosen = update_four_eyes(require_principal(), request.form.getlist("four_eyes"))
-    except ValidationFailed as err:
-        return org_page(four_eyes_errors=[d["message"] for d in err.details], status=422)
-    said = f"Saved: four eyes on for {', '.join(chosen)}." if chosen else "Saved: four eyes is off."
-    flash(said, "info:four-eyes")
-    return see_other("settings.org_settings", _anchor="four-eyes")

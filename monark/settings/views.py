@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
@@ -13,10 +14,17 @@ from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
-from monark.core.rbac import roles_up_to
+from monark.core.rbac import Principal, roles_up_to
 from monark.core.web import see_other
 from monark.extensions import db
-from monark.settings import four_eyes, joining, key_revocation, members, services
+from monark.settings import (
+    allowance_settings,
+    four_eyes,
+    joining,
+    key_revocation,
+    members,
+    services,
+)
 
 bp = Blueprint("settings", __name__)
 # The org's on/off settings, each a checkbox of its form.
@@ -103,36 +111,44 @@ def _say_switched_off(count: int) -> None:
     flash(said.format(what, link, "See automations that need an owner"), "warning:members")
 
 
+def _member_change(change: Callable[[Principal], tuple[int, str]]):
+    """Run a change to one membership (``change`` answers whose and what to say), say why
+    not when it is refused, and which of their automations it switched off."""
+    principal = require_principal()
+    since = services.last_event_id()
+    try:
+        user_id, said = change(principal)
+    except ValidationFailed as err:
+        flash(err.detail_text(), "error:members")
+    else:
+        flash(said, "info:members")
+        _say_switched_off(services.switched_off_since(principal, user_id, since))
+    return see_other("settings.org_settings", _anchor="members")
+
+
 @bp.post("/settings/members/<int:membership_id>/role")
 @guard("org.manage")
 def member_role(membership_id: int):
     """Change a member's role."""
-    principal = require_principal()
-    since = services.last_event_id()
-    try:
+
+    def change(principal: Principal) -> tuple[int, str]:
         membership = services.change_role(principal, membership_id, request.form.get("role", ""))
-    except ValidationFailed as err:
-        flash(err.detail_text(), "error:members")
-    else:
-        flash(f"{membership.user.name} is now {_with_article(membership.role)}.", "info:members")
-        _say_switched_off(services.switched_off_since(principal, membership.user_id, since))
-    return see_other("settings.org_settings", _anchor="members")
+        role = _with_article(membership.role)
+        return membership.user_id, f"{membership.user.name} is now {role}."
+
+    return _member_change(change)
 
 
 @bp.post("/settings/members/<int:membership_id>/remove")
 @guard("org.manage")
 def member_remove(membership_id: int):
     """Take a member out of the org."""
-    principal = require_principal()
-    since = services.last_event_id()
-    try:
+
+    def change(principal: Principal) -> tuple[int, str]:
         user = members.remove_member(principal, membership_id)
-    except ValidationFailed as err:
-        flash(err.detail_text(), "error:members")
-    else:
-        flash(f"{user.name} was removed from the organization.", "info:members")
-        _say_switched_off(services.switched_off_since(principal, user.id, since))
-    return see_other("settings.org_settings", _anchor="members")
+        return user.id, f"{user.name} was removed from the organization."
+
+    return _member_change(change)
 
 
 @bp.route("/settings/invites", methods=["GET", "POST"])
@@ -164,7 +180,41 @@ def invite_revoke(invite_id: int):
 # The invitee's side lives in ``monark.settings.joining``, on this blueprint.
 bp.add_url_rule("/invite/<token>", view_func=joining.invite_link, methods=["GET"])
 bp.add_url_rule("/invite", view_func=joining.invite, methods=["GET", "POST"])
-bp.add_url_rule("/settings/four-eyes", "four_eyes", view_func=four_eyes.save, methods=["POST"])
+
+
+# ---- approvals: four eyes, allowances and always-ask (admins) ---------------------------
+
+
+@bp.post("/settings/four-eyes", endpoint="four_eyes")
+@guard("org.manage")
+def four_eyes_settings():
+    """Save the four-eyes tools from the settings page."""
+    try:
+        chosen = four_eyes.update_four_eyes(require_principal(), request.form.getlist("four_eyes"))
+    except ValidationFailed as err:
+        return org_page(four_eyes_errors=[d["message"] for d in err.details], status=422)
+    said = f"Saved: four eyes on for {', '.join(chosen)}." if chosen else "Saved: four eyes is off."
+    flash(said, "info:four-eyes")
+    return see_other("settings.org_settings", _anchor="four-eyes")
+
+
+@bp.post("/settings/approvals")
+@guard("org.manage")
+def approval_settings():
+    """Save whether allowances are offered and which tools always ask."""
+    form = request.form
+    try:
+        allowance_settings.update_approval_settings(
+            require_principal(),
+            allowances_enabled=form.get("chat_allowances_enabled") == "on",
+            always_confirm=form.getlist("chat_always_confirm"),
+        )
+    except ValidationFailed as err:
+        return org_page(approval_errors=[d["message"] for d in err.details], status=422)
+    flash("Approval settings saved.", "info:approvals")
+    # No anchor: a reload of /settings#approvals from /settings would only scroll, showing
+    # nothing; the page brings the section its message is in into view itself.
+    return redirect_full(url_for("settings.org_settings"))
 
 
 def _keys_page(new_token: str | None = None, errors=None, status: int = 200):

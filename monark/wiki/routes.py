@@ -11,7 +11,7 @@ from __future__ import annotations
 from flask import url_for
 
 from monark.core.rbac import Principal
-from monark.core.routes import RouteDescriptor, RouteTable, headline
+from monark.core.routes import Preview, RouteDescriptor, RouteTable, Undo, headline
 from monark.wiki import previews, services
 from monark.wiki import schemas as s
 from monark.wiki import undo as undoing
@@ -36,6 +36,12 @@ routes = RouteTable("assistant")
 
 def _lookup(principal: Principal, path: s.PagePath) -> object:
     return services.get_page(principal, path.page_id)
+
+
+def _page_write(action: str, preview: Preview, undo: Undo | None = None):
+    """Declare a write on one page (``/wiki/pages/{page_id}/<action>``), its page found first."""
+    path = f"/wiki/pages/{{page_id}}/{action}"
+    return routes.post(path, "wiki.edit", preview=preview, lookup=_lookup, undo=undo)
 
 
 @routes.get("/wiki/pages", "wiki.view", preview=headline("list the wiki pages"))
@@ -66,13 +72,7 @@ def wiki_get_page(principal: Principal, path: s.PagePath, query: None, body: Non
     return s.PageDetail(**page_out(page).model_dump(), body=page.body, path=steps)
 
 
-@routes.post(
-    "/wiki/pages/{page_id}/rename",
-    "wiki.edit",
-    preview=previews.rename,
-    lookup=_lookup,
-    undo=undoing.RENAME,
-)
+@_page_write("rename", previews.rename, undoing.RENAME)
 def wiki_rename_page(
     principal: Principal, path: s.PagePath, query: None, body: s.RenameBody
 ) -> s.PageOut:
@@ -80,13 +80,7 @@ def wiki_rename_page(
     return page_out(services.update_page(principal, path.page_id, title=body.title))
 
 
-@routes.post(
-    "/wiki/pages/{page_id}/icon",
-    "wiki.edit",
-    preview=previews.set_icon,
-    lookup=_lookup,
-    undo=undoing.ICON,
-)
+@_page_write("icon", previews.set_icon, undoing.ICON)
 def wiki_set_icon(
     principal: Principal, path: s.PagePath, query: None, body: s.IconBody
 ) -> s.PageOut:
@@ -94,13 +88,7 @@ def wiki_set_icon(
     return page_out(services.update_page(principal, path.page_id, icon=body.icon))
 
 
-@routes.post(
-    "/wiki/pages/{page_id}/move",
-    "wiki.edit",
-    preview=previews.move,
-    lookup=_lookup,
-    undo=undoing.MOVE,
-)
+@_page_write("move", previews.move, undoing.MOVE)
 def wiki_move_page(
     principal: Principal, path: s.PagePath, query: None, body: s.MoveBody
 ) -> s.PageOut:
@@ -111,7 +99,7 @@ def wiki_move_page(
     return page_out(services.move_page(principal, path.page_id, parent_id, body.position))
 
 
-@routes.post("/wiki/pages/{page_id}/archive", "wiki.edit", preview=previews.archive, lookup=_lookup)
+@_page_write("archive", previews.archive)
 def wiki_archive_page(
     principal: Principal, path: s.PagePath, query: None, body: None
 ) -> s.Archived:

@@ -1,4 +1,4 @@
-"""Allow and Undo in Chromium (issue 14, points 3 and 5): allow a tool on a card, a later call
+"""Allow and Undo in Chromium: allow a tool on a card, a later call
 of it runs at once as a small done card, Undo puts the record back; the allowance is listed
 and revoked, after which the tool asks again."""
 

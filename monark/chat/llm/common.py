@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 from typing import Any
@@ -44,6 +44,31 @@ class StepState:
 
     def __init__(self) -> None:
         self.usage = UsageReport()
+
+
+class Chunks:
+    """A stream's chunks until the turn is stopped (``stopped`` says whether it was), each
+    chunk's usage report, when it has one, kept in ``state`` (read by ``usage_of``)."""
+
+    def __init__(
+        self,
+        stream: Any,
+        request: LlmRequest,
+        state: StepState,
+        usage_of: Callable[[Any], UsageReport | None],
+    ):
+        self.stream, self.request, self.state, self.usage_of = stream, request, state, usage_of
+        self.stopped = False
+
+    def __iter__(self) -> Iterator[Any]:
+        for chunk in self.stream:
+            if self.request.stop.is_set():
+                self.stopped = True
+                return
+            usage = self.usage_of(chunk)
+            if usage is not None:
+                self.state.usage = usage
+            yield chunk
 
 
 _TURN_STOP: ContextVar[threading.Event | None] = ContextVar("monark_turn_stop", default=None)

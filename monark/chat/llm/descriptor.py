@@ -1,8 +1,9 @@
-"""What a model provider is (``ProviderDescriptor``) and how one is reached
-(``ProviderConfig``): the types the catalogue (``llm.providers``) and the adapters share.
+"""What a provider is and how it is reached: its id, its descriptor, its configuration.
 
-The adapters import this module, never the catalogue: the catalogue imports them (each
-only when its adapter is first built) and fills ``FACTORIES``.
+The adapters (``anthropic``, ``openai_chat``, ``gemini``) read these; ``providers`` lists
+one descriptor per provider and builds the adapters, so no adapter imports the module that
+imports it. A descriptor builds its adapter with the factory it is given (``providers``
+gives each its adapter's).
 """
 
 from __future__ import annotations
@@ -40,10 +41,9 @@ class ProviderConfig:
     model: str
     api_key: str = field(default="", repr=False)  # never printed
     base_url: str | None = None
-    # The deployment's (``CHAT_LLM_CONNECT_TIMEOUT``, ``CHAT_LLM_TIMEOUT``, its retries).
-    connect_timeout: float = field(kw_only=True)
-    read_timeout: float = field(kw_only=True)
-    max_retries: int = field(kw_only=True)
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    max_retries: int = 2
     # An endpoint the org chose, on a deployment that keeps to public hosts: every request
     # connects only to the public addresses checked for it (``chat.llm.common``).
     public_only: bool = False
@@ -65,13 +65,18 @@ class ProviderDescriptor:
     caching: str = "automatic prefix caching where the vendor offers it"
     local: bool = False  # runs on the deployment's own machine or network
     default_model: str = ""
+    # Builds the adapter (``providers`` imports the adapter's module then, and only then).
+    factory: Callable[[ProviderDescriptor, ProviderConfig], LlmProvider] = field(
+        kw_only=True, repr=False, compare=False
+    )
 
     def create(self, config: ProviderConfig) -> LlmProvider:
-        """The adapter for ``config`` (its SDK is imported now, and only now)."""
-        return FACTORIES[self.adapter](self, config)
+        """The adapter for ``config`` (its SDK is imported when it first needs a client)."""
+        return self.factory(self, config)
 
     def endpoint(self, config: ProviderConfig) -> str | None:
-        """Where ``config`` sends its requests: its own base URL, else the vendor's."""
+        """The endpoint ``config`` talks to: its own base URL first, this provider's default
+        otherwise (None: the OpenAI-compatible generic with no URL set)."""
         return config.base_url or self.default_base_url
 
     def summary(self) -> dict[str, Any]:
@@ -88,7 +93,3 @@ class ProviderDescriptor:
             "local": self.local,
             "default_model": self.default_model,
         }
-
-
-# Each adapter's factory, by ``ProviderDescriptor.adapter``; ``llm.providers`` fills it.
-FACTORIES: dict[str, Callable[[ProviderDescriptor, ProviderConfig], LlmProvider]] = {}

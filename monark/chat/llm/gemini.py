@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
+from monark.chat.llm.common import Chunks, SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
     from monark.chat.llm.descriptor import ProviderConfig, ProviderDescriptor
@@ -136,12 +136,8 @@ class GeminiProvider(SdkAdapter):
     def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         finish = "STOP"
         calls: list[t.ToolCallRequested] = []
-        for chunk in stream:
-            if request.stop.is_set():
-                yield t.StopReason("stopped")
-                return
-            if chunk.usage_metadata is not None:
-                state.usage = _usage(chunk.usage_metadata)
+        chunks = Chunks(stream, request, state, _usage_of)
+        for chunk in chunks:
             if not chunk.candidates:
                 continue
             candidate = chunk.candidates[0]
@@ -153,6 +149,9 @@ class GeminiProvider(SdkAdapter):
                     calls.append(_call(part))
             if candidate.finish_reason:
                 finish = getattr(candidate.finish_reason, "value", str(candidate.finish_reason))
+        if chunks.stopped:
+            yield t.StopReason("stopped")
+            return
         yield state.usage
         if finish == "MALFORMED_FUNCTION_CALL" or any(not c.name for c in calls):
             yield t.ProviderError(
@@ -177,6 +176,11 @@ def _call(part: Any) -> t.ToolCallRequested:
     return t.ToolCallRequested(
         call.id or f"gemini_{uuid.uuid4().hex[:16]}", call.name or "", dict(call.args or {}), meta
     )
+
+
+def _usage_of(chunk: Any) -> t.UsageReport | None:
+    """The usage a chunk reports, if it reports any."""
+    return _usage(chunk.usage_metadata) if chunk.usage_metadata is not None else None
 
 
 def _usage(usage: Any) -> t.UsageReport:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
+from monark.chat.llm.common import Chunks, SdkAdapter, StepState, http_client_options
 
 if TYPE_CHECKING:
     from monark.chat.llm.descriptor import ProviderConfig, ProviderDescriptor
@@ -189,12 +189,8 @@ class OpenAIProvider(SdkAdapter):
     def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         calls = _Calls()
         finish = "stop"
-        for chunk in stream:
-            if request.stop.is_set():
-                yield t.StopReason("stopped")
-                return
-            if chunk.usage is not None:
-                state.usage = _usage(chunk.usage)
+        chunks = Chunks(stream, request, state, _usage_of)
+        for chunk in chunks:
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -204,6 +200,9 @@ class OpenAIProvider(SdkAdapter):
                 calls.add(choice.delta.tool_calls)
             if choice.finish_reason:
                 finish = choice.finish_reason
+        if chunks.stopped:
+            yield t.StopReason("stopped")
+            return
         yield state.usage
         for event in calls.finished():
             yield event
@@ -221,6 +220,11 @@ class OpenAIProvider(SdkAdapter):
 
 
 CHAT_FAMILIES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
+
+
+def _usage_of(chunk: Any) -> t.UsageReport | None:
+    """The usage a chunk reports, if it reports any (the last one, when asked for)."""
+    return _usage(chunk.usage) if chunk.usage is not None else None
 
 
 def _usage(usage: Any) -> t.UsageReport:

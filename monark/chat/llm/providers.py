@@ -11,10 +11,10 @@ imports its SDK). ``provider_summaries`` gives the descriptors without code or s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from monark.chat.llm.descriptor import (
-    FACTORIES,
     PROVIDER_IDS,
     ProviderConfig,
     ProviderDescriptor,
@@ -54,12 +54,22 @@ def _gemini(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvid
     return GeminiProvider(descriptor, config)
 
 
-FACTORIES.update(anthropic=_anthropic, openai=_openai, gemini=_gemini)
+_FACTORIES: dict[str, Callable[[ProviderDescriptor, ProviderConfig], LlmProvider]] = {
+    "anthropic": _anthropic,
+    "openai": _openai,
+    "gemini": _gemini,
+}
+
+
+def _provider(*args: Any, **options: Any) -> ProviderDescriptor:
+    """A descriptor, built with its adapter's factory (``args[2]`` names the adapter)."""
+    return ProviderDescriptor(*args, factory=_FACTORIES[args[2]], **options)
+
 
 _COMPATIBLE = "automatic prefix caching, where the vendor offers it"
 
 PROVIDERS: tuple[ProviderDescriptor, ...] = (
-    ProviderDescriptor(
+    _provider(
         "anthropic",
         "Anthropic",
         "anthropic",
@@ -69,7 +79,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="three cache breakpoints: system prompt, tools, conversation so far",
         default_model="claude-sonnet-5-5",
     ),
-    ProviderDescriptor(
+    _provider(
         "openai",
         "OpenAI",
         "openai",
@@ -79,7 +89,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="automatic prefix caching (the cached share is stored per reply)",
         default_model="gpt-5",
     ),
-    ProviderDescriptor(
+    _provider(
         "gemini",
         "Google Gemini",
         "gemini",
@@ -90,14 +100,14 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="implicit caching (the cached share is stored per reply)",
         default_model="gemini-2.5-flash",
     ),
-    ProviderDescriptor(
+    _provider(
         "openai_compatible",
         "OpenAI-compatible (any base URL)",
         "openai",
         needs_key=False,
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "groq",
         "Groq",
         "openai",
@@ -105,7 +115,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.groq.com/openai/v1",
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "mistral",
         "Mistral",
         "openai",
@@ -113,7 +123,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.mistral.ai/v1",
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "deepseek",
         "DeepSeek",
         "openai",
@@ -121,7 +131,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.deepseek.com/v1",
         caching="automatic context caching (the cached share is stored per reply)",
     ),
-    ProviderDescriptor(
+    _provider(
         "together",
         "Together AI",
         "openai",
@@ -129,7 +139,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.together.xyz/v1",
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "openrouter",
         "OpenRouter",
         "openai",
@@ -137,7 +147,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://openrouter.ai/api/v1",
         caching="the routed vendor's own caching",
     ),
-    ProviderDescriptor(
+    _provider(
         "xai",
         "xAI",
         "openai",
@@ -145,7 +155,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.x.ai/v1",
         caching=_COMPATIBLE,
     ),
-    ProviderDescriptor(
+    _provider(
         "ollama",
         "Ollama (local)",
         "openai",
@@ -154,7 +164,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="none (a local model)",
         local=True,
     ),
-    ProviderDescriptor(
+    _provider(
         "lmstudio",
         "LM Studio (local)",
         "openai",
@@ -163,7 +173,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="none (a local model)",
         local=True,
     ),
-    ProviderDescriptor(
+    _provider(
         "vllm",
         "vLLM (local)",
         "openai",

@@ -1,4 +1,4 @@
-"""Signing in and out, and switching org."""
+"""Signing in and out, and switching org: the ``auth`` blueprint (``/login``, ``/logout``)."""
 
 from __future__ import annotations
 
