@@ -26,7 +26,7 @@ from flask import Flask
 
 from monark import create_app
 from monark.approvals import service as approval_service
-from monark.chat import service, store
+from monark.chat import store
 from monark.chat.llm.types import (
     LlmEvent,
     LlmRequest,
@@ -37,7 +37,7 @@ from monark.chat.llm.types import (
 )
 from monark.chat.models import ToolCall
 from monark.chat.runtime import set_llm_provider
-from monark.chat.turns import run_turn
+from monark.chat.turn.run import run_turn
 from monark.core.auth import hash_password
 from monark.core.models import Membership, Org, User
 from monark.core.rbac import Principal
@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             with app.app_context():
                 with log.capture():
                     t0 = time.perf_counter()
-                    data = service.SendInput(text=f"Mark these {size} done")
-                    proposed = service.send_message(owner, data)
+                    data = start.SendInput(text=f"Mark these {size} done")
+                    proposed = start.send_message(owner, data)
                     propose_ms = (time.perf_counter() - t0) * 1000
                 propose_queries = log.count
                 calls = store.proposed_calls_of(

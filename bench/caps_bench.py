@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import select  # noqa: E402
 
 from monark import create_app  # noqa: E402
-from monark.chat import service  # noqa: E402
 from monark.chat.models import ToolCall  # noqa: E402
 from monark.chat.runtime import set_llm_provider  # noqa: E402
+from monark.chat.turn.start import SendInput, send_message  # noqa: E402
 from monark.extensions import db  # noqa: E402
 from tests import factories  # noqa: E402
 from tests.conftest import Browser  # noqa: E402
@@ -80,7 +80,7 @@ def main() -> None:
                 sql = wide(n, width)
                 provider.script.add([Call("records_query", {"sql": sql})], [Say("Zeros.")])
                 started = time.perf_counter()
-                result = service.send_message(viewer, service.SendInput(text="zeros"))
+                result = send_message(viewer, SendInput(text="zeros"))
                 took = time.perf_counter() - started
                 call = db.session.scalars(
                     select(ToolCall).where(ToolCall.conversation_id == result.conversation_id)

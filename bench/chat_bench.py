@@ -29,8 +29,8 @@ SQL queries per call (counted with a ``before_cursor_execute`` listener):
    SUCCEEDED ``records_list`` call and its stored result of five records).
    Each run happens in a fresh app context (as a request would) and the assistant message
    it adds is deleted afterwards, so every run starts from the same N messages.
-   Targets: the same query count at 10, 100 and 500 messages, and the overhead at 500 no
-   more than 5x that at 10.
+   Targets: the same query count at 10, 100 and 500 messages, at most 12 of them per step
+   (the turn's setup included), and the overhead at 500 no more than 5x that at 10.
 
 3. How the dispatcher runs a request: ``dispatch()`` as it is (the request run as
    ``Flask.wsgi_app`` runs it, through Flask's public API, keeping the ``Response``) against
@@ -121,6 +121,8 @@ CONVERSATION_SIZES = (10, 100, 500)
 TARGET_RATIO = 10.0
 BLOCK = 50  # calls of one case in a row
 TARGET_GROWTH = 5.0
+# Queries of one step, the turn's setup included (provider settings, tool specs, the org).
+TARGET_QUERIES = 12
 
 
 # ---- query counting --------------------------------------------------------------------
@@ -641,6 +643,10 @@ def report(tool_cases: list[CaseResult], loop_cases: list[CaseResult]) -> int:
             "loop queries per step the same at "
             + ", ".join(f"{c.name.split(', ')[1]}: {c.queries}" for c in loop_cases),
             len(counts) == 1,
+        ),
+        (
+            f"loop queries per step at most {TARGET_QUERIES} (got {max(counts)})",
+            max(counts) <= TARGET_QUERIES,
         ),
         (
             f"loop overhead at {large.name.split(', ')[1]} at most {TARGET_GROWTH:.0f}x "

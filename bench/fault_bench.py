@@ -311,8 +311,8 @@ class Bench:
         from sqlalchemy.exc import OperationalError
 
         from monark.approvals import service as approval_service
-        from monark.chat import service
         from monark.chat.models import ToolCall
+        from monark.chat.turn.start import SendInput, send_message
         from monark.core.models import Membership, User
         from monark.core.rbac import Principal
         from monark.extensions import db
@@ -341,7 +341,7 @@ class Bench:
             user = db.session.scalar(select(User).where(User.email == "ada@acme.test"))
             membership = db.session.scalar(select(Membership).where(Membership.user_id == user.id))
             principal = Principal.for_user(user.id, membership.org_id, membership.role)
-            proposed = service.send_message(principal, service.SendInput(text=title))
+            proposed = send_message(principal, SendInput(text=title))
             call_id = db.session.scalar(
                 select(ToolCall.id).where(
                     ToolCall.conversation_id == proposed.conversation_id,
@@ -357,9 +357,9 @@ class Bench:
             finally:
                 event.remove(db.engine, "before_cursor_execute", refuse)
                 db.session.rollback()
-            service.send_message(
+            send_message(
                 principal,
-                service.SendInput(text="And now?", conversation_id=proposed.conversation_id),
+                SendInput(text="And now?", conversation_id=proposed.conversation_id),
             )
             db.session.rollback()
             call = db.session.get(ToolCall, call_id)

@@ -38,7 +38,7 @@ The database is a temporary SQLite file prepared with ``flask --app app db upgra
 Also printed per level: the worker's CPU per streamed token (its CPU beyond what the records
 probe alone costs at level 0, over the tokens delivered in the window).
 
-Each turn runs on its own (``chat.turns``) and the response watches its progress log; tokens
+Each turn runs on its own (``chat.turn``) and the response watches its progress log; tokens
 that come faster than a watcher writes them share one frame, so a marker is timed by the
 frame that carries it.
 

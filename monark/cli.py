@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from datetime import date, timedelta
-from typing import Any
 
 import click
 from flask import Flask, current_app
@@ -241,16 +240,16 @@ def register_cli(app: Flask) -> None:
     @app.cli.command("rotate-secrets")
     def rotate_secrets_command() -> None:
         """Encrypt every stored secret anew with the first of ENCRYPTION_KEYS."""
-        count = rotate_secrets(app.config)
+        count = rotate_secrets()
         click.echo(f"{count} stored key(s) encrypted with the first of ENCRYPTION_KEYS.")
 
 
-def rotate_secrets(config: Any) -> int:
+def rotate_secrets() -> int:
     """Re-encrypt the orgs' provider keys with the deployment's first key; how many."""
     rows = db.session.scalars(
         select(OrgAiSettings).where(OrgAiSettings.api_key_encrypted.is_not(None))
     ).all()
     for row in rows:
-        row.api_key_encrypted = rotate(config, row.api_key_encrypted)
+        row.api_key_encrypted = rotate(row.api_key_encrypted)
     db.session.commit()
     return len(rows)

@@ -16,6 +16,8 @@ def _bool(name: str, default: bool) -> bool:
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The assistant's name when the deployment sets none (or a blank one).
+DEFAULT_ASSISTANT_NAME = "Chrysa"
 
 
 def _duration(name: str, default: str) -> float:
@@ -81,6 +83,9 @@ def instance_secret_key(instance_path: str) -> str:
 def _assistant_config() -> dict[str, Any]:
     """The assistant's settings (its provider, limits, long conversations, turns)."""
     return {
+        # Each provider's deployment key (ANTHROPIC_API_KEY, OPENAI_API_KEY, …), used when an
+        # org sets none of its own: every ``*_API_KEY`` of the environment.
+        **{name: value for name, value in os.environ.items() if name.endswith("_API_KEY")},
         "ANTHROPIC_API_KEY": os.environ.get("ANTHROPIC_API_KEY", ""),
         "CHAT_LLM_PROVIDER": os.environ.get("CHAT_LLM_PROVIDER", "anthropic"),
         "CHAT_LLM_MODEL": os.environ.get("CHAT_LLM_MODEL", "claude-sonnet-5-5"),
@@ -140,7 +145,7 @@ def _assistant_config() -> dict[str, Any]:
         "CHAT_TOOL_RESULT_MAX": int(os.environ.get("CHAT_TOOL_RESULT_MAX", "100000")),
         "CHAT_CARD_MAX": int(os.environ.get("CHAT_CARD_MAX", "20000")),
         "CHAT_AI_AGENT_ENABLED": _bool("CHAT_AI_AGENT_ENABLED", True),
-        "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", "Chrysa"),
+        "MONARK_ASSISTANT_NAME": os.environ.get("MONARK_ASSISTANT_NAME", DEFAULT_ASSISTANT_NAME),
     }
 
 

@@ -28,7 +28,7 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
-from monark.core import jobs
+from monark.core import jobs, settings
 from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers
@@ -37,6 +37,7 @@ from monark.core.signin import bp as signin_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
+from monark.settings import ai_provider
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
@@ -85,6 +86,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     os.makedirs(app.instance_path, exist_ok=True)
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)
+    settings.install(app)  # read once, after every override
 
     db.init_app(app)
     migrate.init_app(
@@ -105,5 +107,6 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     register_cli(app)
     install_engine()
     jobs.init_app(app)  # after every feature declared its jobs (at import)
-    runtime.install(app, build_chat_toolset(ROUTES, [NavigateTool()]), AllowanceGate())
+    toolset = build_chat_toolset(ROUTES, [NavigateTool()])
+    runtime.install(app, toolset, AllowanceGate(), ai_provider.resolve)
     return app

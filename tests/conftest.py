@@ -22,6 +22,7 @@ from monark.core.throttle import login_throttle
 from monark.extensions import db
 from tests import factories
 from tests.databases import is_postgres, new_postgres_database
+from tests.tuning import reconfigure
 from tests.webhook_server import WebhookServer
 
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -245,11 +246,11 @@ def fake_anthropic(app: Flask, monkeypatch):
     fake = FakeAnthropic().start()
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.url)
     set_llm_provider(None)
-    app.config["ANTHROPIC_API_KEY"] = "sk-test-not-real"
-    llm_provider(app.config)  # built now, reading ANTHROPIC_BASE_URL like any deploy
+    reconfigure(app, ANTHROPIC_API_KEY="sk-test-not-real")
+    llm_provider()  # built now, reading ANTHROPIC_BASE_URL like any deploy
     yield fake
     set_llm_provider(None)
-    app.config["ANTHROPIC_API_KEY"] = ""
+    reconfigure(app, ANTHROPIC_API_KEY="")
     fake.stop()
 
 

@@ -12,18 +12,19 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import select, text
 
-from monark.chat import ai_settings, service
 from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings
 from monark.chat.runtime import set_llm_provider
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.models import Event
 from monark.extensions import db
+from monark.settings import ai_provider
 from tests import fake_anthropic, fake_gemini, fake_openai
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Call, HttpFail, Say
 from tests.test_providers import FAKES, KEY, use_provider
+from tests.tuning import reconfigure
 
 PAGE = "/settings/ai"
 
@@ -31,13 +32,13 @@ PAGE = "/settings/ai"
 @pytest.fixture
 def loopback(app):
     """The fakes listen on loopback: let orgs point there, as a deployment may allow."""
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = True
-    app.config["CHAT_LLM_MAX_RETRIES"] = 0
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)
+    reconfigure(app, CHAT_LLM_MAX_RETRIES=0)
     set_llm_provider(None)
     yield
     set_llm_provider(None)
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
-    app.config["CHAT_LLM_MAX_RETRIES"] = 2
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
+    reconfigure(app, CHAT_LLM_MAX_RETRIES=2)
 
 
 def test_an_admin_saves_a_key_that_is_stored_encrypted_and_never_shown(world, login, app):
@@ -59,7 +60,7 @@ def test_an_admin_saves_a_key_that_is_stored_encrypted_and_never_shown(world, lo
     # Saving again without a key keeps it; "remove" clears it.
     admin.post(PAGE, {"provider": "openai", "model": "gpt-5", "max_steps": "12"})
     db.session.rollback()
-    assert ai_settings.resolve(world.a.org.id, app.config).config.api_key == KEY
+    assert ai_provider.resolve(world.a.org.id).config.api_key == KEY
     admin.post(PAGE, {"provider": "openai", "model": "gpt-5", "clear_key": "on"})
     db.session.rollback()
     assert db.session.scalar(select(OrgAiSettings)).api_key_encrypted is None
@@ -113,15 +114,15 @@ def test_an_org_base_url_on_a_private_address_is_refused_unless_the_deployment_a
     row = OrgAiSettings(org_id=world.a.org.id, provider="ollama", model="llama3")
     db.session.add(row)
     db.session.commit()
-    resolved = ai_settings.resolve(world.a.org.id, app.config)
+    resolved = ai_provider.resolve(world.a.org.id)
     # Members read that an admin must look; admins read why.
     assert resolved.problem and "127.0.0.1" not in resolved.problem
     assert "non-public address (127.0.0.1)" in resolved.admin_problem
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = True
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)
     try:
-        assert ai_settings.resolve(world.a.org.id, app.config).problem is None
+        assert ai_provider.resolve(world.a.org.id).problem is None
     finally:
-        app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
+        reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
 
 
 def test_test_connection_answers_from_the_fake_and_says_why_a_dead_port_fails(
@@ -188,11 +189,11 @@ def test_only_openais_model_catalogue_is_filtered(world, login, loopback, provid
 
 
 def test_the_providers_json_has_no_code_and_no_secrets(world, login, app):
-    app.config["OPENAI_API_KEY"] = KEY
+    reconfigure(app, OPENAI_API_KEY=KEY)
     try:
         body = login("admin@acme.test").get(f"{PAGE}/providers").get_json()
     finally:
-        app.config.pop("OPENAI_API_KEY")
+        reconfigure(app, OPENAI_API_KEY=None)
     ids = [p["id"] for p in body["providers"]]
     assert ids[:3] == ["anthropic", "openai", "gemini"] and "ollama" in ids
     assert KEY not in json.dumps(body)
@@ -207,12 +208,12 @@ def test_two_orgs_on_one_deployment_each_talk_to_their_own_provider(
     own = FakeOpenAI().start()
     try:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", deployment.url)
-        app.config["ANTHROPIC_API_KEY"] = "sk-deployment-key"
+        reconfigure(app, ANTHROPIC_API_KEY="sk-deployment-key")
         use_provider(app, world.a.org.id, "openai", own.url + "/v1")  # Acme: its own
         deployment.script.add([Say("From the deployment.")])
         own.script.add([Say("From Acme's own.")])
-        acme = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
-        globex = service.send_message(world.b.principal("member"), SendInput(text="Hi"))
+        acme = send_message(world.a.principal("member"), SendInput(text="Hi"))
+        globex = send_message(world.b.principal("member"), SendInput(text="Hi"))
         replies = {
             m.conversation_id: (m.provider, m.text)
             for m in db.session.scalars(select(Message).where(Message.role == "assistant"))
@@ -224,7 +225,7 @@ def test_two_orgs_on_one_deployment_each_talk_to_their_own_provider(
             deployment.headers[-1].get("authorization") == "Bearer sk-deployment-key"
         )
     finally:
-        app.config["ANTHROPIC_API_KEY"] = ""
+        reconfigure(app, ANTHROPIC_API_KEY="")
         deployment.stop()
         own.stop()
 
@@ -283,25 +284,25 @@ def test_keys_are_rotated_to_a_new_secret_and_an_unreadable_one_says_so(app, wor
     old_secret = app.config["SECRET_KEY"]
     runner = app.test_cli_runner()
     try:
-        app.config["ENCRYPTION_KEYS"] = f"a-new-secret-of-enough-length,{old_secret}"
+        reconfigure(app, ENCRYPTION_KEYS=f"a-new-secret-of-enough-length,{old_secret}")
         result = runner.invoke(args=["rotate-secrets"])
         assert "1 stored key(s)" in result.output
-        app.config["ENCRYPTION_KEYS"] = "a-new-secret-of-enough-length"  # the old one dropped
+        reconfigure(app, ENCRYPTION_KEYS="a-new-secret-of-enough-length")  # the old one dropped
         db.session.rollback()
-        assert ai_settings.resolve(world.a.org.id, app.config).config.api_key == KEY
-        app.config["ENCRYPTION_KEYS"] = "yet-another-secret"
-        resolved = ai_settings.resolve(world.a.org.id, app.config)
+        assert ai_provider.resolve(world.a.org.id).config.api_key == KEY
+        reconfigure(app, ENCRYPTION_KEYS="yet-another-secret")
+        resolved = ai_provider.resolve(world.a.org.id)
         assert resolved.problem and "cannot be read" in resolved.problem
         assert KEY not in resolved.problem
     finally:
-        app.config["ENCRYPTION_KEYS"] = ""
+        reconfigure(app, ENCRYPTION_KEYS="")
 
 
 def test_the_deployments_key_never_goes_to_an_endpoint_an_org_chose(app, world, login, loopback):
     """An org that names its own endpoint brings its own key: the deployment's key goes
     only to the vendor's endpoint (or the deployment's own)."""
     fake = FakeOpenAI().start()
-    app.config["OPENAI_API_KEY"] = "sk-DEPLOYMENT-SECRET-2222"
+    reconfigure(app, OPENAI_API_KEY="sk-DEPLOYMENT-SECRET-2222")
     try:
         fake.script.add(*[[Say("OK")]] * 3)
         admin = login("admin@acme.test")
@@ -310,20 +311,20 @@ def test_the_deployments_key_never_goes_to_an_endpoint_an_org_chose(app, world, 
         admin.post(f"{PAGE}/models", form)
         admin.post(PAGE, form)
         db.session.rollback()
-        resolved = ai_settings.resolve(world.a.org.id, app.config)
+        resolved = ai_provider.resolve(world.a.org.id)
         assert resolved.config.api_key == ""
-        service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+        send_message(world.a.principal("member"), SendInput(text="Hi"))
         sent = json.dumps(fake.headers)
         assert "DEPLOYMENT-SECRET" not in sent
         assert tested.status_code == 200
         # Without an endpoint of its own, the org uses the vendor's, and the deployment's key.
         admin.post(PAGE, {"provider": "openai", "base_url": "https://api.openai.com/v1"})
         db.session.rollback()
-        vendor = ai_settings.resolve(world.a.org.id, app.config)
+        vendor = ai_provider.resolve(world.a.org.id)
         assert vendor.config.base_url is None
         assert vendor.config.api_key == "sk-DEPLOYMENT-SECRET-2222"
     finally:
-        app.config.pop("OPENAI_API_KEY", None)
+        reconfigure(app, OPENAI_API_KEY=None)
         fake.stop()
 
 
@@ -387,7 +388,7 @@ def test_the_deployments_own_local_model_can_be_tested(app, world, login):
     on a loopback address (only endpoints an org names are kept to public hosts)."""
     fake = FakeOpenAI().start()
     saved = {k: app.config.get(k) for k in ("CHAT_LLM_PROVIDER", "CHAT_LLM_BASE_URL")}
-    app.config.update(CHAT_LLM_PROVIDER="ollama", CHAT_LLM_BASE_URL=fake.url + "/v1")
+    reconfigure(app, CHAT_LLM_PROVIDER="ollama", CHAT_LLM_BASE_URL=fake.url + "/v1")
     set_llm_provider(None)
     try:
         fake.script.add([Say("OK")])
@@ -400,7 +401,7 @@ def test_the_deployments_own_local_model_can_be_tested(app, world, login):
             as_text=True
         )
     finally:
-        app.config.update(saved)
+        reconfigure(app, **saved)
         set_llm_provider(None)
         fake.stop()
 

@@ -19,7 +19,7 @@ from monark.approvals.models import Allowance
 from monark.chat.llm.types import TextBlock
 from monark.chat.models import Conversation, ToolCall
 from monark.chat.runtime import tool_executor
-from monark.chat.turns import run_turn
+from monark.chat.turn.run import run_turn
 from monark.core.errors import Forbidden
 from monark.core.models import Event, Membership, Org, utcnow
 from monark.core.routes import AllowScope, RouteTable
@@ -31,6 +31,7 @@ from tests import factories
 from tests.llm_script import Call, Say
 from tests.test_chat_loop import calls_of, records_titled, send
 from tests.test_chat_stream import read
+from tests.tuning import configure
 
 
 def events(kind: str, subject_id: int | None = None) -> list[Event]:
@@ -798,7 +799,7 @@ def test_the_allowance_idle_time_is_a_duration_one_hour_by_default(monkeypatch, 
 def test_an_allowance_holds_within_the_idle_time(world, scripted, app, monkeypatch):
     member = world.a.principal("member")
     conversation_id = allowed_conversation(world, scripted, member)
-    monkeypatch.setitem(app.config, "CHAT_ALLOWANCE_IDLE", 7200.0)
+    configure(monkeypatch, app, CHAT_ALLOWANCE_IDLE=7200.0)
     db.session.execute(
         update(Conversation)
         .where(Conversation.id == conversation_id)

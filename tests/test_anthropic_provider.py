@@ -7,14 +7,14 @@ import json
 from sqlalchemy import select
 
 from monark.approvals import service as approval_service
-from monark.chat import service
 from monark.chat.llm.anthropic import AnthropicProvider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock
 from monark.chat.models import Message, ToolCall
 from monark.chat.runtime import llm_provider, set_llm_provider
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.extensions import db
 from tests.llm_script import Call, Fail, HttpFail, Say
+from tests.tuning import configure
 
 
 def breakpoints(body: dict) -> list[str]:
@@ -56,7 +56,7 @@ def run_read_then_write_turn(world, fake):
         text="Add a task like the others",
         page_context={"route": "/models/tasks/records/3", "model": "tasks", "record_id": 3},
     )
-    proposed = service.send_message(member, data)
+    proposed = send_message(member, data)
     assert proposed.status == "awaiting_confirmation"
     call = db.session.scalars(
         select(ToolCall).where(
@@ -128,7 +128,7 @@ def test_usage_with_cache_figures_is_stored(world, fake_anthropic):
 
 def test_the_api_key_is_sent(world, fake_anthropic):
     fake_anthropic.script.add([Say("Hi")])
-    service.send_message(world.a.principal("member"), SendInput(text="Hello"))
+    send_message(world.a.principal("member"), SendInput(text="Hello"))
     headers = fake_anthropic.headers[0]
     sent = headers.get("x-api-key", "") + headers.get("authorization", "")
     assert "sk-test-not-real" in sent
@@ -137,7 +137,7 @@ def test_the_api_key_is_sent(world, fake_anthropic):
 def test_a_mid_stream_error_keeps_the_partial_message(world, fake_anthropic):
     member = world.a.principal("member")
     fake_anthropic.script.add([Say("Half an answer"), Fail("Overloaded", "overloaded_error")])
-    result = service.send_message(member, SendInput(text="Tell me"))
+    result = send_message(member, SendInput(text="Tell me"))
     assert result.status == "error" and "Overloaded" in result.error
     message = db.session.scalar(
         select(Message).where(
@@ -147,9 +147,7 @@ def test_a_mid_stream_error_keeps_the_partial_message(world, fake_anthropic):
     assert message.status == "incomplete" and message.text == "Half an answer"
     assert "Overloaded" in message.error
     fake_anthropic.script.add([Say("Now it works.")])
-    again = service.send_message(
-        member, SendInput(text="Again", conversation_id=result.conversation_id)
-    )
+    again = send_message(member, SendInput(text="Again", conversation_id=result.conversation_id))
     assert again.status == "done"
     roles = [m["role"] for m in fake_anthropic.requests[-1]["messages"]]
     assert roles == ["user", "assistant", "user"]
@@ -157,7 +155,7 @@ def test_a_mid_stream_error_keeps_the_partial_message(world, fake_anthropic):
 
 def test_a_rejected_request_is_an_error_with_the_apis_message(world, fake_anthropic):
     fake_anthropic.script.add([HttpFail(400, "max_tokens is too large")])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+    result = send_message(world.a.principal("member"), SendInput(text="Hi"))
     assert result.status == "error" and "max_tokens is too large" in result.error
     message = db.session.scalar(
         select(Message).where(
@@ -167,11 +165,11 @@ def test_a_rejected_request_is_an_error_with_the_apis_message(world, fake_anthro
     assert message.status == "error" and message.text == ""
 
 
-def test_without_a_key_the_app_starts_and_the_assistant_explains(app, world):
+def test_without_a_key_the_app_starts_and_the_assistant_explains(app, world, monkeypatch):
     set_llm_provider(None)
     try:
-        deployment = {**app.config, "ANTHROPIC_API_KEY": "", "CHAT_LLM_PROVIDER": "anthropic"}
-        provider = llm_provider(deployment)
+        configure(monkeypatch, app, ANTHROPIC_API_KEY="", CHAT_LLM_PROVIDER="anthropic")
+        provider = llm_provider()
         request = LlmRequest(
             model="m",
             system="s",

@@ -22,6 +22,7 @@ from monark.extensions import db
 from monark.records.models import Record
 from tests.factories import add_member, make_key, make_record, make_user
 from tests.test_mcp_server import mcp_run, text_of  # noqa: F401  (the fixture, and a helper)
+from tests.tuning import configure
 
 
 def held_key(world, role: str = "member", name: str = "Claude Desktop") -> str:
@@ -261,7 +262,7 @@ def test_a_large_held_write_is_stored_bounded_and_runs_on_its_first_confirm(
 ):
     """What a key sends is held within ``CHAT_CARD_MAX`` like any card; and its target's
     check at Confirm compares the card as stored with the card drawn now, both bounded."""
-    monkeypatch.setitem(app.config, "CHAT_CARD_MAX", 2_000)
+    configure(monkeypatch, app, CHAT_CARD_MAX=2_000)
     record = make_record(world.a.principal("owner"), world.a.model, "Long notes", notes="a" * 5_000)
     response = app.test_client().patch(
         f"/api/v1/models/tasks/records/{record.id}",
@@ -508,8 +509,7 @@ def test_the_inbox_settles_a_decision_that_died_too(app, world, login):
 def test_the_assistants_approvals_get_asks_a_cut_off_write_again_for_real(app, world, scripted):
     """The in-app assistant reads through the dispatcher, in a read-only unit: settling
     the cut-off write is kept all the same, and the approval it names exists."""
-    from monark.chat import service
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     approval = create(app.test_client(), held_key(world), "Asked by the assistant").get_json()
@@ -517,7 +517,7 @@ def test_the_assistants_approvals_get_asks_a_cut_off_write_again_for_real(app, w
     scripted.script.add(
         [Call("approvals_get", {"approval_id": approval["id"]})], [Say("It was cut off.")]
     )
-    result = service.send_message(world.a.principal("member"), SendInput(text="How did it go?"))
+    result = send_message(world.a.principal("member"), SendInput(text="How did it go?"))
     read = db.session.scalars(
         select(ToolCall).where(ToolCall.conversation_id == result.conversation_id)
     ).one()

@@ -21,6 +21,7 @@ from monark.records.models import Record
 from tests.llm_script import Call, Say
 from tests.test_chat_loop import calls_of, records_titled, send
 from tests.test_chat_stream import read
+from tests.tuning import configure
 
 
 def age(call_id: int, **delta: float) -> None:
@@ -107,7 +108,7 @@ def test_a_proposal_within_its_time_still_runs(world, scripted):
 
 
 def test_the_time_a_proposal_waits_is_configurable(app, world, scripted, login, monkeypatch):
-    monkeypatch.setitem(app.config, "CHAT_APPROVAL_TTL", 90.0)
+    configure(monkeypatch, app, CHAT_APPROVAL_TTL=90.0)
     scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Quick"}})])
     proposed = send(world.a.principal("member"), "Add")
     (call,) = calls_of(proposed.conversation_id)
@@ -170,7 +171,7 @@ def test_a_long_before_changed_past_what_the_card_kept_still_asks_again(
 ):
     """The card keeps the start of a long value (``CHAT_CARD_MAX``); the check at Confirm
     is of the whole value, so a change near its end is a change."""
-    monkeypatch.setitem(app.config, "CHAT_CARD_MAX", 2_000)
+    configure(monkeypatch, app, CHAT_CARD_MAX=2_000)
     member, owner = world.a.principal("member"), world.a.principal("owner")
     records.update_record(owner, world.a.model, world.a.public.id, {"notes": "a" * 5_000})
     db.session.commit()

@@ -29,6 +29,7 @@ ALLOWED = (
     "monark.core.net",
     "monark.core.rbac",
     "monark.core.schemas",
+    "monark.core.settings",
     "monark.core.text",
     "monark.core.uow",
     "monark.extensions",
@@ -109,7 +110,8 @@ def test_an_adapter_loads_its_sdk_when_it_first_needs_a_client(provider_id):
     code = (
         "import sys\n"
         "from monark.chat.llm.providers import ProviderConfig, get_provider\n"
-        f"config = ProviderConfig({provider_id!r}, 'm', 'k', 'http://127.0.0.1:9/v1')\n"
+        f"config = ProviderConfig({provider_id!r}, 'm', 'k', 'http://127.0.0.1:9/v1',"
+        " connect_timeout=10, read_timeout=60, max_retries=2)\n"
         f"adapter = get_provider({provider_id!r}).create(config)\n"
         "print('made', *sorted(sys.modules))\n"
         "adapter.client()\n"

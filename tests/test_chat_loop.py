@@ -6,21 +6,22 @@ import pytest
 from sqlalchemy import func, select
 
 from monark.approvals import service as approval_service
-from monark.chat import service, store
+from monark.chat import store
 from monark.chat.llm.types import TextBlock, ToolResultBlock, ToolUseBlock
-from monark.chat.loop import MAX_STEPS, advance_conversation
+from monark.chat.loop import advance_conversation
 from monark.chat.models import Message, ToolCall
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.errors import Conflict, Forbidden, NotFound
 from monark.core.models import Event
 from monark.extensions import db
 from monark.records.models import Record
 from tests.llm_script import Call, Fail, Say
+from tests.tuning import configure
 
 
 def send(principal, text="Hello", conversation_id=None, **context):
     data = SendInput(text=text, conversation_id=conversation_id, page_context=context or None)
-    return service.send_message(principal, data)
+    return send_message(principal, data)
 
 
 def records_titled(title: str) -> int:
@@ -152,6 +153,7 @@ def test_an_unknown_tool_fails_closed_before_any_card(world, scripted):
 
 
 def test_the_turn_stops_after_eight_model_steps_with_a_visible_note(world, scripted):
+    MAX_STEPS = 8
     scripted.script.add(*[[Call("me_get")] for _ in range(MAX_STEPS + 3)])
     result = send(world.a.principal("viewer"), "Loop forever")
     assert result.status == "step_limit"
@@ -307,9 +309,8 @@ def test_page_context_goes_into_the_user_message_and_the_system_prompt_stays_fix
     "gate",
     ["permission", "chat_off", "ai_off_deployment", "ai_off_org", "ai_off_user"],
 )
-def test_each_gate_refuses_with_a_clear_reason(world, scripted, app, gate):
+def test_each_gate_refuses_with_a_clear_reason(world, scripted, app, gate, monkeypatch):
     principal = world.a.principal("member")
-    config = dict(app.config)
     if gate == "permission":
         from dataclasses import replace
 
@@ -317,14 +318,14 @@ def test_each_gate_refuses_with_a_clear_reason(world, scripted, app, gate):
     elif gate == "chat_off":
         world.a.org.chat_enabled = False
     elif gate == "ai_off_deployment":
-        config["CHAT_AI_AGENT_ENABLED"] = False
+        configure(monkeypatch, app, CHAT_AI_AGENT_ENABLED=False)
     elif gate == "ai_off_org":
         world.a.org.ai_agent_enabled = False
     elif gate == "ai_off_user":
         world.a.users["member"].ai_agent_enabled = False
     db.session.commit()
     with pytest.raises(Forbidden) as err:
-        service.send_message(principal, SendInput(text="Hi"), config=config)
+        send_message(principal, SendInput(text="Hi"))
     assert err.value.message
     assert scripted.requests == []
 
@@ -354,7 +355,7 @@ def test_chat_events_carry_ids_never_content(world, scripted):
 class ExplodingTool:
     """An in-app tool that writes, then raises: its write must not survive."""
 
-    from monark.chat.tools import ToolSpec
+    from monark.chat.executor import ToolSpec
 
     spec = ToolSpec(
         name="explode",

@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.extensions import db
 from tests.llm_script import Call, Say
+from tests.tuning import reconfigure
 
 
 def frames(response) -> list[tuple[str | None, str]]:
@@ -149,7 +150,7 @@ def test_without_an_api_key_the_thread_says_so_with_retry(world, login, app):
     from monark.chat.runtime import set_llm_provider
 
     set_llm_provider(None)
-    app.config["ANTHROPIC_API_KEY"] = ""
+    reconfigure(app, ANTHROPIC_API_KEY="")
     try:
         response = post_stream(login("member@acme.test"), "Anyone there?")
     finally:
@@ -299,7 +300,7 @@ def test_without_an_api_key_the_thread_says_so_before_anyone_sends(world, login,
     from monark.chat.runtime import set_llm_provider
 
     set_llm_provider(None)
-    app.config["ANTHROPIC_API_KEY"] = ""
+    reconfigure(app, ANTHROPIC_API_KEY="")
     try:
         page = login("member@acme.test").get("/chat/new").get_data(as_text=True)
     finally:

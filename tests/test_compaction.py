@@ -5,6 +5,7 @@ again; through the real SDK against the fake Messages API holding a small contex
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +13,7 @@ from bs4 import BeautifulSoup
 from sqlalchemy import select
 
 from monark import create_app
-from monark.chat import service, store
+from monark.chat import store
 from monark.chat.compaction import (
     SUMMARIZE,
     Context,
@@ -22,20 +23,22 @@ from monark.chat.compaction import (
     tokens_of,
 )
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
-from monark.chat.service import SendInput
 from monark.chat.store import TranscriptCall, TranscriptMessage
 from monark.chat.transcript import SUMMARY_OPENING, build_llm_messages
+from monark.chat.turn.start import SendInput, send_message
+from monark.core.settings import chat_settings
 from monark.extensions import db
 from tests.fake_anthropic import FakeAnthropic
 from tests.llm_script import Call, HttpFail, Say
 from tests.test_anthropic_provider import assert_three_breakpoints
+from tests.tuning import reconfigure
 
 LIMIT = 12_000  # tokens the fake's model holds (a quarter of a request's JSON)
 SUMMARY = "The user went through their open tasks, turn by turn; **nothing is left open**."
 
 
 def send(principal, text: str, conversation_id: int | None = None):
-    return service.send_message(principal, SendInput(text=text, conversation_id=conversation_id))
+    return send_message(principal, SendInput(text=text, conversation_id=conversation_id))
 
 
 def asks_for_summary(body: dict) -> bool:
@@ -54,9 +57,9 @@ def small_model(app, fake_anthropic):
     ``SUMMARY`` whenever asked for one."""
     fake_anthropic.context_limit = LIMIT
     fake_anthropic.answer = summarizing
-    app.config["CHAT_CONTEXT_WINDOW"] = LIMIT
+    reconfigure(app, CHAT_CONTEXT_WINDOW=LIMIT)
     yield fake_anthropic
-    app.config["CHAT_CONTEXT_WINDOW"] = 0
+    reconfigure(app, CHAT_CONTEXT_WINDOW=0)
 
 
 def big_result(turn: int, chars: int) -> dict:
@@ -258,14 +261,14 @@ def test_three_breakpoints_and_an_identical_prefix_in_every_request(app, world, 
     long = make_history(member, turns=30, result_chars=1200)  # refused, then compacted
     fake_anthropic.script.add([Say("Caught up.")])
     assert send(member, "Sum it up", long.id).status == "done"
-    app.config["CHAT_CONTEXT_WINDOW"] = LIMIT  # from here on, fitted in advance
+    reconfigure(app, CHAT_CONTEXT_WINDOW=LIMIT)  # from here on, fitted in advance
     try:
         other = make_history(member, turns=60)
         for n in range(2):
             fake_anthropic.script.add([Call("records_list", {"model": "tasks"})], [Say("Ok")])
             assert send(member, f"Next {n}", other.id).status == "done"
     finally:
-        app.config["CHAT_CONTEXT_WINDOW"] = 0
+        reconfigure(app, CHAT_CONTEXT_WINDOW=0)
     bodies = fake_anthropic.refused + fake_anthropic.requests
     assert fake_anthropic.refused and any(asks_for_summary(b) for b in bodies)
     assert any("omitted to save space" in json.dumps(b["messages"]) for b in bodies)
@@ -330,7 +333,7 @@ def test_other_providers_too_long_errors_compact_and_retry(app, world, provider,
     from tests.test_providers import use_provider
 
     fake = {"openai": FakeOpenAI, "gemini": FakeGemini}[provider]().start()
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = True  # the fakes are on loopback
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)  # the fakes are on loopback
     set_llm_provider(None)
     try:
         use_provider(
@@ -342,7 +345,7 @@ def test_other_providers_too_long_errors_compact_and_retry(app, world, provider,
         result = send(member, "Go on", conversation.id)
     finally:
         set_llm_provider(None)
-        app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
+        reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
         fake.stop()
     assert result.status == "done", result.error
     assert len(fake.requests) == 3
@@ -401,7 +404,9 @@ def test_without_a_measure_or_after_the_view_changed_everything_is_counted():
 
 
 def test_the_stub_boundary_keeps_the_newest_results_and_moves_only_in_large_jumps():
-    policy = ContextPolicy(window=4000)  # keeps 1000 tokens (4000 characters) of results
+    policy = ContextPolicy(
+        window=4000, stub_at=0.5, compact_at=0.75
+    )  # keeps 1000 tokens (4000 characters) of results
     rows = turns(20, result=1000)  # results of 1000 characters, about 900 saved by a stub
     boundary = stub_boundary(context_of(rows), policy)
     assert boundary is not None
@@ -417,7 +422,7 @@ def test_the_stub_boundary_keeps_the_newest_results_and_moves_only_in_large_jump
 
 
 def test_compaction_covers_whole_turns_never_the_current_one_or_a_waiting_call():
-    policy = ContextPolicy(window=4000)
+    policy = ContextPolicy(window=4000, stub_at=0.5, compact_at=0.75)
     rows = [*turns(10), row(31, "user", "the current question")]
     start = compaction_point(context_of(rows), policy)
     shown = context_of(rows).shown
@@ -429,11 +434,12 @@ def test_compaction_covers_whole_turns_never_the_current_one_or_a_waiting_call()
     assert compaction_point(context_of(rows), policy, force=True) == 9
 
 
-def test_the_window_setting_is_the_deployments_and_an_orgs_own_provider_keeps_its_own():
-    config = {"CHAT_LLM_PROVIDER": "ollama", "CHAT_CONTEXT_WINDOW": 8192}
+def test_the_window_setting_is_the_deployments_and_an_orgs_own_provider_keeps_its_own(app):
+    defaults = chat_settings(app)  # the deployment's provider is anthropic, no window set
+    config = replace(defaults, llm_provider="ollama", context_window=8192)
     assert ContextPolicy.of("ollama", 128_000, config).window == 8192
     assert ContextPolicy.of("anthropic", 200_000, config).window == 200_000
-    assert ContextPolicy.of("anthropic", 200_000, {}).window == 200_000
-    assert ContextPolicy.of("vllm", None, {"CHAT_LLM_PROVIDER": "x"}).window == 128_000
-    policy = ContextPolicy.of("anthropic", 200_000, {"CHAT_CONTEXT_STUB_AT": "0.4"})
+    assert ContextPolicy.of("anthropic", 200_000, defaults).window == 200_000
+    assert ContextPolicy.of("vllm", None, replace(defaults, llm_provider="x")).window == 128_000
+    policy = ContextPolicy.of("anthropic", 200_000, replace(defaults, context_stub_at=0.4))
     assert (policy.stub_at, policy.compact_at, policy.keep) == (0.4, 0.75, 40_000)

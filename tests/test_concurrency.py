@@ -10,9 +10,8 @@ import pytest
 from sqlalchemy import func, select
 
 from monark.approvals import service as approval_service
-from monark.chat import service
 from monark.chat.models import ToolCall
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, retry_turn, send_message
 from monark.core.errors import Conflict
 from monark.core.models import Event
 from monark.core.rbac import Principal
@@ -29,7 +28,7 @@ def test_twenty_concurrent_confirms_run_the_write_once(app, world, scripted):
         [Call("records_create", {"model": "tasks", "values": {"title": "Exactly once"}})],
         [Say("Created it.")],
     )
-    proposed = service.send_message(member, SendInput(text="Add exactly once"))
+    proposed = send_message(member, SendInput(text="Add exactly once"))
     call_id = db.session.scalar(
         select(ToolCall.id).where(ToolCall.conversation_id == proposed.conversation_id)
     )
@@ -241,9 +240,7 @@ def test_one_turn_at_a_time_per_conversation(app, world):
 
         def first_tab() -> None:
             with app.app_context():
-                service.send_message(
-                    member, SendInput(text="First", conversation_id=conversation_id)
-                )
+                send_message(member, SendInput(text="First", conversation_id=conversation_id))
                 db.session.remove()
 
         first = threading.Thread(target=first_tab)
@@ -252,14 +249,12 @@ def test_one_turn_at_a_time_per_conversation(app, world):
         with app.app_context():
             # Another tab: sending, retrying and the thread screen all see the running turn.
             try:
-                service.send_message(
-                    member, SendInput(text="Second", conversation_id=conversation_id)
-                )
+                send_message(member, SendInput(text="Second", conversation_id=conversation_id))
                 raise AssertionError("a second turn started")
             except Conflict as err:
                 assert "still being written" in err.message
             try:
-                service.retry_turn(member, conversation_id)
+                retry_turn(member, conversation_id)
                 raise AssertionError("a retry started")
             except Conflict:
                 pass
@@ -283,8 +278,10 @@ def test_one_turn_at_a_time_per_conversation(app, world):
 def test_a_turn_claim_left_by_a_dead_process_expires(app, world, scripted):
     from datetime import timedelta
 
-    from monark.chat import lease, store
+    from monark.chat import store
     from monark.chat.models import Conversation, Message
+    from monark.chat.turn import lease
+    from monark.chat.turn.start import send_message
     from monark.core.models import utcnow
     from tests.llm_script import Say
 
@@ -304,7 +301,7 @@ def test_a_turn_claim_left_by_a_dead_process_expires(app, world, scripted):
     )
     db.session.commit()
     scripted.script.add([Say("Back again.")])
-    result = service.send_message(member, SendInput(text="Hello?", conversation_id=conversation.id))
+    result = send_message(member, SendInput(text="Hello?", conversation_id=conversation.id))
     assert result.status == "done"
     db.session.rollback()
     assert db.session.get(Conversation, conversation.id).turn_id is None

@@ -20,6 +20,7 @@ from tests.factories import make_record
 from tests.llm_script import Call, Say
 from tests.test_chat_loop import calls_of, records_titled, send
 from tests.test_chat_stream import read
+from tests.tuning import configure
 
 
 def html(response) -> BeautifulSoup:
@@ -367,7 +368,7 @@ def test_forty_updates_on_a_filtered_page_are_one_card_and_one_click(app, world,
 
 
 def test_the_step_budget_starts_again_after_each_decision(app, world, scripted, monkeypatch):
-    monkeypatch.setitem(app.config, "CHAT_MAX_STEPS", 2)
+    configure(monkeypatch, app, CHAT_MAX_STEPS=2)
     member = world.a.principal("member")
     scripted.script.add(
         [Call("records_list", {"model": "tasks"})],

@@ -99,7 +99,7 @@ def test_hand_over_is_refused_to_anyone_who_may_not_approve(world, scripted, log
     db.session.refresh(call)
     assert call.approver_id is None
     with pytest.raises(ValidationFailed):
-        handover.hand_over(world.a.principal("member"), call.id, approver.id, tool_executor(), {})
+        handover.hand_over(world.a.principal("member"), call.id, approver.id, tool_executor())
 
 
 def test_the_approvers_inbox_shows_it_and_nobody_else_sees_or_decides_it(world, scripted, login):

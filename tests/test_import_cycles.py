@@ -12,11 +12,7 @@ import grimp
 
 # Pairs being taken apart elsewhere. Each entry must still be a cycle (the second test
 # fails once it is gone, so the entry is deleted with it): the list only ever shrinks.
-KNOWN: set[frozenset[str]] = {
-    # The lease keeper and the turns it keeps: the turn machinery's own restructuring
-    # (one subpackage for claim, keeper, run, start and progress) takes it apart.
-    frozenset({"monark.chat.keeper", "monark.chat.turns"}),
-}
+KNOWN: set[frozenset[str]] = set()
 
 
 def mutual_imports() -> dict[frozenset[str], list[str]]:

@@ -13,9 +13,8 @@ from monark.approvals import service as approval_service
 from monark.assistant.navigate import NavigateTool
 from monark.automations.models import Automation
 from monark.automations.routes import AUTOMATION_ROUTES
-from monark.chat import service
 from monark.chat.models import ToolCall
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.extensions import db
 from monark.wiki import services as wiki
 from monark.wiki.models import WikiPage
@@ -52,7 +51,7 @@ def test_the_model_fixes_an_invalid_graph_before_the_user_confirms(world, script
         [Call("automation_create", {"name": "Note new tasks", "graph": VALID})],
         [Say("Created, and it starts disabled.")],
     )
-    proposed = service.send_message(admin, SendInput(text="Note every new task in the audit log"))
+    proposed = send_message(admin, SendInput(text="Note every new task in the audit log"))
     assert proposed.status == "awaiting_confirmation"
     types, invalid, valid = calls(proposed.conversation_id)
     assert types.status == "SUCCEEDED"
@@ -78,7 +77,7 @@ def test_a_member_confirming_an_automation_create_gets_a_permission_failure(worl
         [Call("automation_create", {"name": "Sneaky", "graph": VALID})],
         [Say("You may not create automations.")],
     )
-    proposed = service.send_message(member, SendInput(text="Make an automation"))
+    proposed = send_message(member, SendInput(text="Make an automation"))
     (call,) = calls(proposed.conversation_id)
     assert call.status == "PROPOSED"
     # The permission is read from the endpoint's own guard, so the card can warn.
@@ -108,7 +107,7 @@ def test_an_update_card_shows_each_changed_node_and_a_webhook_url_whole(world, s
     scripted.script.add(
         [Call("automation_update", {"automation_id": automation.id, "graph": after})]
     )
-    proposed = service.send_message(admin, SendInput(text="Tidy the Slack automation"))
+    proposed = send_message(admin, SendInput(text="Tidy the Slack automation"))
     (call,) = calls(proposed.conversation_id)
     # Only the changed node is listed, before and after, with the whole URL.
     assert call.preview["changes"] == [
@@ -124,7 +123,7 @@ def test_an_update_card_shows_each_changed_node_and_a_webhook_url_whole(world, s
 def test_a_create_card_lists_every_node_and_edge(world, scripted):
     admin = world.a.principal("admin")
     scripted.script.add([Call("automation_create", {"name": "Note new tasks", "graph": VALID})])
-    proposed = service.send_message(admin, SendInput(text="Note every new task"))
+    proposed = send_message(admin, SendInput(text="Note every new task"))
     (call,) = calls(proposed.conversation_id)
     assert call.preview["changes"] == [
         {"field": "Node t", "after": 'record.created {"model": "tasks"}'},
@@ -146,9 +145,7 @@ def test_the_wiki_tree_and_a_page_body_are_reads(world, scripted, tree):
     scripted.script.add(
         [Call("wiki_list_pages")], [Call("wiki_get_page", {"page_id": tree.id})], [Say("Done.")]
     )
-    result = service.send_message(
-        world.a.principal("viewer"), SendInput(text="What's in the wiki?")
-    )
+    result = send_message(world.a.principal("viewer"), SendInput(text="What's in the wiki?"))
     assert result.status == "done"
     listing, page = calls(result.conversation_id)
     assert not listing.mutates and listing.status == "SUCCEEDED"
@@ -163,7 +160,7 @@ def test_a_rename_is_proposed_with_before_and_after_then_confirmed(world, script
         [Call("wiki_rename_page", {"page_id": tree.id, "title": "Staff handbook"})],
         [Say("Renamed.")],
     )
-    proposed = service.send_message(member, SendInput(text="Rename the handbook"))
+    proposed = send_message(member, SendInput(text="Rename the handbook"))
     (call,) = calls(proposed.conversation_id)
     assert call.status == "PROPOSED" and call.mutates
     assert call.preview["changes"] == [
@@ -180,7 +177,7 @@ def test_a_viewer_cannot_rename_through_the_assistant(world, scripted, tree):
     scripted.script.add(
         [Call("wiki_rename_page", {"page_id": tree.id, "title": "Mine now"})], [Say("No.")]
     )
-    proposed = service.send_message(viewer, SendInput(text="Rename it"))
+    proposed = send_message(viewer, SendInput(text="Rename it"))
     (call,) = calls(proposed.conversation_id)
     approval_service.confirm_tool_call(viewer, call.id)
     (call,) = calls(proposed.conversation_id)

@@ -11,23 +11,23 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
-from monark.chat import service
 from monark.chat.models import Conversation
 from monark.chat.runtime import provider_for, set_llm_provider
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.extensions import db
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Say
 from tests.test_providers import _replies, use_provider
+from tests.tuning import configure
 
 
 @pytest.fixture
 def fake(app, monkeypatch) -> Iterator[FakeOpenAI]:
     """Orgs' own OpenAI settings pointing at the fake (on loopback), two clients kept."""
     fake = FakeOpenAI().start()
-    monkeypatch.setitem(app.config, "CHAT_LLM_ALLOW_PRIVATE", True)
-    monkeypatch.setitem(app.config, "CHAT_LLM_MAX_RETRIES", 0)
-    monkeypatch.setitem(app.config, "CHAT_LLM_CLIENT_CACHE", 2)
+    configure(monkeypatch, app, CHAT_LLM_ALLOW_PRIVATE=True)
+    configure(monkeypatch, app, CHAT_LLM_MAX_RETRIES=0)
+    configure(monkeypatch, app, CHAT_LLM_CLIENT_CACHE=2)
     set_llm_provider(None)
     yield fake
     set_llm_provider(None)
@@ -53,7 +53,7 @@ def test_a_changed_key_closes_the_client_of_the_oldest_beyond_the_bound(app, wor
     again, _ = _client_for(app, org, fake, "sk-first-key-0001")
     assert again is not first and second_sdk.is_closed()
     fake.script.add([Say("Back again.")])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+    result = send_message(world.a.principal("member"), SendInput(text="Hi"))
     assert result.status == "done"
     assert fake.headers[-1]["authorization"] == "Bearer sk-first-key-0001"
 
@@ -61,7 +61,7 @@ def test_a_changed_key_closes_the_client_of_the_oldest_beyond_the_bound(app, wor
 def test_a_client_dropped_while_a_reply_streams_on_it_closes_when_the_reply_ends(
     app, world, fake, monkeypatch
 ):
-    monkeypatch.setitem(app.config, "CHAT_LLM_CLIENT_CACHE", 1)
+    configure(monkeypatch, app, CHAT_LLM_CLIENT_CACHE=1)
     _, streaming_sdk = _client_for(app, world.a.org.id, fake, "sk-acme-key-0001")
     use_provider(app, world.b.org.id, "openai", fake.base_url, key="sk-globex-key-0002")
     fake.gate = threading.Event()  # the reply waits, piece by piece, for this
@@ -70,7 +70,7 @@ def test_a_client_dropped_while_a_reply_streams_on_it_closes_when_the_reply_ends
 
     def acme_turn() -> None:
         with app.app_context():
-            done["result"] = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+            done["result"] = send_message(world.a.principal("member"), SendInput(text="Hi"))
 
     turn = threading.Thread(target=acme_turn)
     turn.start()
@@ -105,7 +105,7 @@ def test_a_turn_whose_client_was_dropped_keeps_it_for_its_later_steps(
         return client
 
     monkeypatch.setattr(OpenAIProvider, "make_client", counted)
-    monkeypatch.setitem(app.config, "CHAT_LLM_CLIENT_CACHE", 1)
+    configure(monkeypatch, app, CHAT_LLM_CLIENT_CACHE=1)
     use_provider(app, world.a.org.id, "openai", fake.base_url, key="sk-acme-key-0001")
     use_provider(app, world.b.org.id, "openai", fake.base_url, key="sk-globex-key-0002")
     fake.gate = threading.Event()
@@ -115,7 +115,7 @@ def test_a_turn_whose_client_was_dropped_keeps_it_for_its_later_steps(
     def acme_turn() -> None:
         with app.app_context():
             member = world.a.principal("member")
-            done["first"] = service.send_message(member, SendInput(text="List"))
+            done["first"] = send_message(member, SendInput(text="List"))
 
     turn = threading.Thread(target=acme_turn)
     turn.start()
@@ -135,8 +135,9 @@ def test_a_turn_whose_client_was_dropped_keeps_it_for_its_later_steps(
 def test_stop_ends_a_turn_whose_client_is_still_being_built(app, world, fake, monkeypatch):
     """Building a client can be slow (the SDK's first import takes seconds): the turn
     holding the adapter does not wait for it to end, so Stop stops it at once."""
-    from monark.chat import turns
     from monark.chat.llm.openai_chat import OpenAIProvider
+    from monark.chat.turn import run
+    from monark.chat.turn.start import send_message
 
     building, built = threading.Event(), threading.Event()
     make_client = OpenAIProvider.make_client
@@ -153,14 +154,14 @@ def test_stop_ends_a_turn_whose_client_is_still_being_built(app, world, fake, mo
     def acme_turn() -> None:
         with app.app_context():
             member = world.a.principal("member")
-            done["result"] = service.send_message(member, SendInput(text="Hi"))
+            done["result"] = send_message(member, SendInput(text="Hi"))
 
     turn = threading.Thread(target=acme_turn)
     turn.start()
     try:
         assert building.wait(10), "the turn never asked for its client"
         conversation_id = db.session.scalar(select(Conversation.id))
-        turns.request_stop(conversation_id)
+        run.request_stop(conversation_id)
         turn.join(10)
         assert not turn.is_alive(), "the turn waited for its client to be built"
         assert done["result"].status == "stopped"

@@ -10,18 +10,19 @@ import pytest
 from sqlalchemy import select
 
 from monark.approvals import service as approval_service
-from monark.chat import ai_settings, service
 from monark.chat.llm.providers import get_provider
 from monark.chat.models import Message, OrgAiSettings, ToolCall
 from monark.chat.runtime import set_llm_provider
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.crypto import encrypt
 from monark.core.models import Event
 from monark.extensions import db
+from monark.settings import ai_provider
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_gemini import FakeGemini
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Call, Fail, Say
+from tests.tuning import configure, reconfigure
 
 KEY = "sk-recognizable-KEY-1234567890"
 FAKES = {
@@ -33,9 +34,9 @@ FAKES = {
 
 def use_provider(app, org_id: int, provider: str, base_url: str, key: str = KEY) -> None:
     """Give an org its own provider settings (as an admin would on the settings page)."""
-    row = ai_settings.org_settings(org_id) or OrgAiSettings(org_id=org_id)
+    row = ai_provider.org_settings(org_id) or OrgAiSettings(org_id=org_id)
     row.provider, row.model, row.base_url = provider, f"{provider}-test-model", base_url
-    row.api_key_encrypted = encrypt(app.config, key)
+    row.api_key_encrypted = encrypt(key)
     db.session.add(row)
     db.session.commit()
 
@@ -46,14 +47,14 @@ def provider(request, app, world) -> Iterator[tuple[str, object]]:
     name = request.param
     cls, base = FAKES[name]
     fake = cls().start()
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = True  # the fakes are on loopback
-    app.config["CHAT_LLM_MAX_RETRIES"] = 0
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)  # the fakes are on loopback
+    reconfigure(app, CHAT_LLM_MAX_RETRIES=0)
     set_llm_provider(None)  # every org's own provider, as configured
     use_provider(app, world.a.org.id, name, base(fake))
     yield name, fake
     set_llm_provider(None)
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
-    app.config["CHAT_LLM_MAX_RETRIES"] = 2
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
+    reconfigure(app, CHAT_LLM_MAX_RETRIES=2)
     fake.stop()
 
 
@@ -77,7 +78,7 @@ def _calls(conversation_id: int) -> list[ToolCall]:
 def test_a_text_reply_streams_and_is_stored_with_its_provider_and_usage(world, provider):
     name, fake = provider
     fake.script.add([Say("Hello from the other side", chunks=5)])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+    result = send_message(world.a.principal("member"), SendInput(text="Hi"))
     assert result.status == "done"
     (reply,) = _replies(result.conversation_id)
     assert reply.text == "Hello from the other side"
@@ -93,7 +94,7 @@ def test_a_text_reply_streams_and_is_stored_with_its_provider_and_usage(world, p
 def test_a_read_runs_then_the_model_answers_with_its_result(world, provider):
     _name, fake = provider
     fake.script.add([Call("me_get", {})], [Say("You are Acme Member.")])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Who am I?"))
+    result = send_message(world.a.principal("member"), SendInput(text="Who am I?"))
     assert result.status == "done"
     (call,) = _calls(result.conversation_id)
     assert (call.name, call.status) == ("me_get", "SUCCEEDED")
@@ -111,7 +112,7 @@ def test_a_write_stops_at_a_card_and_parallel_calls_are_kept_in_order(world, pro
             Call("records_create", {"model": "tasks", "values": values}),
         ]
     )
-    result = service.send_message(world.a.principal("member"), SendInput(text="Add it"))
+    result = send_message(world.a.principal("member"), SendInput(text="Add it"))
     assert result.status == "awaiting_confirmation"
     listed, create = _calls(result.conversation_id)
     assert (listed.name, listed.status) == ("models_list", "SUCCEEDED")
@@ -122,7 +123,7 @@ def test_a_write_stops_at_a_card_and_parallel_calls_are_kept_in_order(world, pro
 def test_an_error_mid_stream_keeps_the_text_and_names_the_error(world, provider):
     _name, fake = provider
     fake.script.add([Say("Half of"), Fail("Overloaded now", "overloaded_error")])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Go"))
+    result = send_message(world.a.principal("member"), SendInput(text="Go"))
     assert result.status == "error" and "Overloaded now" in result.error
     (reply,) = _replies(result.conversation_id)
     assert (reply.status, reply.text) == ("incomplete", "Half of")
@@ -133,7 +134,7 @@ def test_an_error_mid_stream_keeps_the_text_and_names_the_error(world, provider)
 def test_an_incomplete_tool_call_is_an_error_never_a_blank_dispatch(world, provider):
     _name, fake = provider
     fake.script.add([Call("", {"model": "tasks"})])
-    result = service.send_message(world.a.principal("member"), SendInput(text="Go"))
+    result = send_message(world.a.principal("member"), SendInput(text="Go"))
     assert result.status == "error" and "incomplete tool call" in result.error
     assert _calls(result.conversation_id) == []
 
@@ -163,18 +164,18 @@ def test_one_scripted_conversation_stores_the_same_through_every_provider(app, w
     for name, (cls, base) in FAKES.items():
         fake = cls().start()
         try:
-            app.config["CHAT_LLM_ALLOW_PRIVATE"] = True
+            reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)
             set_llm_provider(None)
             use_provider(app, world.a.org.id, name, base(fake))
             _script(fake)
             member = world.a.principal("member")
-            proposed = service.send_message(member, SendInput(text=f"Add one via {name}"))
+            proposed = send_message(member, SendInput(text=f"Add one via {name}"))
             call = next(c for c in _calls(proposed.conversation_id) if c.status == "PROPOSED")
             done = approval_service.confirm_tool_call(member, call.id)
             assert done.status == "done", (name, done.error)
             summaries[name] = _summary(proposed.conversation_id)[1:]  # after the user's text
         finally:
-            app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
+            reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
             set_llm_provider(None)
             fake.stop()
     assert summaries["anthropic"] == summaries["openai"] == summaries["gemini"]
@@ -189,7 +190,7 @@ def test_one_scripted_conversation_stores_the_same_through_every_provider(app, w
 def test_the_request_prefix_stays_the_same_from_step_to_step(world, provider):
     name, fake = provider
     fake.script.add([Call("me_get", {})], [Call("models_list", {})], [Say("Done.")])
-    service.send_message(world.a.principal("member"), SendInput(text="Look twice"))
+    send_message(world.a.principal("member"), SendInput(text="Look twice"))
     first, second, third = fake.requests[-3:]
     history = "messages" if name == "openai" else "contents"
     for earlier, later in ((first, second), (second, third)):
@@ -222,13 +223,13 @@ def test_each_provider_is_sent_its_own_token_limit_parameter(
     adapter = get_provider(provider_id).adapter
     cls, base = FAKES[adapter]
     fake = cls().start()
-    monkeypatch.setitem(app.config, "CHAT_LLM_ALLOW_PRIVATE", True)  # the fake is on loopback
-    monkeypatch.setitem(app.config, "CHAT_LLM_MAX_TOKENS", 1234)
+    configure(monkeypatch, app, CHAT_LLM_ALLOW_PRIVATE=True)  # the fake is on loopback
+    configure(monkeypatch, app, CHAT_LLM_MAX_TOKENS=1234)
     set_llm_provider(None)
     try:
         use_provider(app, world.a.org.id, provider_id, base(fake))
         fake.script.add([Say("Hi.")])
-        service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+        send_message(world.a.principal("member"), SendInput(text="Hi"))
         body = fake.requests[-1]
         limits = body.get("generationConfig", {}) if adapter == "gemini" else body
         assert {k: limits[k] for k in LIMITS & set(limits)} == {sent: 1234}

@@ -13,10 +13,12 @@ from sqlalchemy import func, select
 
 from monark.api.routes import V1_ROUTES
 from monark.assistant.tools import build_chat_toolset
+from monark.core.settings import settings
 from monark.extensions import db
 from monark.records import services
 from monark.records.models import Record
 from tests import factories
+from tests.tuning import reconfigure
 
 
 @pytest.fixture
@@ -47,7 +49,7 @@ def acme(app, world):
     contacts = services.create_model(world.b.principal("owner"), "contacts", "Contacts", "")
     services.add_field(world.b.principal("owner"), contacts, key="name", label="Name", type="text")
     services.create_record(world.b.principal("owner"), contacts, {"name": "Zed"}, "org")
-    app.config["RECORDS_QUERY_TIMEOUT"] = 3.0
+    reconfigure(app, RECORDS_QUERY_TIMEOUT=3.0)
     return a
 
 
@@ -285,7 +287,7 @@ def test_nothing_was_changed_by_the_attempts(app, acme):
 
 
 def test_a_recursive_bomb_is_stopped_at_the_time_limit(app, acme):
-    app.config["RECORDS_QUERY_TIMEOUT"] = 0.5
+    reconfigure(app, RECORDS_QUERY_TIMEOUT=0.5)
     message = refusal(
         app,
         acme.keys["owner"],
@@ -371,7 +373,7 @@ def test_the_rows_a_query_copies_in_are_bounded(app, acme):
     owner = acme.principal("owner")
     for n in range(20):
         factories.make_record(owner, acme.model, f"Essay {n}", notes="word " * 3_000)
-    small = replace(sql.QueryLimits.of(app.config), max_memory=256 * 1024)
+    small = replace(sql.QueryLimits.of(settings(app).query), max_memory=256 * 1024)
     with pytest.raises(ValidationFailed) as refused:
         sql.run_query(owner, "SELECT count(*) FROM tasks WHERE notes LIKE '%word%'", small)
     assert "take more than 0.25 MB" in refused.value.detail_text()
@@ -379,13 +381,12 @@ def test_the_rows_a_query_copies_in_are_bounded(app, acme):
 
 
 def test_a_wide_answer_stays_small_in_the_conversation_and_on_its_card(app, acme, scripted, login):
-    from monark.chat import service
     from monark.chat.models import ToolCall
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     scripted.script.add([Call("records_query", {"sql": _wide(5)})], [Say("Zeros.")])
-    result = service.send_message(acme.principal("viewer"), SendInput(text="Zeros"))
+    result = send_message(acme.principal("viewer"), SendInput(text="Zeros"))
     stored = db.session.scalars(select(ToolCall)).one()
     assert stored.status == "SUCCEEDED" and stored.result["truncated"]
     assert len(json.dumps(stored.result)) <= app.config["RECORDS_QUERY_MAX_BYTES"]
@@ -438,16 +439,15 @@ def _tool_result(request, name: str) -> str:
 
 
 def test_a_refused_query_fails_before_anything_runs(app, acme, scripted):
-    from monark.chat import service
     from monark.chat.models import ToolCall
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     scripted.script.add(
         [Call("records_query", {"sql": "DELETE FROM tasks"})], [Say("I may only read.")]
     )
     before = db.session.scalar(select(func.count()).select_from(Record))
-    result = service.send_message(acme.principal("member"), SendInput(text="Delete all"))
+    result = send_message(acme.principal("member"), SendInput(text="Delete all"))
     (call,) = db.session.scalars(select(ToolCall)).all()
     assert (call.status, call.preview) == ("FAILED", None)  # refused before a preview ran
     assert "start with SELECT" in call.error
@@ -457,9 +457,8 @@ def test_a_refused_query_fails_before_anything_runs(app, acme, scripted):
 
 
 def test_lists_and_answers_reach_the_model_as_compact_rows(app, acme, scripted):
-    from monark.chat import service
     from monark.chat.models import ToolCall
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     scripted.script.add(
@@ -467,7 +466,7 @@ def test_lists_and_answers_reach_the_model_as_compact_rows(app, acme, scripted):
         [Call("records_query", {"sql": "SELECT status, count(*) FROM tasks GROUP BY 1"})],
         [Say("Done.")],
     )
-    service.send_message(acme.principal("member"), SendInput(text="Tasks?"))
+    send_message(acme.principal("member"), SendInput(text="Tasks?"))
     listed = _tool_result(scripted.requests[1], "records_list")
     assert '"columns": ["id", "title"' in listed and '"rows": [[' in listed
     assert '"values"' not in listed and '"creator_id"' not in listed
@@ -479,9 +478,8 @@ def test_lists_and_answers_reach_the_model_as_compact_rows(app, acme, scripted):
 
 
 def test_a_long_result_is_cut_for_the_model_with_a_marker(app, acme, scripted):
-    from monark.chat import service
     from monark.chat.models import ToolCall
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Call, Say
 
     owner = acme.principal("owner")
@@ -490,7 +488,7 @@ def test_a_long_result_is_cut_for_the_model_with_a_marker(app, acme, scripted):
     scripted.script.add(
         [Call("records_list", {"model": "tasks", "limit": 100})], [Say("That is a lot.")]
     )
-    service.send_message(owner, SendInput(text="Everything"))
+    send_message(owner, SendInput(text="Everything"))
     seen = _tool_result(scripted.requests[1], "records_list")
     assert len(seen) < 20_500
     assert "more characters of this result are not shown. Ask for less" in seen

@@ -16,6 +16,7 @@ from monark.extensions import db
 from tests import factories
 from tests.llm_script import Say
 from tests.test_chat_loop import send
+from tests.tuning import configure
 
 KEYS = "/settings/api-keys"
 
@@ -582,12 +583,11 @@ def test_audit_names_the_member_of_member_events(world, login):
 
 
 def test_audit_can_hide_chat_messages(world, login, scripted):
-    from monark.chat import service
-    from monark.chat.service import SendInput
+    from monark.chat.turn.start import SendInput, send_message
     from tests.llm_script import Say
 
     scripted.script.add([Say("Hello.")])
-    service.send_message(world.a.principal("member"), SendInput(text="Hi"))
+    send_message(world.a.principal("member"), SendInput(text="Hi"))
     admin = login("admin@acme.test")
 
     def types(query: str) -> set[str]:
@@ -622,7 +622,7 @@ def test_monark_assistant_name_is_read_from_the_environment(monkeypatch, tmp_pat
 def test_one_resolved_name_feeds_the_prompt_and_the_page(
     app, world, login, scripted, monkeypatch, deployment, branding, expected
 ):
-    monkeypatch.setitem(app.config, "MONARK_ASSISTANT_NAME", deployment)
+    configure(monkeypatch, app, MONARK_ASSISTANT_NAME=deployment)
     if branding:
         org = db.session.get(Org, world.a.org.id)
         org.branding_enabled, org.assistant_name = True, branding

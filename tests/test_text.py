@@ -7,9 +7,9 @@ import json
 from bs4 import BeautifulSoup
 from markupsafe import Markup
 
-from monark.chat import service, store
+from monark.chat import store
 from monark.chat.models import ToolCall
-from monark.chat.service import SendInput
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.text import has_surrogate, scrub
 from monark.extensions import db
@@ -110,7 +110,7 @@ def test_a_tool_reading_a_stored_lone_surrogate_still_reaches_the_model(world, f
     fake_anthropic.script.add(
         [Call("records_get", {"model": "tasks", "record_id": record.id})], [Say("Read it.")]
     )
-    result = service.send_message(world.a.principal("member"), SendInput(text="Read it"))
+    result = send_message(world.a.principal("member"), SendInput(text="Read it"))
     assert result.status == "done", result.error
     sent = json.dumps(fake_anthropic.requests[-1]["messages"], ensure_ascii=False)
     assert SHOWN in sent

@@ -19,11 +19,10 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from monark.api.routes import V1_ROUTES
 from monark.approvals import service as approval_service
 from monark.assistant.tools import build_chat_toolset
-from monark.chat import service
+from monark.chat.executor import ToolOutcome, ToolSpec
 from monark.chat.models import ToolCall
 from monark.chat.runtime import runtime
-from monark.chat.service import SendInput
-from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.chat.turn.start import SendInput, send_message
 from monark.core import uow
 from monark.core.bounds import MAX_DEPTH
 from monark.core.models import Org
@@ -32,6 +31,7 @@ from monark.extensions import db
 from monark.records.models import Record, RecordModel
 from monark.records.services import create_record
 from tests.llm_script import Call, Say
+from tests.tuning import configure
 
 # Counts for a long while (many seconds) on SQLite and PostgreSQL alike.
 LONG_STATEMENT = (
@@ -85,7 +85,7 @@ def last_result(scripted) -> str:
 
 
 def send(principal, message: str):
-    return service.send_message(principal, SendInput(text=message))
+    return send_message(principal, SendInput(text=message))
 
 
 def titled(title: str) -> int:
@@ -94,7 +94,7 @@ def titled(title: str) -> int:
 
 @pytest.fixture
 def short_limit(app, monkeypatch):
-    monkeypatch.setitem(app.config, "CHAT_TOOL_TIMEOUT", 0.3)
+    configure(monkeypatch, app, CHAT_TOOL_TIMEOUT=0.3)
     return 0.3
 
 
@@ -119,7 +119,7 @@ def test_a_read_past_the_time_limit_fails_and_the_conversation_goes_on(
     # The conversation is usable: the next message gets an answer.
     scripted.script.add([Call("records_list", {"model": "tasks"})], [Say("Here.")])
     more = SendInput(text="List", conversation_id=call.conversation_id)
-    again = service.send_message(member, more)
+    again = send_message(member, more)
     assert again.status == "done" and calls_of(call.conversation_id)[-1].status == "SUCCEEDED"
 
 
@@ -135,7 +135,7 @@ def test_a_write_past_the_time_limit_fails_and_keeps_nothing(world, scripted, sh
     member = world.a.principal("member")
     scripted.script.add([Call("slow_write")], [Say("It timed out.")])
     with extra_tools(_Tool("slow_write", True, writes_then_counts)):
-        proposed = service.send_message(member, SendInput(text="Write"))
+        proposed = send_message(member, SendInput(text="Write"))
         (call,) = calls_of(proposed.conversation_id)
         result = approval_service.confirm_tool_call(member, call.id)
     db.session.refresh(call)

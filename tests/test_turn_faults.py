@@ -12,13 +12,14 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
 
 from monark.approvals import service as approval_service
-from monark.chat import lease, service
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.runtime import llm_provider, set_llm_provider
-from monark.chat.service import SendInput
+from monark.chat.turn import lease
+from monark.chat.turn.start import SendInput, retry_turn, send_message
 from monark.extensions import db
 from monark.records.models import Record
 from tests.llm_script import Call, Fail, HttpFail, Say
+from tests.tuning import reconfigure
 
 
 @pytest.fixture
@@ -29,12 +30,12 @@ def silence(app, fake_anthropic):
     import anthropic  # noqa: F401  (its first import takes longer than the limits set here)
 
     def set_to(seconds: float) -> None:
-        app.config["CHAT_LLM_TIMEOUT"] = seconds
+        reconfigure(app, CHAT_LLM_TIMEOUT=seconds)
         set_llm_provider(None)
-        llm_provider(app.config)
+        llm_provider()
 
     yield set_to
-    app.config["CHAT_LLM_TIMEOUT"] = saved
+    reconfigure(app, CHAT_LLM_TIMEOUT=saved)
     set_llm_provider(None)
 
 
@@ -103,7 +104,7 @@ def test_a_silent_provider_fails_the_step_after_the_configured_time(world, fake_
     fake_anthropic.hang = threading.Event()
     member = world.a.principal("member")
     started = time.monotonic()
-    result = service.send_message(member, SendInput(text="Hello?"))
+    result = send_message(member, SendInput(text="Hello?"))
     took = time.monotonic() - started
     fake_anthropic.hang.set()
     # The abandoned request ends now; the next one gets the next step of the script.
@@ -114,7 +115,7 @@ def test_a_silent_provider_fails_the_step_after_the_configured_time(world, fake_
     assert 1.0 <= took < 3.0
     fake_anthropic.hang = None
     fake_anthropic.script.add([Say("Here now.")])
-    again = service.retry_turn(member, result.conversation_id)
+    again = retry_turn(member, result.conversation_id)
     assert again.status == "done"
     assert _messages(result.conversation_id)[-1].text == "Here now."
 
@@ -123,25 +124,25 @@ def test_a_silent_provider_fails_the_step_after_the_configured_time(world, fake_
 def test_overloaded_on_every_try_is_a_clear_error_and_retry_works_later(world, fake_anthropic):
     fake_anthropic.script.add(*[[HttpFail(529, "Overloaded", "overloaded_error")]] * 3)
     member = world.a.principal("member")
-    result = service.send_message(member, SendInput(text="Busy?"))
+    result = send_message(member, SendInput(text="Busy?"))
     assert len(fake_anthropic.requests) == 3  # the first try and the SDK's two retries
     assert result.status == "error" and result.error == "Overloaded (overloaded_error)"
     error = _messages(result.conversation_id)[-1]
     assert (error.status, error.error) == ("error", "Overloaded (overloaded_error)")
     fake_anthropic.script.add([Say("Better now.")])
-    assert service.retry_turn(member, result.conversation_id).status == "done"
+    assert retry_turn(member, result.conversation_id).status == "done"
     assert _messages(result.conversation_id)[-1].text == "Better now."
 
 
 def test_an_error_event_mid_stream_keeps_the_text_and_retry_goes_on(world, fake_anthropic):
     fake_anthropic.script.add([Say("Half of the"), Fail("Overloaded")], [Say("Whole answer.")])
     member = world.a.principal("member")
-    result = service.send_message(member, SendInput(text="Go"))
+    result = send_message(member, SendInput(text="Go"))
     assert result.status == "error"
     cut = _messages(result.conversation_id)[-1]
     assert (cut.status, cut.text) == ("incomplete", "Half of the")
     assert "Overloaded" in cut.error
-    assert service.retry_turn(member, result.conversation_id).status == "done"
+    assert retry_turn(member, result.conversation_id).status == "done"
     assert [m.status for m in _messages(result.conversation_id)] == [
         "complete",
         "incomplete",
@@ -184,7 +185,7 @@ def _propose_task(member, scripted, title: str) -> int:
         [Call("records_create", {"model": "tasks", "values": {"title": title}})],
         [Say("Reported.")],
     )
-    result = service.send_message(member, SendInput(text=f"Add {title}"))
+    result = send_message(member, SendInput(text=f"Add {title}"))
     assert result.status == "awaiting_confirmation"
     return db.session.scalar(select(ToolCall.id).where(ToolCall.status == "PROPOSED"))
 
@@ -201,9 +202,7 @@ def test_the_database_failing_during_a_write_fails_the_call_and_keeps_nothing(wo
     assert call.status == "FAILED" and call.error
     assert db.session.scalar(select(func.count()).where(Record.title == "Never written")) == 0
     scripted.script.add([Say("Still here.")])
-    again = service.send_message(
-        member, SendInput(text="And now?", conversation_id=call.conversation_id)
-    )
+    again = send_message(member, SendInput(text="And now?", conversation_id=call.conversation_id))
     assert again.status == "done"
 
 
@@ -225,7 +224,7 @@ def test_a_call_whose_result_could_not_be_stored_ends_failed_and_keeps_nothing(w
     assert conversation.turn_id is None  # the turn gave its claim back all the same
     assert db.session.scalar(select(func.count()).where(Record.title == "Half way")) == 0
     scripted.script.add([Say("Back.")])
-    again = service.send_message(member, SendInput(text="Well?", conversation_id=conversation.id))
+    again = send_message(member, SendInput(text="Well?", conversation_id=conversation.id))
     assert again.status == "done"
 
 
@@ -257,7 +256,7 @@ def test_a_lone_surrogate_from_the_model_is_replaced_and_the_conversation_works(
 def test_a_conversation_holding_a_stored_lone_surrogate_still_opens(world, login, scripted):
     member = world.a.principal("member")
     scripted.script.add([Call("me_get")], [Say("ok")])
-    result = service.send_message(member, SendInput(text="Who am I?"))
+    result = send_message(member, SendInput(text="Who am I?"))
     call = db.session.scalar(select(ToolCall))
     # As a row written by older code, or by hand, may hold it: the JSON column keeps the
     # escape, and the page must draw it anyway.
@@ -273,7 +272,7 @@ def test_a_conversation_holding_a_stored_lone_surrogate_still_opens(world, login
 def test_a_follow_with_a_foreign_or_broken_last_event_id_draws_the_thread(world, login, scripted):
     scripted.script.add([Say("Stored reply.")])
     member = world.a.principal("member")
-    result = service.send_message(member, SendInput(text="Hi"))
+    result = send_message(member, SendInput(text="Hi"))
     browser = login("member@acme.test")
     for last in ("", "nonsense", "0" * 32 + ":1", "x:99999999999999999999", "\u00b2:\u00b2"):
         response = browser.get(

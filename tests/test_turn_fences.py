@@ -12,10 +12,10 @@ from sqlalchemy import func, select, update
 
 from monark.approvals import service as approval_service
 from monark.assistant.stream import _Watch
-from monark.chat import lease, service
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import Conversation, Message, ToolCall
-from monark.chat.service import SendInput
+from monark.chat.turn import lease
+from monark.chat.turn.start import SendInput, send_message
 from monark.core.broker import RedisLog
 from monark.extensions import db
 from monark.records.models import Record
@@ -26,7 +26,7 @@ class SettledMeanwhile:
     """A write tool whose call is settled as interrupted while it runs (as a turn that took
     the conversation over would): its write must not be kept."""
 
-    from monark.chat.tools import ToolSpec
+    from monark.chat.executor import ToolSpec
 
     spec = ToolSpec(
         name="settled_meanwhile",
@@ -45,7 +45,7 @@ class SettledMeanwhile:
         return None
 
     def run(self, principal, arguments):
-        from monark.chat.tools import ToolOutcome
+        from monark.chat.executor import ToolOutcome
         from monark.records.models import RecordModel
         from monark.records.services import create_record
 
@@ -67,7 +67,7 @@ def test_a_write_whose_call_was_settled_meanwhile_keeps_nothing(world, scripted)
     try:
         member = world.a.principal("member")
         scripted.script.add([Call("settled_meanwhile")], [Say("Told.")])
-        proposed = service.send_message(member, SendInput(text="Do it"))
+        proposed = send_message(member, SendInput(text="Do it"))
         call_id = db.session.scalar(select(ToolCall.id))
         approval_service.confirm_tool_call(member, call_id)
     finally:
@@ -96,7 +96,7 @@ class StopOnRead(TurnHooks):
 def test_stop_during_a_read_asks_the_model_nothing_more(world, scripted):
     scripted.script.add([Call("me_get")], [Say("Never asked.")])
     member = world.a.principal("member")
-    result = service.send_message(member, SendInput(text="Who am I?"), hooks=StopOnRead())
+    result = send_message(member, SendInput(text="Who am I?"), hooks=StopOnRead())
     assert result.status == "stopped"
     assert len(scripted.requests) == 1
     db.session.rollback()
@@ -109,7 +109,7 @@ def test_nul_from_the_model_is_stored_replaced(world, scripted):
         [Say("a\x00b"), Call("records_create", {"model": "tasks", "values": {"title": "x\x00y"}})]
     )
     member = world.a.principal("member")
-    result = service.send_message(member, SendInput(text="Go"))
+    result = send_message(member, SendInput(text="Go"))
     assert result.status == "awaiting_confirmation"
     db.session.rollback()
     reply = db.session.scalar(select(Message).where(Message.role == "assistant"))
@@ -142,7 +142,7 @@ def test_a_stop_for_another_turn_stops_nothing(world, login, fake_anthropic):
 def test_a_streaming_reply_is_drawn_from_the_log_only(world, scripted):
     member = world.a.principal("member")
     scripted.script.add([Say("ok")])
-    result = service.send_message(member, SendInput(text="Hi"))
+    result = send_message(member, SendInput(text="Hi"))
     reply = db.session.scalar(select(Message).where(Message.role == "assistant"))
     reply.status, reply.text = "streaming", "saved ahead of the log"
     db.session.commit()

@@ -13,16 +13,14 @@ its process only have stalled, can no longer be kept (its call is no longer EXEC
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import Select, select, update
 
 from monark.api import held
 from monark.approvals.decision import user_name
-from monark.chat import lease, turns
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
+from monark.chat.turn import lease
 from monark.core.errors import Conflict
 from monark.core.keys import key_principal
 from monark.core.models import utcnow
@@ -61,13 +59,10 @@ def _left_behind(org_id: int) -> Select[Any]:
     )
 
 
-def settle(
-    org_id: int, conversation_id: int | None = None, config: Mapping[str, Any] | None = None
-) -> None:
+def settle(org_id: int, conversation_id: int | None = None) -> None:
     """Settle the org's (or one conversation's) held writes cut off while they ran, and ask
     each again, in a unit of work that writes (kept even where it is called within a read);
     commits. A conversation whose decision still holds its lease is left to it."""
-    config = config if config is not None else current_app.config
     query = _left_behind(org_id)
     if conversation_id is not None:
         query = query.where(Conversation.id == conversation_id)
@@ -76,7 +71,7 @@ def settle(
         db.session.rollback()
         for cid, key_id in found:
             try:
-                turn_id = turns.claim(cid, config)  # taken over: the dead run's call failed
+                turn_id = lease.claim(cid)  # taken over: the dead run's call failed
             except Conflict:
                 continue  # a live decision holds it: it settles its own
             try:

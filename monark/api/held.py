@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from monark.chat import store
 from monark.chat.models import (
+    CallEvent,
     Conversation,
     ConversationKind,
     MessageRole,
@@ -78,5 +79,5 @@ def store_held(
     db.session.add(call)
     db.session.flush()
     more = {"retry_of_id": call.retry_of_id} if call.retry_of_id else None
-    store.tool_call_event(principal, call, "held", more)
+    store.tool_call_event(principal, call, CallEvent.HELD, more)
     return call

@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from flask import current_app
 from sqlalchemy import select
 
 from monark.api import cut_off
 from monark.api import schemas as s
-from monark.chat import decisions, lease
+from monark.chat import decisions
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
+from monark.chat.turn import lease
 from monark.core.errors import NotFound
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
@@ -29,9 +26,9 @@ STATUS_TEXT = {
 }
 
 
-def _status(call: ToolCall, config: Mapping[str, Any]) -> str:
+def _status(call: ToolCall) -> str:
     if call.status == ToolCallStatus.PROPOSED:
-        return "expired" if decisions.is_expired(call, config) else "pending"
+        return "expired" if decisions.is_expired(call) else "pending"
     return {
         ToolCallStatus.EXECUTING: "running",
         ToolCallStatus.SUCCEEDED: "succeeded",
@@ -86,8 +83,7 @@ def approval_out(principal: Principal, approval_id: int) -> s.ApprovalOut:
 
 
 def _approval_answer(principal: Principal, call: ToolCall) -> s.ApprovalOut:
-    config = current_app.config
-    status = _status(call, config)
+    status = _status(call)
     asked_again_as = cut_off.asked_again_as(call) if status == "failed" else None
     decided_by = (
         db.session.scalar(select(User.name).where(User.id == call.decided_by_id))

@@ -14,7 +14,6 @@ key (its ceiling applies again), recording who approved it; ``GET /api/v1/approv
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from flask import current_app, url_for
@@ -28,19 +27,21 @@ from monark.approvals import inbox
 from monark.approvals.decision import Decision, Runner
 from monark.approvals.decision import decide as approvals_decide
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import store, turns
+from monark.chat import store
 from monark.chat.calls import kept_preview
 from monark.chat.decisions import ALREADY_DECIDED
+from monark.chat.executor import ChatToolExecutor, ToolOutcome
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
+    CallEvent,
     ConversationKind,
     ToolCall,
     ToolCallStatus,
 )
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ChatToolExecutor, ToolOutcome
-from monark.chat.turns import Turn
+from monark.chat.turn import lease, run
+from monark.chat.turn.run import Turn
 from monark.core.errors import AppError, Conflict, Forbidden, NotFound
 from monark.core.keys import key_principal
 from monark.core.models import ApiKey
@@ -184,7 +185,6 @@ def decide(
     call_id: int,
     confirm: bool,
     reason: str | None,
-    config: Mapping[str, Any] | None = None,
     shown: str | None = None,
 ) -> ToolCall:
     """A member's decision on a key's held write, exactly once (``approvals.decide``, with
@@ -192,10 +192,9 @@ def decide(
     approver recorded); reject keeps the reason for the agent. ``shown``: the token of
     what the approver's card showed.
 
-    It runs as a turn of the key's conversation (``chat.turns``): under its lease, renewed
+    It runs as a turn of the key's conversation (``chat.turn``): under its lease, renewed
     while the write runs, so a decision whose process dies is settled like a turn (see
     ``cut_off.settle``), and released, settling what it left, if it breaks off."""
-    config = config if config is not None else current_app.config
     executor = tool_executor()
     call, conversation = inbox.get_request(approver, executor, call_id)
     if conversation.kind != ConversationKind.API:
@@ -204,16 +203,16 @@ def decide(
         raise Conflict(ALREADY_DECIDED)
     conversation_id = conversation.id
     try:
-        turn_id = turns.claim(conversation_id, config)
+        turn_id = lease.claim(conversation_id)
     except Conflict:
         raise Conflict(DECIDING) from None
     decision = Decision(confirm, reason, {call_id: shown} if shown else {})
 
     def work(hooks: TurnHooks) -> TurnResult:
-        _decide(approver, executor, call_id, decision, config, hooks)
+        _decide(approver, executor, call_id, decision, hooks)
         return TurnResult(TurnStatus.DONE, conversation_id)
 
-    turns.run_turn(Turn(approver, conversation_id, turn_id, work))
+    run.run_turn(Turn(approver, conversation_id, turn_id, work))
     return db.session.get(ToolCall, call_id, populate_existing=True)  # type: ignore[return-value]
 
 
@@ -235,7 +234,6 @@ def _decide(
     executor: ChatToolExecutor,
     call_id: int,
     decision: Decision,
-    config: Mapping[str, Any],
     hooks: TurnHooks,
 ) -> None:
     """The decision itself, under the conversation's lease."""
@@ -243,7 +241,7 @@ def _decide(
     db.session.refresh(call)
     key = key_principal(conversation.org_id, conversation.api_key_id or 0)
     runner = key_runner(approver, executor, key)
-    if not approvals_decide(runner, [call], decision, config):
+    if not approvals_decide(runner, [call], decision):
         return
     if key is None:
         db.session.execute(
@@ -252,7 +250,7 @@ def _decide(
             .values(status=ToolCallStatus.FAILED, error=KEY_GONE)
             .execution_options(synchronize_session=False)
         )
-        store.tool_call_event(approver.via_assistant(conversation.id), call, "failed")
+        store.tool_call_event(approver.via_assistant(conversation.id), call, CallEvent.FAILED)
         db.session.commit()
     else:
         runner.run(call, hooks)

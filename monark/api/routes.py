@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
-
 from monark.api import schemas as s
 from monark.core.errors import ValidationFailed
 from monark.core.models import ApiKey, Org, User
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
+from monark.core.settings import settings
 from monark.extensions import db
 from monark.records import editing, previews, queries, sql
 from monark.records import services as records
@@ -83,7 +82,7 @@ def compact_query(result: dict[str, Any]) -> dict[str, Any]:
 def check_query(arguments: dict[str, Any]) -> str | None:
     """The keyword guard, before the tool is even called (a clear refusal to the model)."""
     try:
-        sql.check_sql(str(arguments.get("sql") or ""), sql.QueryLimits.of(current_app.config))
+        sql.check_sql(str(arguments.get("sql") or ""), sql.QueryLimits.of(settings().query))
     except ValidationFailed as err:
         return err.detail_text()
     return None

@@ -21,36 +21,31 @@ claim of its turn), so coming back later asks again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from flask import current_app
 from sqlalchemy import select, update
 
 from monark.approvals.models import Allowance
 from monark.approvals.policy import ApprovalPolicy
+from monark.chat.executor import ToolSpec
 from monark.chat.models import Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ToolSpec
 from monark.core.errors import Forbidden, NotFound
 from monark.core.events import record_event
 from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.extensions import db
 
-DEFAULT_IDLE = 3600.0
 
-
-def idle_seconds(config: Mapping[str, Any] | None = None) -> float:
+def idle_seconds() -> float:
     """How long an allowance holds without activity in its conversation."""
-    config = config if config is not None else current_app.config
-    return float(config.get("CHAT_ALLOWANCE_IDLE") or DEFAULT_IDLE)
+    return chat_settings().allowance_idle
 
 
-def _cutoff(config: Mapping[str, Any] | None = None) -> datetime:
-    return utcnow() - timedelta(seconds=idle_seconds(config))
+def _cutoff() -> datetime:
+    return utcnow() - timedelta(seconds=idle_seconds())
 
 
 def offered(org_id: int, spec: ToolSpec | None) -> bool:
@@ -107,16 +102,14 @@ def described(allowance: Allowance) -> str:
     return _say(allowance.org_id, spec, _reach_of(allowance))
 
 
-def _live(conversation: Conversation, config: Mapping[str, Any] | None) -> bool:
+def _live(conversation: Conversation | None) -> bool:
     active = as_utc(conversation.last_activity_at)
-    return active is not None and active >= _cutoff(config)
+    return active is not None and active >= _cutoff()
 
 
-def active(
-    principal: Principal, conversation: Conversation, config: Mapping[str, Any] | None = None
-) -> list[Allowance]:
+def active(principal: Principal, conversation: Conversation) -> list[Allowance]:
     """The principal's allowances that hold in ``conversation`` now, oldest first."""
-    if principal.user_id is None or not _live(conversation, config):
+    if principal.user_id is None or not _live(conversation):
         return []
     return list(
         db.session.scalars(
@@ -137,7 +130,6 @@ def applies(
     conversation: Conversation,
     spec: ToolSpec | None,
     call: ToolCall,
-    config: Mapping[str, Any] | None = None,
 ) -> bool:
     """Whether a just-proposed write runs at once under an allowance: the user's own, in
     this conversation, still holding, of this tool on this target, and the tool still one
@@ -147,7 +139,7 @@ def applies(
     wanted = reach(spec, call)
     if wanted is None or ApprovalPolicy.of(principal.org_id).allow_refusal(spec) is not None:
         return False
-    return any(_reach_of(a) == wanted for a in active(principal, conversation, config))
+    return any(_reach_of(a) == wanted for a in active(principal, conversation))
 
 
 def grant(principal: Principal, call: ToolCall, spec: ToolSpec | None) -> Allowance:
@@ -224,14 +216,12 @@ def revoke(principal: Principal, allowance_id: int) -> Allowance:
     return allowance
 
 
-def lapse_idle(
-    principal: Principal, conversation_id: int, config: Mapping[str, Any] | None = None
-) -> int:
+def lapse_idle(principal: Principal, conversation_id: int) -> int:
     """End, for good, the allowances of a conversation idle past ``CHAT_ALLOWANCE_IDLE``
     (called as a turn is claimed, before its message makes the conversation active again);
     how many lapsed."""
     conversation = db.session.get(Conversation, conversation_id)
-    if conversation is None or _live(conversation, config):
+    if conversation is None or _live(conversation):
         return 0
     lapsed = db.session.scalars(
         select(Allowance).where(
@@ -252,7 +242,7 @@ def lapse_idle(
 
 
 class AllowanceGate:
-    """The chat loop's proposal gate (``chat.tools.ProposalGate``): a write runs at once
+    """The chat loop's proposal gate (``chat.executor.ProposalGate``): a write runs at once
     under one of the user's allowances, and a claimed turn first lapses idle ones."""
 
     def runs_at_once(
@@ -260,5 +250,5 @@ class AllowanceGate:
     ) -> bool:
         return applies(actor, conversation, spec, call)
 
-    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
-        lapse_idle(principal, conversation_id, config)
+    def on_claim(self, principal: Principal, conversation_id: int) -> None:
+        lapse_idle(principal, conversation_id)

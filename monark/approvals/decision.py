@@ -31,10 +31,10 @@ from monark.chat.decisions import (
     is_expired,
     settle,
 )
+from monark.chat.executor import ChatToolExecutor
 from monark.chat.hooks import TurnHooks
-from monark.chat.models import Conversation, ToolCall, ToolCallStatus
+from monark.chat.models import CallEvent, Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ChatToolExecutor
 from monark.core.errors import Conflict, Forbidden
 from monark.core.models import User
 from monark.core.rbac import Principal
@@ -174,7 +174,7 @@ def redrawn(executor: ChatToolExecutor, principal: Principal, call: ToolCall) ->
     if changed != 1:
         db.session.rollback()
         raise Conflict(ALREADY_DECIDED)
-    store.tool_call_event(principal.via_assistant(call.conversation_id), call, "redrawn")
+    store.tool_call_event(principal.via_assistant(call.conversation_id), call, CallEvent.REDRAWN)
     db.session.commit()
     return True
 
@@ -211,7 +211,6 @@ def decide(
     runner: Runner,
     calls: Sequence[ToolCall],
     decision: Decision,
-    config: Mapping[str, Any],
     selected: Collection[int] | None = None,
 ) -> list[ToolCall]:
     """Decide one proposed write, or a step's writes together (``selected``: those a
@@ -226,9 +225,9 @@ def decide(
     if not calls:
         raise Conflict(already)
     conversation_id = calls[0].conversation_id
-    if any(c.status == ToolCallStatus.EXPIRED or is_expired(c, config) for c in calls):
-        expire_overdue(actor, conversation_id, config)
-        raise ProposalExpired(expired_message(config))
+    if any(c.status == ToolCallStatus.EXPIRED or is_expired(c) for c in calls):
+        expire_overdue(actor, conversation_id)
+        raise ProposalExpired(expired_message())
     if any(c.status != ToolCallStatus.PROPOSED for c in calls):
         raise Conflict(already)
     ids = [c.id for c in calls]

@@ -21,9 +21,9 @@ from sqlalchemy import update
 from monark.approvals import handover
 from monark.approvals.policy import ApprovalPolicy
 from monark.chat.calls import preview_of
-from monark.chat.models import ToolCall, ToolCallStatus
+from monark.chat.executor import ChatToolExecutor, ToolSpec
+from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.chat.store import tool_call_event
-from monark.chat.tools import ChatToolExecutor, ToolSpec
 from monark.chat.transcript import changed_paths
 from monark.core.errors import Conflict, ValidationFailed
 from monark.core.models import utcnow
@@ -88,7 +88,7 @@ def edit_call(
     if done != 1:
         db.session.rollback()
         raise Conflict(ALREADY_DECIDED)
-    tool_call_event(actor, call, "edited", {"fields": changed})
+    tool_call_event(actor, call, CallEvent.EDITED, {"fields": changed})
     if call.approver_id == principal.user_id and ApprovalPolicy.of(call.org_id).four_eyes(
         call.name
     ):

@@ -12,15 +12,13 @@ whoever last set its arguments never confirms it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from sqlalchemy import select, update
 
 from monark.approvals.decision import Decision, Runner, decide, user_name
 from monark.approvals.inbox import NO_REQUEST, get_request, holders, permission_of
-from monark.chat import decisions, store, turns
+from monark.chat import decisions, store
 from monark.chat.calls import before_digest, preview_of
+from monark.chat.executor import ChatToolExecutor
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus, advance_conversation
@@ -34,8 +32,8 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.chat.tools import ChatToolExecutor
-from monark.chat.turns import Turn
+from monark.chat.turn import lease, run
+from monark.chat.turn.run import Turn
 from monark.core.errors import Conflict, NotFound, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import utcnow
@@ -90,7 +88,6 @@ def hand_over(
     call_id: int,
     approver_id: int,
     executor: ChatToolExecutor,
-    config: Mapping[str, Any],
 ) -> ToolCall:
     """Ask member ``approver_id`` to decide the requester's proposed write: one conditional
     update on the still-PROPOSED call that nobody else was asked to decide (one handed to
@@ -98,9 +95,9 @@ def hand_over(
     call = store.get_tool_call(principal, call_id)
     if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         raise Conflict(ALREADY_DECIDED)
-    if decisions.is_expired(call, config):
-        decisions.expire_overdue(principal, call.conversation_id, config)
-        raise decisions.ProposalExpired(decisions.expired_message(config))
+    if decisions.is_expired(call):
+        decisions.expire_overdue(principal, call.conversation_id)
+        raise decisions.ProposalExpired(decisions.expired_message())
     offered = {uid for uid, _ in approvers(executor, call)} - {principal.user_id}
     if call.approver_id is not None and call.approver_id in offered | {approver_id}:
         raise Conflict(
@@ -165,7 +162,6 @@ def approve(
     call_id: int,
     decision: Decision,
     executor: ChatToolExecutor,
-    config: Mapping[str, Any],
 ) -> ToolCall:
     """The approver's decision on a call handed to them (``decide``): confirm runs the
     write as the approver via the assistant, on the requester's request; reject stores
@@ -178,18 +174,18 @@ def approve(
         raise Conflict(ALREADY_DECIDED)
     runner = Runner(approver.on_request_of(call.handed_by_id or conversation.creator_id), executor)
     conversation_id = conversation.id
-    turn_id = turns.claim(conversation_id, config)
+    turn_id = lease.claim(conversation_id)
 
     def work(hooks: TurnHooks) -> TurnResult:
         decided = get_request(approver, executor, call_id)[0]
         db.session.refresh(decided)
-        for confirmed in decide(runner, [decided], decision, config):
+        for confirmed in decide(runner, [decided], decision):
             hooks.on_tool_call(confirmed)
             runner.run(confirmed, hooks)
         hooks.on_tool_call(decided)
         return TurnResult(TurnStatus.DONE, conversation_id)
 
-    turns.run_turn(Turn(runner.actor, conversation_id, turn_id, work))
+    run.run_turn(Turn(runner.actor, conversation_id, turn_id, work))
     return db.session.get(ToolCall, call_id, populate_existing=True)  # type: ignore[return-value]
 
 
@@ -217,25 +213,23 @@ def needs_continuation(conversation_id: int) -> bool:
     return bool(calls) and settled and by_approver
 
 
-def begin_continuation(
-    principal: Principal, conversation_id: int, config: Mapping[str, Any]
-) -> Turn | None:
+def begin_continuation(principal: Principal, conversation_id: int) -> Turn | None:
     """A turn that tells the model what another member decided, when it has yet to hear it
     (None otherwise, or while another turn holds the conversation)."""
     store.get_conversation(principal, conversation_id)
-    if not check_gates(principal, config).open:
+    if not check_gates(principal).open:
         return None
     if not needs_continuation(conversation_id):
         return None
     try:
-        turn_id = turns.claim(conversation_id, config)
+        turn_id = lease.claim(conversation_id)
     except Conflict:
         return None
     if not needs_continuation(conversation_id):  # another tab started it first
-        turns.release(conversation_id, turn_id)
+        lease.give_back(conversation_id, turn_id)
         return None
 
     def work(hooks: TurnHooks) -> TurnResult:
-        return advance_conversation(principal, conversation_id, hooks, config)
+        return advance_conversation(principal, conversation_id, hooks)
 
     return Turn(principal, conversation_id, turn_id, work)

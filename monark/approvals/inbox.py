@@ -8,14 +8,11 @@ decide one, and a request handed to someone else is 404 to everyone else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from sqlalchemy import func, select
 
 from monark.chat import decisions
+from monark.chat.executor import ChatToolExecutor
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
-from monark.chat.tools import ChatToolExecutor
 from monark.core.errors import Forbidden, NotFound
 from monark.core.models import Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, Principal
@@ -66,23 +63,21 @@ def _may_decide(principal: Principal, executor: ChatToolExecutor, call: ToolCall
     return permission is not None and principal.can(permission)
 
 
-def inbox(
-    principal: Principal, executor: ChatToolExecutor, config: Mapping[str, Any]
-) -> list[tuple[ToolCall, Conversation]]:
+def inbox(principal: Principal, executor: ChatToolExecutor) -> list[tuple[ToolCall, Conversation]]:
     """What waits for this member's decision, oldest first: handed to them, or held from an
     API key, and only what their role may approve."""
     rows = db.session.execute(
         _requests(principal)
         .where(
             ToolCall.status == ToolCallStatus.PROPOSED,
-            ToolCall.created_at >= decisions.cutoff(config),
+            ToolCall.created_at >= decisions.cutoff(),
         )
         .order_by(ToolCall.id)
     ).all()
     return [(c, conv) for c, conv in rows if _may_decide(principal, executor, c)]
 
 
-def inbox_count(principal: Principal, executor: ChatToolExecutor, config: Mapping[str, Any]) -> int:
+def inbox_count(principal: Principal, executor: ChatToolExecutor) -> int:
     """How many requests wait for this member (the header's badge), in one query."""
     if principal.user_id is None:
         return 0
@@ -91,7 +86,7 @@ def inbox_count(principal: Principal, executor: ChatToolExecutor, config: Mappin
         return 0
     waiting = _requests(principal).where(
         ToolCall.status == ToolCallStatus.PROPOSED,
-        ToolCall.created_at >= decisions.cutoff(config),
+        ToolCall.created_at >= decisions.cutoff(),
         ToolCall.mutates.is_(True),
         ToolCall.name.in_(tools),
     )

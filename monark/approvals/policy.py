@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from monark.chat.executor import ToolSpec
 from monark.chat.models import Conversation, ConversationKind, ToolCall
-from monark.chat.tools import ToolSpec
 from monark.core.models import Org
 from monark.extensions import db
 

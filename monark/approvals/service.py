@@ -12,8 +12,9 @@ from monark.chat import decisions, store
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.runtime import tool_executor
-from monark.chat.service import checked, claimed
-from monark.chat.turns import Turn, run_turn
+from monark.chat.turn.progress import CallChanged, Progress
+from monark.chat.turn.run import Turn, run_turn
+from monark.chat.turn.start import claimed, require_assistant
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -26,7 +27,6 @@ def begin_decision(
     tool_call_id: int,
     confirm: bool,
     reason: str | None = None,
-    config: Mapping[str, Any] | None = None,
     allow: bool = False,
     shown: str | None = None,
 ) -> Turn:
@@ -38,14 +38,14 @@ def begin_decision(
     change of its target (``ProposalChanged``: the card is drawn again). ``allow``: the
     confirm also allows the tool for the conversation, in the same transaction. ``shown``:
     the token of the arguments the card showed (``edits.shown_token``)."""
-    config = checked(config, principal)
+    require_assistant(principal)
     call = store.get_tool_call(principal, tool_call_id)
     conversation_id = call.conversation_id
     decision = Decision(confirm, reason, {tool_call_id: shown} if shown else {}, allow)
     runner = Runner.user(principal)
 
-    def opening() -> list[dict[str, Any]]:
-        decide(runner, [store.get_tool_call(principal, tool_call_id)], decision, config)
+    def opening() -> list[Progress]:
+        decide(runner, [store.get_tool_call(principal, tool_call_id)], decision)
         return []
 
     def work(hooks: TurnHooks) -> TurnResult:
@@ -53,9 +53,9 @@ def begin_decision(
         hooks.on_tool_call(decided)
         if confirm:
             runner.run(decided, hooks)
-        return advance_conversation(principal, conversation_id, hooks, config)
+        return advance_conversation(principal, conversation_id, hooks)
 
-    return claimed(principal, conversation_id, config, opening, work)
+    return claimed(principal, conversation_id, opening, work)
 
 
 def begin_group_decision(
@@ -64,7 +64,6 @@ def begin_group_decision(
     selected: set[int],
     confirm: bool,
     reason: str | None = None,
-    config: Mapping[str, Any] | None = None,
     shown: Mapping[int, str] | None = None,
 ) -> Turn:
     """One decision on the writes a step proposed together: confirm the ``selected`` ones
@@ -72,7 +71,7 @@ def begin_group_decision(
     turn. Each confirmed write then runs on its own, with its own permission check, result
     and audit row; one that fails shows on its line and does not stop the others. A write
     that is not the user's to confirm (handed over, four eyes) keeps waiting on a confirm."""
-    config = checked(config, principal)
+    require_assistant(principal)
     message = store.get_message(principal, message_id)
     conversation_id = message.conversation_id
     nothing = ValidationFailed(
@@ -84,19 +83,19 @@ def begin_group_decision(
     decision = Decision(confirm, reason, dict(shown or {}))
     confirmed_ids: list[int] = []
 
-    def opening() -> list[dict[str, Any]]:
+    def opening() -> list[Progress]:
         calls = store.proposed_calls_of(message_id)
         if confirm:
             # Neither confirmed nor rejected by Confirm selected: it waits for its approver.
             others = awaiting_others(principal, calls)
             calls = [c for c in calls if c.id not in others]
-        expired = any(decisions.is_expired(c, config) for c in calls)
+        expired = any(decisions.is_expired(c) for c in calls)
         if confirm and calls and not expired and not any(c.id in selected for c in calls):
             raise nothing
         ids = [c.id for c in calls]
-        decide(runner, calls, decision, config, selected=selected if confirm else set())
+        decide(runner, calls, decision, selected=selected if confirm else set())
         confirmed_ids.extend(i for i in ids if confirm and i in selected)
-        return [{"k": "c", "id": i} for i in ids]
+        return [CallChanged(i) for i in ids]
 
     def work(hooks: TurnHooks) -> TurnResult:
         for call_id in confirmed_ids:
@@ -106,24 +105,23 @@ def begin_group_decision(
             # Each write is done and committed: let its rows go, so every commit after it
             # does not expire and flush a session that grows with the group.
             db.session.expunge_all()
-        return advance_conversation(principal, conversation_id, hooks, config)
+        return advance_conversation(principal, conversation_id, hooks)
 
-    return claimed(principal, conversation_id, config, opening, work)
+    return claimed(principal, conversation_id, opening, work)
 
 
 def edit_tool_call(
     principal: Principal,
     tool_call_id: int,
     edited: Mapping[str, Any],
-    config: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Change the arguments of a proposed write before deciding on it (``edits``): the
     names of the arguments that changed."""
-    config = checked(config, principal)
+    require_assistant(principal)
     call = store.get_tool_call(principal, tool_call_id)
-    if decisions.is_expired(call, config):
-        decisions.expire_overdue(principal, call.conversation_id, config)
-        raise decisions.ProposalExpired(decisions.expired_message(config))
+    if decisions.is_expired(call):
+        decisions.expire_overdue(principal, call.conversation_id)
+        raise decisions.ProposalExpired(decisions.expired_message())
     handover.check_may_edit(principal, call)  # handed over: the approver's to edit
     return edits.edit_call(tool_executor(), principal, call, edited)
 
@@ -144,10 +142,9 @@ def confirm_tool_call(
     principal: Principal,
     tool_call_id: int,
     hooks: TurnHooks | None = None,
-    config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Run a proposed write, then advance the turn, in this thread."""
-    return run_turn(begin_decision(principal, tool_call_id, True, None, config), hooks)
+    return run_turn(begin_decision(principal, tool_call_id, True, None), hooks)
 
 
 def reject_tool_call(
@@ -155,7 +152,6 @@ def reject_tool_call(
     tool_call_id: int,
     reason: str | None = None,
     hooks: TurnHooks | None = None,
-    config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Refuse a proposed write (the refusal and reason go back to the model)."""
-    return run_turn(begin_decision(principal, tool_call_id, False, reason, config), hooks)
+    return run_turn(begin_decision(principal, tool_call_id, False, reason), hooks)

@@ -31,18 +31,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from monark.approvals import allowances
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import store, turns
+from monark.chat import store
 from monark.chat.calls import kept_preview, run_tool_call
+from monark.chat.executor import ChatToolExecutor
 from monark.chat.hooks import TurnHooks
-from monark.chat.models import MessageRole, ToolCall, ToolCallStatus
+from monark.chat.models import CallEvent, MessageRole, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ChatToolExecutor
+from monark.chat.turn import lease
 from monark.core.errors import Conflict, Forbidden
 from monark.core.models import utcnow
 from monark.core.rbac import Principal
@@ -154,13 +154,10 @@ def _refuse_unless_undoable(call: ToolCall) -> None:
         raise AlreadyUndone("This action was already undone.")
 
 
-def undo_tool_call(
-    principal: Principal, tool_call_id: int, config: Mapping[str, Any] | None = None
-) -> ToolCall:
+def undo_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
     """Undo one of the principal's done writes, exactly once; the undo's own call (SUCCEEDED,
     or FAILED saying why). ``AlreadyUndone``, ``TargetChanged``, ``NothingToUndo`` (409) and
     ``Forbidden`` refuse it before anything runs."""
-    config = config if config is not None else current_app.config
     call = store.get_tool_call(principal, tool_call_id)  # the principal's own conversation
     _refuse_unless_undoable(call)
     executor = tool_executor()
@@ -177,11 +174,11 @@ def undo_tool_call(
         raise Forbidden(refusal)
     actor = principal.via_assistant(call.conversation_id)
     conversation_id = call.conversation_id
-    turn_id = turns.claim(conversation_id, config)  # one thing at a time in a conversation
+    turn_id = lease.claim(conversation_id)  # one thing at a time in a conversation
     try:
         # The undo's note makes the conversation active again: an idle one's allowances
-        # end first, as at any claim (``chat.service.claimed``), so an undo never revives them.
-        allowances.lapse_idle(principal, conversation_id, config)
+        # end first, as at any claim (``chat.turn.start.claimed``), so an undo never revives them.
+        allowances.lapse_idle(principal, conversation_id)
         if changed := changes_since(executor, actor, call.undo):
             raise TargetChanged(
                 "This cannot be undone: it changed since — " + "; ".join(changed) + "."
@@ -191,10 +188,10 @@ def undo_tool_call(
         if undo_call.status != ToolCallStatus.SUCCEEDED:
             _give_back(undo_call)
         else:
-            store.tool_call_event(actor, call, "undone")
+            store.tool_call_event(actor, call, CallEvent.UNDONE)
             db.session.commit()
     finally:
-        turns.release(conversation_id, turn_id)
+        lease.give_back(conversation_id, turn_id)
     db.session.refresh(undo_call)
     return undo_call
 
@@ -237,7 +234,7 @@ def _store_undo(
     except IntegrityError:
         db.session.rollback()
         raise AlreadyUndone("This action was already undone.") from None
-    store.tool_call_event(actor, undo_call, "undo_started")
+    store.tool_call_event(actor, undo_call, CallEvent.UNDO_STARTED)
     try:
         db.session.commit()
     except IntegrityError:

@@ -14,15 +14,16 @@ and the allowance are the user's own.
 
 from __future__ import annotations
 
-from flask import current_app, render_template, request
+from flask import render_template, request
 
 from monark.approvals import allowances, undo
 from monark.approvals import service as approvals
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import allowance_views, call_view, message_view
 from monark.assistant.views import _notice, _with_card, bp, decide_call
-from monark.chat import service, store
+from monark.chat import store
 from monark.chat.models import ToolCallStatus
+from monark.chat.turn.start import require_assistant
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, ValidationFailed
 from monark.core.ids import parse_id
@@ -77,7 +78,7 @@ def undo_call():
     if call_id is None:
         return _notice("Choose Undo on a card.", 400)
     try:
-        service.require_assistant(principal, current_app.config)
+        require_assistant(principal)
         done = undo.undo_tool_call(principal, call_id)
     except (undo.AlreadyUndone, undo.TargetChanged, undo.NothingToUndo) as err:
         db.session.rollback()

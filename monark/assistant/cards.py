@@ -17,6 +17,7 @@ from monark.approvals.decision import ProposalChanged
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import call_view, group_of, message_view
+from monark.assistant.verdict import PanelDecision
 from monark.assistant.views import _busy, _notice, _start, bp
 from monark.chat import decisions, store
 from monark.chat.models import ToolCall
@@ -145,25 +146,25 @@ def decide_group():
     """Confirm the selected writes of a step and reject the rest, or reject them all, then
     stream the continuation."""
     principal = require_principal()
-    action, _, raw_id = request.form.get("decision", "").partition(":")
     try:
-        message_id = parse_id(raw_id, "decision")
+        chosen = PanelDecision.parse(request.form.get("decision"))
         selected = {parse_id(raw, "selected") for raw in request.form.getlist("selected")}
     except ValidationFailed as err:
         return _notice(err.detail_text(), 400)
-    if action not in ("confirm", "reject") or message_id is None:
+    if chosen is None:
         return _notice("Choose Confirm selected or Reject all.", 400)
+    message_id, confirm = chosen.target_id, chosen.confirm
     # Every group of the thread shares the form: only this message's calls are decided.
     reason = request.form.get(f"reason_{message_id}", "")
     try:
         message = store.get_message(principal, message_id)
-        if action == "confirm" and _editing(message_id):
+        if confirm and _editing(message_id):
             # A line with its Edit form open has no checkbox: it is neither chosen nor
             # unticked, so nothing is decided until its edit is saved or cancelled.
             return _notice(STILL_EDITING, 409)
         shown = {i: request.form[f"shown_{i}"] for i in selected if f"shown_{i}" in request.form}
         turn = approvals.begin_group_decision(
-            principal, message_id, selected, action == "confirm", reason, shown=shown
+            principal, message_id, selected, confirm, reason, shown=shown
         )
     except ValidationFailed as err:
         return _notice(err.message, 422)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Blueprint, current_app, flash, render_template, request, url_for
+from flask import Blueprint, flash, render_template, request, url_for
 
 from monark.api import cut_off, key_holds
 from monark.approvals import edits, handover
@@ -19,6 +19,7 @@ from monark.approvals import inbox as requests
 from monark.approvals.decision import Decision
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.thread import CallView, call_view, group_of
+from monark.assistant.verdict import Verdict
 from monark.chat import decisions, store
 from monark.chat.calls import preview_of
 from monark.chat.models import ConversationKind
@@ -40,7 +41,7 @@ def _approvals_badge() -> dict[str, Any]:
     principal = page_principal()
     if principal is None or principal.user_id is None:
         return {}
-    return {"approvals_count": requests.inbox_count(principal, tool_executor(), current_app.config)}
+    return {"approvals_count": requests.inbox_count(principal, tool_executor())}
 
 
 @dataclass
@@ -79,7 +80,7 @@ def inbox():
     """The signed-in member's pending approval requests, each with its full card."""
     principal = require_principal()
     cut_off.settle(principal.org_id)  # a decision whose process died: asked again now
-    rows = requests.inbox(principal, tool_executor(), current_app.config)
+    rows = requests.inbox(principal, tool_executor())
     return render_template(
         "approvals/inbox.html",
         requests=[_entry(principal, c, conv) for c, conv in rows],
@@ -92,21 +93,21 @@ def inbox():
 def decide(call_id: int):
     """Confirm (run the write as the approver, or as the key) or reject a request."""
     principal = require_principal()
-    action = request.form.get("decision", "")
-    if action not in ("confirm", "reject"):
+    verdict = Verdict.of(request.form.get("decision"))
+    if verdict is None:
         raise ValidationFailed(
             "Choose Confirm or Reject.", [{"field": "decision", "message": "confirm or reject"}]
         )
     executor = tool_executor()
     _, conversation = requests.get_request(principal, executor, call_id)
-    confirm, reason = action == "confirm", request.form.get("reason", "")
+    confirm, reason = verdict == Verdict.CONFIRM, request.form.get("reason", "")
     shown = request.form.get("shown") or None
     try:
         if conversation.kind == ConversationKind.API:
             decided = key_holds.decide(principal, call_id, confirm, reason, shown=shown)
         else:
             decision = Decision(confirm, reason, {call_id: shown} if shown else {})
-            decided = handover.approve(principal, call_id, decision, executor, current_app.config)
+            decided = handover.approve(principal, call_id, decision, executor)
     except AppError as err:
         db.session.rollback()
         flash(err.message, "error")
@@ -131,7 +132,7 @@ def hand_over(call_id: int):
     error, status = None, 200
     try:
         approver_id = parse_id(request.form.get("approver_id", ""), "approver_id")
-        handover.hand_over(principal, call_id, approver_id, tool_executor(), current_app.config)
+        handover.hand_over(principal, call_id, approver_id, tool_executor())
     except ValidationFailed as err:
         error, status = err.detail_text(), 422
     except NotFound:
@@ -209,8 +210,8 @@ def save_edit(call_id: int):
     again; the request stays pending, and Confirm runs what the card shows."""
     principal = require_principal()
     executor, call, conversation, schema = _editable(principal, call_id)
-    if decisions.is_expired(call, current_app.config):
-        raise decisions.ProposalExpired(decisions.expired_message(current_app.config))
+    if decisions.is_expired(call):
+        raise decisions.ProposalExpired(decisions.expired_message())
     arguments, problems = read_form(schema, request.form, call.input)
     if problems:
         message = "Some values cannot be used; nothing was saved."

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from monark.api.dispatch import dispatch
 from monark.assistant.tools import invalid
-from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.chat.executor import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
 from monark.core.routes import without_titles

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from flask import Flask
 
+from monark.chat.models import MessageRole, MessageStatus, ToolCallStatus
 from monark.chat.runtime import provider_problem
 from monark.core.auth import current_principal
 
@@ -40,6 +41,9 @@ def setup_problem() -> str | None:
 def register_panel(app: Flask) -> None:
     """Give templates the panel's limits as ``panel_widths`` (constants: no context
     processor needed, and fragments see them too), and ``assistant_setup_problem`` for
-    screens that say a model is missing whichever view drew them."""
+    screens that say a model is missing whichever view drew them; and the statuses and
+    roles as the enums the code compares, so a template never spells one by hand."""
     app.add_template_global(PANEL_WIDTHS, "panel_widths")
     app.add_template_global(setup_problem, "assistant_setup_problem")
+    for enum in (MessageRole, MessageStatus, ToolCallStatus):
+        app.add_template_global(enum, enum.__name__)

@@ -1,6 +1,6 @@
 """Watching a turn as Server-Sent Events for htmx's hx-sse extension.
 
-A turn runs on its own (``chat.turns``) and reports progress to a log; every SSE response
+A turn runs on its own (``chat.turn``) and reports progress to a log; every SSE response
 here is a watcher of that log: the answer to Send, Confirm, Reject and Retry (which start a
 turn, then watch it), and the follow stream a thread screen opens while a turn runs (another
 tab, a reopened panel, a reconnect after a dropped connection, another instance).
@@ -38,10 +38,17 @@ from monark.assistant.thread import (
     thread_tail,
     thread_view,
 )
-from monark.chat import lease
 from monark.chat.loop import TurnStatus
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
-from monark.chat.turns import progress_log
+from monark.chat.turn import lease, progress
+from monark.chat.turn.progress import (
+    CallChanged,
+    MessageSaved,
+    Progress,
+    TextStreamed,
+    TurnFinished,
+    progress_log,
+)
 from monark.core.broker import ProgressLog
 from monark.core.errors import UNAVAILABLE, AppError, is_outage
 from monark.core.rbac import Principal
@@ -149,19 +156,18 @@ class _Watch:
             + sse(partial("#chat-title", "outerHTML", title))
         )
 
-    def absorb(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
-        """Learn what a page that saw ``entries`` shows, without drawing anything (for a
+    def absorb(self, events: list[tuple[str, Progress]]) -> None:
+        """Learn what a page that saw ``events`` shows, without drawing anything (for a
         reconnect that resumes after them)."""
-        for _entry_id, entry in entries:
-            kind = entry.get("k")
-            if kind == "m":
-                if entry["id"] in self.known:
-                    self.shown.pop(entry["id"], None)  # its second report: drawn whole
-                else:
-                    self.known.add(entry["id"])
-            elif kind == "t":
-                end = entry["o"] + len(entry["x"])
-                self.shown[entry["m"]] = max(self.shown.get(entry["m"], 0), end)
+        for _entry_id, event in events:
+            match event:
+                case MessageSaved(message_id) if message_id in self.known:
+                    self.shown.pop(message_id, None)  # its second report: drawn whole
+                case MessageSaved(message_id):
+                    self.known.add(message_id)
+                case TextStreamed(message_id, offset, text):
+                    end = offset + len(text)
+                    self.shown[message_id] = max(self.shown.get(message_id, 0), end)
 
     def text(self, message_id: int, offset: int, text: str) -> str:
         """Streamed text, less what this page already shows of it."""
@@ -241,8 +247,10 @@ class _Watch:
         return frames + sse(json.dumps(data), event="done")
 
 
-def _frames(watch: _Watch, entries: list[tuple[str, dict[str, Any]]], turn_id: str):
-    """Frames for a batch of log entries (consecutive text of one reply in one frame)."""
+def _frames(
+    watch: _Watch, events: list[tuple[str, Progress]], turn_id: str
+) -> tuple[str, TurnFinished | None]:
+    """Frames for a batch of events (consecutive text of one reply in one frame)."""
     out: list[str] = []
     pending: tuple[int, int, list[str]] | None = None  # message, offset, texts
 
@@ -252,30 +260,30 @@ def _frames(watch: _Watch, entries: list[tuple[str, dict[str, Any]]], turn_id: s
             out.append(watch.text(pending[0], pending[1], "".join(pending[2])))
             pending = None
 
-    finished: dict[str, Any] | None = None
-    for _entry_id, entry in entries:
-        kind = entry.get("k")
-        if kind == "t":
-            if pending is not None and pending[0] == entry["m"]:
-                pending[2].append(entry["x"])
+    finished: TurnFinished | None = None
+    for _entry_id, event in events:
+        if isinstance(event, TextStreamed):
+            if pending is not None and pending[0] == event.message_id:
+                pending[2].append(event.text)
                 continue
             flush()
-            pending = (entry["m"], entry["o"], [entry["x"]])
+            pending = (event.message_id, event.offset, [event.text])
             continue
         flush()
-        if kind == "m":
-            out.append(watch.message(entry["id"]))
-        elif kind == "c":
-            out.append(watch.call(entry["id"]))
-        elif kind == "f":
-            finished = entry
-            break
+        match event:
+            case MessageSaved(message_id):
+                out.append(watch.message(message_id))
+            case CallChanged(call_id):
+                out.append(watch.call(call_id))
+            case TurnFinished():
+                finished = event
+                break
     flush()
     frames = "".join(out)
-    if entries:
+    if events:
         # The batch's last id rides on a frame of its own, which htmx does not swap: a
         # reconnect resumes after everything this batch drew (or skipped as already drawn).
-        frames += f"id: {turn_id}:{entries[-1][0]}\n\n"
+        frames += f"id: {turn_id}:{events[-1][0]}\n\n"
     return frames, finished
 
 
@@ -354,11 +362,13 @@ def _released(frames: str) -> str:
     return frames
 
 
-def _read(log: ProgressLog, turn_id: str, after: str | None, timeout: float) -> list:
-    """The log's next entries; none when the broker fails (after waiting as long, so a
+def _read(
+    log: ProgressLog, turn_id: str, after: str | None, timeout: float
+) -> list[tuple[str, Progress]]:
+    """The turn's next events; none when the broker fails (after waiting as long, so a
     broker that is down is not asked again at once)."""
     try:
-        return log.read(turn_id, after, timeout)
+        return progress.read(log, turn_id, after, timeout)
     except Exception:
         current_app.logger.warning("progress log read failed", exc_info=True)
         time.sleep(timeout)
@@ -381,19 +391,20 @@ def _follow(watch: _Watch, log: ProgressLog, turn_id: str, after: str | None) ->
         frames, finished = _frames(watch, entries, turn_id)
         yield _released(frames)
         if finished is not None:
-            raised = bool(finished.get("raised"))
-            status, error = finished.get("status") or TurnStatus.DONE, finished.get("error")
             # A turn that broke off left its reply and calls settled, unreported: draw all.
-            yield _released(watch.finish(status, error, whole=raised, notice=raised))
+            raised = finished.raised
+            yield _released(
+                watch.finish(finished.status, finished.error, whole=raised, notice=raised)
+            )
             return
 
 
-def _entries_until(log: ProgressLog, turn_id: str, until: str) -> list[tuple[str, dict]]:
-    """The log's entries from its start through ``until``, without waiting."""
-    out: list[tuple[str, dict[str, Any]]] = []
+def _entries_until(log: ProgressLog, turn_id: str, until: str) -> list[tuple[str, Progress]]:
+    """The turn's events from its start through ``until``, without waiting."""
+    out: list[tuple[str, Progress]] = []
     cursor: str | None = None
     while True:
-        batch = log.read(turn_id, cursor, 0)
+        batch = progress.read(log, turn_id, cursor, 0)
         for entry_id, entry in batch:
             out.append((entry_id, entry))
             if entry_id == until:

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from flask import current_app
 from markupsafe import Markup
 from sqlalchemy import func, select
 
@@ -14,7 +13,7 @@ from monark.approvals import allowances, handover, undo
 from monark.approvals.decision import shown_token
 from monark.approvals.inbox import holders, permission_of
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import decisions, lease, store
+from monark.chat import decisions, store
 from monark.chat.models import (
     Conversation,
     Message,
@@ -24,10 +23,12 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.runtime import tool_executor
+from monark.chat.turn import lease
 from monark.core.bounds import bounded, clip
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.extensions import db
 
 STATUS_TEXT = {
@@ -168,16 +169,14 @@ def _hand_over_view(view: CallView, call: ToolCall) -> None:
 
 def _shown(value: Any) -> str:
     """A card's block of JSON (arguments, a result), within ``CHAT_CARD_MAX`` characters."""
-    return clip(pretty_json(value), current_app.config["CHAT_CARD_MAX"])
+    return clip(pretty_json(value), chat_settings().card_max)
 
 
 def _changes_shown(changes: Any) -> list[dict[str, Any]]:
     """A card's before → after rows, within ``CHAT_CARD_MAX`` (bounded when stored, by
     ``kept_preview``, and again here for a card stored before every storer did); a cut's
     marker is a row of its own, saying what was left out."""
-    kept = bounded(
-        changes if isinstance(changes, list) else [], current_app.config["CHAT_CARD_MAX"]
-    )
+    kept = bounded(changes if isinstance(changes, list) else [], chat_settings().card_max)
     return [c if isinstance(c, dict) else {"field": "…", "after": str(c)} for c in kept]
 
 
@@ -209,7 +208,7 @@ def call_view(
         changes=_changes_shown(preview.get("changes")),
         input_json=_shown(call.input),
         result_json=_shown(result) if result is not None else None,
-        error=clip(call.error, current_app.config["CHAT_CARD_MAX"]) if call.error else None,
+        error=clip(call.error, chat_settings().card_max) if call.error else None,
         decided_by=names.get(call.decided_by_id) if call.decided_by_id else None,
         decided_at=as_utc(call.decided_at),
         reject_reason=call.reject_reason,
@@ -220,8 +219,7 @@ def call_view(
         details=list(result.get("details") or [])
         if call.status == ToolCallStatus.FAILED and isinstance(result, dict)
         else [],
-        expired=call.status == ToolCallStatus.EXPIRED
-        or decisions.is_expired(call, current_app.config),
+        expired=call.status == ToolCallStatus.EXPIRED or decisions.is_expired(call),
         approver=names.get(call.approver_id) if call.approver_id else None,
         handed_by=names.get(call.handed_by_id) if call.handed_by_id else None,
         edited_by=names.get(call.edited_by_id) if call.edited_by_id else None,
@@ -345,7 +343,7 @@ class ThreadFoot:
 def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, ThreadFoot]:
     """The title and the foot as stored now, without loading the thread (three queries)."""
     conversation = store.get_conversation(principal, conversation_id)
-    last, waiting = store.tail_state(conversation.id, decisions.cutoff(current_app.config))
+    last, waiting = store.tail_state(conversation.id, decisions.cutoff())
     foot = ThreadFoot.of(waiting, lease.live_turn_id(conversation) is not None, last)
     return conversation.title, foot
 

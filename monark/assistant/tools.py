@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from monark.api.dispatch import dispatch_route
-from monark.chat.tools import ToolOutcome, ToolSpec
+from monark.chat.executor import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
 from monark.core.routes import (
@@ -121,7 +121,7 @@ class RouteTool:
 
 
 class ChatToolset:
-    """The tools by name; implements ``monark.chat.tools.ChatToolExecutor``."""
+    """The tools by name; implements ``monark.chat.executor.ChatToolExecutor``."""
 
     def __init__(self, tools: Iterable[AssistantTool]):
         self._tools: dict[str, AssistantTool] = {}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from flask import Blueprint, Response, current_app, jsonify, render_template, request
+from flask import Blueprint, Response, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
 
 from monark.approvals import handover
@@ -22,16 +22,20 @@ from monark.assistant.stream import (
     watch_turn,
 )
 from monark.assistant.thread import ThreadView, call_view, thread_view
-from monark.chat import decisions, lease, service, store, turns
+from monark.assistant.verdict import PanelDecision
+from monark.chat import decisions, store
 from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
 from monark.chat.prompt import PageContext
 from monark.chat.runtime import provider_problem
+from monark.chat.turn import lease, run
+from monark.chat.turn.start import begin_retry, begin_send, parse_send_input, require_assistant
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.ids import form_id, parse_id
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.core.web import page_principal
 from monark.extensions import db
 from monark.records import queries
@@ -48,8 +52,8 @@ def _assistant_context() -> dict[str, Any]:
         return {}
     org = db.session.get(Org, principal.org_id)
     return {
-        "assistant_name": assistant_name(org, current_app.config),
-        "assistant_gate": check_gates(principal, current_app.config),
+        "assistant_name": assistant_name(org),
+        "assistant_gate": check_gates(principal),
     }
 
 
@@ -64,7 +68,7 @@ def _notice(message: str, status: int, kind: str = "error"):
 
 
 def _gate_or_none(principal: Principal) -> str | None:
-    gate = check_gates(principal, current_app.config)
+    gate = check_gates(principal)
     return None if gate.open else gate.reason
 
 
@@ -74,7 +78,7 @@ def conversations():
     """The conversation list screen."""
     principal = require_principal()
     reason = _gate_or_none(principal)
-    if reason and not check_gates(principal, current_app.config).chat_open:
+    if reason and not check_gates(principal).chat_open:
         return _notice(reason, 403, "gate")
     return render_template(
         "assistant/_list.html", conversations=store.list_conversations(principal), gate=reason
@@ -101,9 +105,9 @@ def conversation(conversation_id: int):
     principal = require_principal()
     try:
         # A write another member decided meanwhile: the model hears of it now, live.
-        continuation = handover.begin_continuation(principal, conversation_id, current_app.config)
+        continuation = handover.begin_continuation(principal, conversation_id)
         if continuation is not None:
-            turns.start_turn(continuation)
+            run.start_turn(continuation)
         thread = thread_view(principal, conversation_id)
     except NotFound:
         return render_template(
@@ -169,7 +173,7 @@ def stop(conversation_id: int):
     # The turn the page is watching, when it says: a Stop that arrives after that turn
     # ended never stops the next one (another tab's).
     wanted = request.form.get("turn", "").strip() or None
-    turn_id = turns.request_stop(conversation_id, wanted)
+    turn_id = run.request_stop(conversation_id, wanted)
     if turn_id is None:
         return jsonify(status="idle", message="Nothing was running in this conversation."), 409
     deadline = time.monotonic() + STOP_WAIT_SECONDS
@@ -208,7 +212,7 @@ def await_decision(conversation_id: int):
     principal = require_principal()
     store.get_conversation(principal, conversation_id)
     awaited = _awaited_ids()
-    deadline = time.monotonic() + float(current_app.config["CHAT_AWAIT_SECONDS"])
+    deadline = time.monotonic() + chat_settings().await_seconds
     while awaited:
         conversation = store.get_conversation(principal, conversation_id)
         turn_id = lease.live_turn_id(conversation)
@@ -239,10 +243,10 @@ def _awaited_ids() -> list[int]:
     return ids
 
 
-def _start(principal: Principal, turn: turns.Turn, redraw: str = "") -> Response:
+def _start(principal: Principal, turn: run.Turn, redraw: str = "") -> Response:
     """Run a claimed turn on its own and answer with a watcher of it (``redraw``: frames
     that draw anew what the opening changed, sent first)."""
-    turns.start_turn(turn)
+    run.start_turn(turn)
     preface = redraw + turn_preface(turn.conversation_id, turn.turn_id)
     return watch_turn(
         principal, turn.conversation_id, turn.turn_id, snapshot=False, preface=preface
@@ -309,14 +313,14 @@ def stream():
     """Send a message and stream the turn as Server-Sent Events."""
     principal = require_principal()
     try:
-        data = service.parse_send_input(
+        data = parse_send_input(
             {
                 "text": request.form.get("text", ""),
                 "conversation_id": _conversation_id(),
                 "page_context": _page_context(principal),
             }
         )
-        turn = service.begin_send(principal, data)
+        turn = begin_send(principal, data)
     except ValidationFailed as err:
         return _notice(err.detail_text(), 422)
     except Conflict as err:
@@ -342,35 +346,33 @@ def _busy(conversation_id: int | None, message: str):
 def decide():
     """Confirm or reject a proposed write, then stream the continuation."""
     principal = require_principal()
-    action, _, raw_id = request.form.get("decision", "").partition(":")
     try:
-        call_id = parse_id(raw_id, "decision")
+        chosen = PanelDecision.parse(request.form.get("decision"))
     except ValidationFailed:
-        call_id = None
-    if action not in ("confirm", "reject") or call_id is None:
+        chosen = None
+    if chosen is None:
         return _notice("Choose Confirm or Reject on a card.", 400)
+    call_id = chosen.target_id
     reason = request.form.get(f"reason_{call_id}", "")
     shown = request.form.get(f"shown_{call_id}")
     return decide_call(
         principal,
         call_id,
-        lambda: approvals.begin_decision(
-            principal, call_id, action == "confirm", reason, shown=shown
-        ),
+        lambda: approvals.begin_decision(principal, call_id, chosen.confirm, reason, shown=shown),
     )
 
 
 def decide_call(
     principal: Principal,
     call_id: int,
-    begin: Callable[[], turns.Turn],
-    redraw: Callable[[turns.Turn], str] | None = None,
+    begin: Callable[[], run.Turn],
+    redraw: Callable[[run.Turn], str] | None = None,
 ):
     """A decision on one card (``begin`` takes it and returns its turn), streamed; or why
     not: gates, another's call, decided already, expired, drawn again, busy. ``redraw``:
     frames for what the decision changed besides the card."""
     try:
-        service.require_assistant(principal, current_app.config)
+        require_assistant(principal)
         call = store.get_tool_call(principal, call_id)
     except AppError as err:
         return _notice(err.message, err.status)
@@ -414,7 +416,7 @@ def _decided_text(card) -> str:
     """A second decision's answer: what the call is now, and who decided it."""
     by = f" by {card.decided_by}" if card.decided_by else ""
     if card.expired:
-        return decisions.expired_message(current_app.config)
+        return decisions.expired_message()
     if card.status == ToolCallStatus.REJECTED:
         return f"This action was already rejected{by}."
     if card.refused_before_asking:
@@ -445,7 +447,7 @@ def retry():
         conversation_id = _conversation_id()
         if conversation_id is None:
             return _notice("Nothing to retry yet.", 400)
-        turn = service.begin_retry(principal, conversation_id)
+        turn = begin_retry(principal, conversation_id)
     except ValidationFailed as err:
         return _notice("; ".join(f"{d['field']}: {d['message']}" for d in err.details), 400)
     except Conflict as err:

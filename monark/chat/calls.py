@@ -17,12 +17,14 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import update
 
-from monark.chat import lease, store
+from monark.chat import store
+from monark.chat.executor import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.chat.hooks import TurnHooks
-from monark.chat.models import ToolCall, ToolCallStatus
-from monark.chat.tools import ChatToolExecutor, ToolOutcome, ToolSpec
+from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
+from monark.chat.turn import lease
 from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.core.text import storable
 from monark.core.uow import (
     Deadline,
@@ -71,9 +73,8 @@ def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> 
     ).rowcount
     if changed != 1:
         return False
-    store.tool_call_event(
-        actor, call, "succeeded" if values["status"] == ToolCallStatus.SUCCEEDED else "failed"
-    )
+    succeeded = values["status"] == ToolCallStatus.SUCCEEDED
+    store.tool_call_event(actor, call, CallEvent.SUCCEEDED if succeeded else CallEvent.FAILED)
     return True
 
 
@@ -120,7 +121,7 @@ def run_tool_call(
     So is what undoing it takes (its tool's undo hook reads the before-state first).
     """
     actor = principal.via_assistant(call.conversation_id)
-    limit = current_app.config["CHAT_TOOL_TIMEOUT"]
+    limit = chat_settings().tool_timeout
     started = time.perf_counter()
     # Nothing of ours is pending, and no connection held, while the tool's own unit runs.
     with session_released():
@@ -182,7 +183,7 @@ def kept(value: Any, limit: int | None = None) -> Any:
     """What is stored of a call's result, error, details, refusal or card: storable, and
     within ``limit`` characters of JSON (``CHAT_TOOL_RESULT_MAX`` unless said), cut with
     markers. Everything a call stores from a tool, a route or a model goes through here."""
-    limit = limit if limit is not None else current_app.config["CHAT_TOOL_RESULT_MAX"]
+    limit = limit if limit is not None else chat_settings().tool_result_max
     if isinstance(value, str):
         return storable(clip(value, limit))
     return storable(bounded(value, limit))
@@ -199,7 +200,7 @@ def kept_preview(preview: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if preview is None:
         return None
     digest = before_digest(preview)
-    shown = kept(dict(preview), current_app.config["CHAT_CARD_MAX"])
+    shown = kept(dict(preview), chat_settings().card_max)
     return {**shown, BEFORE_DIGEST: digest}
 
 
@@ -238,8 +239,9 @@ def preview_of(
 
 def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
     """Why a call is refused before any card or run, or None: a tool nobody declared
-    (seed 003: it fails closed), arguments nested too deep (then they are not kept:
-    storing them would recurse as deep), or the tool's own check (``ToolSpec.validate``)."""
+    (unknown names fail closed: nothing undeclared is ever reached), arguments nested too
+    deep (then they are not kept: storing them would recurse as deep), or the tool's own
+    check (``ToolSpec.validate``)."""
     try:
         check_depth(call.input)
     except ValueError as err:

@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from monark.chat import store
+from monark.chat.executor import ToolSpec
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.types import (
     Block,
@@ -42,9 +43,9 @@ from monark.chat.models import (
     MessageStatus,
 )
 from monark.chat.streaming import stream_step
-from monark.chat.tools import ToolSpec
 from monark.chat.transcript import build_llm_messages, row_turns, shown_rows
 from monark.core.rbac import Principal
+from monark.core.settings import ChatSettings
 from monark.extensions import db
 
 CHARS_PER_TOKEN = 4  # a rough count, corrected by the provider's own after each step
@@ -73,24 +74,17 @@ class ContextPolicy:
     results stubs (``stub_at``) and old turns a summary (``compact_at``)."""
 
     window: int
-    stub_at: float = 0.5
-    compact_at: float = 0.75
+    stub_at: float
+    compact_at: float
 
     @classmethod
-    def of(
-        cls, provider: str, provider_window: int | None, config: Mapping[str, Any]
-    ) -> ContextPolicy:
+    def of(cls, provider: str, provider_window: int | None, chat: ChatSettings) -> ContextPolicy:
         """The provider's window, or the deployment's setting (``CHAT_CONTEXT_WINDOW``) for
         a turn on the deployment's own provider (an org's provider of its own keeps its own
         window: the setting is about the deployment's model)."""
-        deployment = str(config.get("CHAT_LLM_PROVIDER") or "anthropic").lower()
-        setting = int(config.get("CHAT_CONTEXT_WINDOW") or 0) if provider == deployment else 0
+        setting = chat.context_window if provider == chat.llm_provider else 0
         window = setting or provider_window or DEFAULT_WINDOW
-        return cls(
-            window,
-            float(config.get("CHAT_CONTEXT_STUB_AT", 0.5)),
-            float(config.get("CHAT_CONTEXT_COMPACT_AT", 0.75)),
-        )
+        return cls(window, chat.context_stub_at, chat.context_compact_at)
 
     def tokens(self, share: float) -> int:
         return int(self.window * share)

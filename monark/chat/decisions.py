@@ -9,7 +9,7 @@ target re-read) is the host's business (``monark.approvals``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,13 +18,13 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat import store
-from monark.chat.models import ToolCall, ToolCallStatus
+from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.extensions import db
 
-DEFAULT_TTL = 7 * 86400.0
 ALREADY_DECIDED = "This action was already confirmed or rejected."
 
 
@@ -32,25 +32,25 @@ class ProposalExpired(Conflict):
     """The proposal waited longer than ``CHAT_APPROVAL_TTL``: it can no longer run."""
 
 
-def ttl_seconds(config: Mapping[str, Any]) -> float:
+def ttl_seconds() -> float:
     """How long a proposal waits for a decision."""
-    return float(config.get("CHAT_APPROVAL_TTL") or DEFAULT_TTL)
+    return chat_settings().approval_ttl
 
 
-def cutoff(config: Mapping[str, Any]) -> datetime:
+def cutoff() -> datetime:
     """Proposals made before this have expired."""
-    return utcnow() - timedelta(seconds=ttl_seconds(config))
+    return utcnow() - timedelta(seconds=ttl_seconds())
 
 
-def is_expired(call: ToolCall, config: Mapping[str, Any]) -> bool:
+def is_expired(call: ToolCall) -> bool:
     """Whether a still-PROPOSED call is past its time."""
     made = as_utc(call.created_at)
-    return call.status == ToolCallStatus.PROPOSED and made is not None and made < cutoff(config)
+    return call.status == ToolCallStatus.PROPOSED and made is not None and made < cutoff()
 
 
-def ttl_text(config: Mapping[str, Any]) -> str:
+def ttl_text() -> str:
     """The waiting time in words (``7 days``, ``36 hours``, ``10 minutes``)."""
-    seconds = ttl_seconds(config)
+    seconds = ttl_seconds()
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if (seconds >= size and seconds % size == 0) or seconds >= 2 * size:
             count = round(seconds / size)
@@ -59,10 +59,10 @@ def ttl_text(config: Mapping[str, Any]) -> str:
     return f"{count} second{'s' if count != 1 else ''}"
 
 
-def expired_message(config: Mapping[str, Any]) -> str:
+def expired_message() -> str:
     """What the user reads on Confirm of an expired proposal."""
     return (
-        f"This proposal expired: it waited more than {ttl_text(config)} without a decision, "
+        f"This proposal expired: it waited more than {ttl_text()} without a decision, "
         "so nothing was changed. Ask the assistant again if it is still wanted."
     )
 
@@ -124,7 +124,8 @@ def settle(
             for name in _SETTLED:  # as stored now, without reading it back
                 set_committed_value(s.call, name, values[name])
     for s in settlements:
-        what = "confirmed" if s.status == ToolCallStatus.EXECUTING else "rejected"
+        confirmed = s.status == ToolCallStatus.EXECUTING
+        what = CallEvent.CONFIRMED if confirmed else CallEvent.REJECTED
         store.tool_call_event(principal.via_assistant(s.call.conversation_id), s.call, what)
     db.session.commit()
 
@@ -138,14 +139,14 @@ def _changed(s: Settlement, status: ToolCallStatus, when: datetime) -> bool:
     return row is not None and row.status == status and as_utc(row.decided_at) == as_utc(when)
 
 
-def expire_overdue(principal: Principal, conversation_id: int, config: Mapping[str, Any]) -> int:
+def expire_overdue(principal: Principal, conversation_id: int) -> int:
     """Expire the conversation's proposals past their time (each once, with its event);
     how many expired."""
     overdue = db.session.scalars(
         select(ToolCall).where(
             ToolCall.conversation_id == conversation_id,
             ToolCall.status == ToolCallStatus.PROPOSED,
-            ToolCall.created_at < cutoff(config),
+            ToolCall.created_at < cutoff(),
         )
     ).all()
     actor = principal.via_assistant(conversation_id)
@@ -158,7 +159,7 @@ def expire_overdue(principal: Principal, conversation_id: int, config: Mapping[s
             .execution_options(synchronize_session=False)
         ).rowcount
         if changed == 1:
-            store.tool_call_event(actor, call, "expired")
+            store.tool_call_event(actor, call, CallEvent.EXPIRED)
             expired += 1
     db.session.commit()
     return expired

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.extensions import db
 
-DEFAULT_NAME = "Chrysa"
 
-
-def assistant_name(org: Org | None, config: Mapping[str, Any]) -> str:
+def assistant_name(org: Org | None) -> str:
     """The org's name for it (with branding on), else the deployment's, else Chrysa."""
     if org is not None and org.branding_enabled and (org.assistant_name or "").strip():
         return org.assistant_name.strip()
-    return (config.get("MONARK_ASSISTANT_NAME") or "").strip() or DEFAULT_NAME
+    return chat_settings().assistant_name
 
 
 @dataclass(frozen=True)
@@ -30,14 +27,14 @@ class Gate:
     chat_open: bool = True  # the chat module itself (conversation list) is reachable
 
 
-def check_gates(principal: Principal, config: Mapping[str, Any]) -> Gate:
+def check_gates(principal: Principal) -> Gate:
     """Check chat.use, the org's chat module, then the AI switches (deployment, org, user)."""
     if not principal.can("chat.use"):
         return Gate(False, "permission", "Your role does not include the assistant.", False)
     org = db.session.get(Org, principal.org_id)
     if org is None or not org.chat_enabled:
         return Gate(False, "chat_off", "Chat is turned off for this organization.", False)
-    if not config.get("CHAT_AI_AGENT_ENABLED", True):
+    if not chat_settings().ai_agent_enabled:
         return Gate(False, "ai_off_deployment", "The AI assistant is turned off on this server.")
     if not org.ai_agent_enabled:
         return Gate(

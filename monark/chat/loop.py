@@ -10,23 +10,22 @@ with its calls and previews; end, wait for the user, or run the reads and go rou
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
-
-from flask import current_app
 
 from monark.chat import store
-from monark.chat.ai_settings import DEFAULT_STEPS
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
+from monark.chat.executor import ChatToolExecutor, ToolSpec
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.common import held
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
     CALL_NAME_MAX,
+    PENDING_STATUSES,
+    CallEvent,
     Conversation,
     Message,
     MessageRole,
@@ -37,14 +36,12 @@ from monark.chat.models import (
 from monark.chat.prompt import system_prompt
 from monark.chat.runtime import proposal_gate, provider_for, tool_executor
 from monark.chat.streaming import Step, stream_step
-from monark.chat.tools import ChatToolExecutor, ToolSpec
 from monark.chat.transcript import build_llm_messages, tool_definitions
 from monark.core.bounds import clip
-from monark.core.models import Org, utcnow
+from monark.core.models import Org
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.extensions import db
-
-MAX_STEPS = DEFAULT_STEPS  # per turn, counted between user decisions, unless set otherwise
 
 
 def step_limit_note(steps: int) -> str:
@@ -105,8 +102,8 @@ class _Setup:
     context: ContextPolicy
 
     @classmethod
-    def load(cls, principal: Principal, config: Mapping[str, Any]) -> _Setup:
-        provider, resolved = provider_for(principal.org_id, config)
+    def load(cls, principal: Principal) -> _Setup:
+        provider, resolved = provider_for(principal.org_id)
         executor = tool_executor()
         specs = {s.name: s for s in executor.specs(principal)}
         org = db.session.get(Org, principal.org_id)
@@ -116,7 +113,7 @@ class _Setup:
             executor=executor,
             specs=specs,
             tools=tool_definitions(list(specs.values())),
-            system=system_prompt(assistant_name(org, config)),
+            system=system_prompt(assistant_name(org)),
             model=resolved.config.model,
             max_tokens=resolved.limits.max_tokens,
             max_steps=resolved.limits.max_steps,
@@ -124,7 +121,7 @@ class _Setup:
             context=ContextPolicy.of(
                 resolved.config.provider,
                 resolved.descriptor.context_window if resolved.descriptor else None,
-                config,
+                chat_settings(),
             ),
         )
 
@@ -138,10 +135,10 @@ def _stop_before_step(
 ) -> list[store.TranscriptMessage] | None:
     """The transcript to send, or None when the turn must stop first: a call still waits
     for the user, or the turn used its steps (a note says so)."""
-    if store.pending_calls(conversation.id):
+    rows = store.load_transcript(conversation.id)
+    if any(c.status in PENDING_STATUSES for row in rows for c in row.tool_calls):
         result.status = TurnStatus.AWAITING_CONFIRMATION
         return None
-    rows = store.load_transcript(conversation.id)
     if _steps_this_turn(rows) < setup.max_steps:
         return rows
     note = store.add_message(
@@ -162,7 +159,8 @@ def _open_reply(
     setup: _Setup, principal: Principal, conversation: Conversation, hooks: TurnHooks
 ) -> Message:
     """The assistant message this step streams into, stored (empty) before the first token:
-    its text is saved as it streams, so a crash keeps what came."""
+    its text is saved as it streams, so a crash keeps what came. It stays loaded across
+    the step (its own row: only the keeper writes it meanwhile, its text, redone at the end)."""
     message = store.add_message(
         conversation,
         principal.via_assistant(conversation.id),
@@ -173,7 +171,7 @@ def _open_reply(
         provider=setup.provider_name,
         model=setup.model,
     )
-    db.session.commit()
+    store.end_transaction(message)
     hooks.on_message_saved(message)
     return message
 
@@ -196,14 +194,15 @@ def _stream_reply(
     principal: Principal,
     conversation: Conversation,
     rows: list[store.TranscriptMessage],
+    request: LlmRequest,
+    message: Message,
     hooks: TurnHooks,
 ) -> Step:
     """Stream the step's reply; a request the provider refused as too long for the model
     is made to fit (once: old turns summarized, old results stubbed) and sent again."""
-    request = _request(setup, conversation, rows)
-    # Reading the message back began a transaction: end it, so no connection is held
-    # while the model streams (the objects stay attached and reload on next use).
-    db.session.rollback()
+    # End any transaction a hook began, so no connection is held while the model streams
+    # (the reply stays loaded; other objects stay attached and reload on next use).
+    store.end_transaction(message, commit=False)
     step = stream_step(setup.provider, request, hooks, setup.silence)
     if step.error is None or step.error.kind != TOO_LONG or step.text:
         return step
@@ -211,7 +210,7 @@ def _stream_reply(
     if not fitted.changed:
         return step
     request = _request(setup, conversation, fitted.rows)
-    db.session.rollback()
+    store.end_transaction(message, commit=False)
     return stream_step(setup.provider, request, hooks, setup.silence)
 
 
@@ -268,16 +267,18 @@ def _store_step(
     hooks: TurnHooks,
 ) -> list[ToolCall]:
     """Finish the streamed message (text, status, usage) and store its calls."""
-    conversation = store.get_conversation(principal, conversation_id)
     text = "".join(step.text)
     if step.error:  # keep what streamed; with nothing at all it is an error message
         status = MessageStatus.INCOMPLETE if text else MessageStatus.ERROR
     else:
         status = MessageStatus.INCOMPLETE if step.stopped else MessageStatus.COMPLETE
-    actor = principal.via_assistant(conversation.id)
+    actor = principal.via_assistant(conversation_id)
     # Calls of a broken-off reply are dropped: the model would see a call without result.
     requested = step.calls if status == MessageStatus.COMPLETE else []
-    calls = _proposed_calls(setup, actor, conversation, requested)
+    calls: list[ToolCall] = []
+    if requested:  # their previews and the gate read the conversation as it is now
+        conversation = store.get_conversation(principal, conversation_id)
+        calls = _proposed_calls(setup, actor, conversation, requested)
     message.text = text
     message.status = status
     message.error = step.error.message if step.error else None
@@ -286,7 +287,7 @@ def _store_step(
     message.output_tokens = step.usage.output_tokens
     message.cache_read_tokens = step.usage.cache_read_tokens
     message.cache_creation_tokens = step.usage.cache_creation_tokens
-    conversation.last_activity_at = utcnow()
+    store.touch(principal, conversation_id)
     for call in calls:
         call.message_id = message.id
         db.session.add(call)
@@ -294,9 +295,10 @@ def _store_step(
     for call in calls:
         if call.mutates or call.status == ToolCallStatus.FAILED:
             # A call whose arguments cannot work failed at once: no card, nothing run.
-            what = "proposed" if call.status == ToolCallStatus.PROPOSED else "failed"
-            store.tool_call_event(actor, call, "allowed" if call.allowed else what)
-    db.session.commit()
+            proposed = call.status == ToolCallStatus.PROPOSED
+            what = CallEvent.PROPOSED if proposed else CallEvent.FAILED
+            store.tool_call_event(actor, call, CallEvent.ALLOWED if call.allowed else what)
+    store.end_transaction(message)
     hooks.on_message_saved(message)
     return calls
 
@@ -325,12 +327,10 @@ def advance_conversation(
     principal: Principal,
     conversation_id: int,
     hooks: TurnHooks | None = None,
-    config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Run model steps until the turn ends, a write awaits confirmation, or a limit hits."""
     hooks = hooks or TurnHooks()
-    config = config if config is not None else current_app.config
-    setup = _Setup.load(principal, config)
+    setup = _Setup.load(principal)
     # The turn holds its adapter: dropped from the cache meanwhile, its client still serves
     # every step of the turn, and is closed when the turn ends.
     with held(setup.provider):
@@ -353,9 +353,10 @@ def _run_steps(
         # A long conversation is made to fit the model's window first (old results
         # stubbed, old turns summarized: ``chat.compaction``).
         rows = fit(setup, principal, conversation, rows, hooks).rows
+        request = _request(setup, conversation, rows)  # before the reply's commit expires it
         message = _open_reply(setup, principal, conversation, hooks)
         result.message_ids.append(message.id)
-        step = _stream_reply(setup, principal, conversation, rows, hooks)
+        step = _stream_reply(setup, principal, conversation, rows, request, message, hooks)
         calls = _store_step(setup, principal, conversation_id, message, step, hooks)
         if step.error:
             result.status, result.error = TurnStatus.ERROR, step.error.message

@@ -51,6 +51,28 @@ class ToolCallStatus(StrEnum):
 PENDING_STATUSES = (ToolCallStatus.PROPOSED, ToolCallStatus.EXECUTING)
 
 
+class CallEvent(StrEnum):
+    """What happened to a tool call: its audit event is ``chat.tool_call.<this>``."""
+
+    PROPOSED = "proposed"
+    ALLOWED = "allowed"  # ran at once, under an allowance
+    HELD = "held"  # an API key's write, waiting in the Approvals inbox
+    EDITED = "edited"
+    REDRAWN = "redrawn"  # its target changed since the card was drawn
+    CONFIRMED = "confirmed"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNDO_STARTED = "undo_started"
+    UNDONE = "undone"
+
+    @property
+    def event_type(self) -> str:
+        """The audit event's type."""
+        return f"chat.tool_call.{self}"
+
+
 class EnumText(TypeDecorator):
     """A ``StrEnum`` stored as its plain value in a string column (the values stay what
     they always were, and a value the enum does not know is refused on write)."""
@@ -89,7 +111,7 @@ class Conversation(db.Model):
     last_activity_at: Mapped[datetime] = mapped_column(default=utcnow)
     # The turn running now, if any: one at a time, whichever tab, window or instance asks.
     # It holds a lease (``turn_lease_until``) that it renews every second or so; a turn whose
-    # process died stops renewing, and its lease runs out in seconds. See ``chat.turns``.
+    # process died stops renewing, and its lease runs out in seconds. See ``chat.turn``.
     turn_id: Mapped[str | None] = mapped_column(String(32), default=None)
     turn_started_at: Mapped[datetime | None] = mapped_column(default=None)
     turn_lease_until: Mapped[datetime | None] = mapped_column(default=None)

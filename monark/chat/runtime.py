@@ -15,16 +15,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from flask import Flask, current_app
 
-from monark.chat.ai_settings import ResolvedAi, resolve
+from monark.chat.executor import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
 from monark.chat.llm.common import close_provider
-from monark.chat.llm.providers import ProviderConfig
+from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
 from monark.chat.llm.types import LlmProvider
 from monark.chat.llm.unavailable import UnavailableProvider
-from monark.chat.tools import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
+from monark.core.settings import chat_settings
 
 _KEY = "monark.chat"
 
@@ -68,19 +67,65 @@ class AdapterCache:
         return len(self._adapters)
 
 
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class ResolvedAi:
+    """What a turn of an org runs with; ``problem`` says why it cannot, if it cannot."""
+
+    config: ProviderConfig
+    descriptor: ProviderDescriptor | None
+    limits: Limits
+    problem: str | None = None  # for everyone (the chat says it)
+    detail: str | None = None  # the whole reason, for admins (addresses and settings)
+
+    @property
+    def admin_problem(self) -> str | None:
+        return self.detail or self.problem
+
+
+# Which model an org's turns talk to (None: the deployment's alone); the host's.
+Resolver = Callable[[int | None], ResolvedAi]
+
+
+def no_model(org_id: int | None) -> ResolvedAi:
+    """The resolver of a host that installed none: no model to talk to."""
+    chat = chat_settings()
+    config = ProviderConfig(
+        chat.llm_provider,  # type: ignore[arg-type]
+        chat.llm_model,
+        connect_timeout=chat.llm_connect_timeout,
+        read_timeout=chat.llm_timeout,
+        max_retries=chat.llm_max_retries,
+    )
+    limits = Limits(chat.max_steps, chat.llm_max_tokens)
+    return ResolvedAi(config, None, limits, "No model provider is set.")
+
+
 @dataclass
 class ChatRuntime:
     executor: ChatToolExecutor = field(default_factory=NoTools)
     gate: ProposalGate = field(default_factory=AlwaysAsk)
+    resolve: Resolver = no_model
     # A provider for every org (tests, benchmarks); None: each org's own, as configured.
     override: LlmProvider | None = None
     adapters: AdapterCache = field(default_factory=AdapterCache)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def install(app: Flask, executor: ChatToolExecutor, gate: ProposalGate | None = None) -> None:
-    """Give ``app`` the host's tool executor and proposal gate (called by the app factory)."""
-    app.extensions[_KEY] = ChatRuntime(executor, gate or AlwaysAsk())
+def install(
+    app: Flask,
+    executor: ChatToolExecutor,
+    gate: ProposalGate | None = None,
+    resolve: Resolver = no_model,
+) -> None:
+    """Give ``app`` the host's tool executor, proposal gate and model resolver (called by
+    the app factory)."""
+    app.extensions[_KEY] = ChatRuntime(executor, gate or AlwaysAsk(), resolve)
 
 
 def runtime(app: Flask | None = None) -> ChatRuntime:
@@ -108,21 +153,20 @@ def _adapter(resolved: ResolvedAi, limit: int) -> LlmProvider:
     return runtime().adapters.get(resolved.config, resolved.descriptor.create, limit)
 
 
-def provider_for(org_id: int | None, config: Any | None = None) -> tuple[LlmProvider, ResolvedAi]:
+def provider_for(org_id: int | None) -> tuple[LlmProvider, ResolvedAi]:
     """The provider an org's turn talks to (its own settings over the deployment's), and
     what it was resolved from; adapters are built once per configuration and the most
     recently used ``CHAT_LLM_CLIENT_CACHE`` of them kept."""
-    config = config if config is not None else current_app.config
-    resolved = resolve(org_id, config)
+    resolved = runtime().resolve(org_id)
     override = runtime().override
     if override is not None:
         return override, resolved
-    return _adapter(resolved, int(config["CHAT_LLM_CLIENT_CACHE"])), resolved
+    return _adapter(resolved, chat_settings().llm_client_cache), resolved
 
 
-def llm_provider(config: Any | None = None) -> LlmProvider:
+def llm_provider() -> LlmProvider:
     """The deployment's provider (no org's settings)."""
-    return provider_for(None, config)[0]
+    return provider_for(None)[0]
 
 
 def set_llm_provider(provider: LlmProvider | None, app: Flask | None = None) -> None:
@@ -133,7 +177,7 @@ def set_llm_provider(provider: LlmProvider | None, app: Flask | None = None) -> 
         state.adapters.clear()
 
 
-def provider_problem(org_id: int | None = None, config: Any | None = None) -> str | None:
+def provider_problem(org_id: int | None = None) -> str | None:
     """What keeps an org's provider from answering, if anything (say, no API key)."""
-    check = getattr(provider_for(org_id, config)[0], "problem", None)
+    check = getattr(provider_for(org_id)[0], "problem", None)
     return check() if check is not None else None

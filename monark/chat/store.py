@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, inspect, select, update
 from sqlalchemy.orm import selectinload
+from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat.models import (
     PENDING_STATUSES,
+    CallEvent,
     Conversation,
     ConversationKind,
     Message,
@@ -36,21 +38,54 @@ def default_title(text: str) -> str:
     return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
 
 
+def _own(principal: Principal, conversation_id: int) -> tuple[Any, ...]:
+    """The conditions on a conversation of the principal's own, in their org."""
+    return (
+        Conversation.id == conversation_id,
+        Conversation.org_id == principal.org_id,
+        Conversation.creator_id == principal.user_id,
+        Conversation.archived.is_(False),
+        # An API key's held writes are decided in the Approvals inbox, not the panel.
+        Conversation.kind == ConversationKind.AI,
+    )
+
+
 def get_conversation(principal: Principal, conversation_id: int) -> Conversation:
     """A conversation of the principal's own, in their org; ``NotFound`` otherwise."""
-    conversation = db.session.scalar(
-        select(Conversation).where(
-            Conversation.id == conversation_id,
-            Conversation.org_id == principal.org_id,
-            Conversation.creator_id == principal.user_id,
-            Conversation.archived.is_(False),
-            # An API key's held writes are decided in the Approvals inbox, not the panel.
-            Conversation.kind == ConversationKind.AI,
-        )
-    )
+    conversation = db.session.scalar(select(Conversation).where(*_own(principal, conversation_id)))
     if conversation is None:
         raise NotFound("No such conversation.")
     return conversation
+
+
+def touch(principal: Principal, conversation_id: int) -> None:
+    """Mark activity in a conversation of the principal's own now (one statement, nothing
+    loaded); ``NotFound`` otherwise."""
+    touched = db.session.execute(
+        update(Conversation)
+        .where(*_own(principal, conversation_id))
+        .values(last_activity_at=utcnow())
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if touched != 1:
+        raise NotFound("No such conversation.")
+
+
+def end_transaction(*keep: Any, commit: bool = True) -> None:
+    """Commit (or end a read with a rollback), keeping what ``keep`` holds loaded rather
+    than expired: rows this turn wrote and alone writes, so the next use reads nothing."""
+    kept = []
+    for row in keep:
+        state = inspect(row)
+        columns = [a.key for a in state.mapper.column_attrs if a.key in state.dict]
+        kept.append((row, {key: state.dict[key] for key in columns}))
+    if commit:
+        db.session.commit()
+    else:
+        db.session.rollback()
+    for row, values in kept:
+        for key, value in values.items():
+            set_committed_value(row, key, value)
 
 
 def list_conversations(principal: Principal, limit: int = 50) -> list[Conversation]:
@@ -210,12 +245,13 @@ def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
     ]
 
 
-def next_seq(conversation_id: int) -> int:
-    """The next message number of a conversation."""
-    current = db.session.scalar(
-        select(func.max(Message.seq)).where(Message.conversation_id == conversation_id)
+def next_seq(conversation_id: int) -> Any:
+    """The next message number of a conversation, worked out by the insert itself."""
+    return (
+        select(func.coalesce(func.max(Message.seq), 0) + 1)
+        .where(Message.conversation_id == conversation_id)
+        .scalar_subquery()
     )
-    return (current or 0) + 1
 
 
 def add_message(conversation: Conversation, actor: Principal, **fields: Any) -> Message:
@@ -252,13 +288,13 @@ def _message_payload(message: Message) -> dict[str, Any]:
 
 
 def tool_call_event(
-    actor: Principal, call: ToolCall, what: str, more: dict[str, Any] | None = None
+    actor: Principal, call: ToolCall, what: CallEvent, more: dict[str, Any] | None = None
 ) -> None:
     """``chat.tool_call.<what>`` with ids and the tool's name, never its input (``more``:
     ids or names to add, such as which fields an edit changed)."""
     record_event(
         actor,
-        f"chat.tool_call.{what}",
+        CallEvent(what).event_type,
         "tool_call",
         call.id,
         {

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monark.chat import store
+from monark.chat.executor import RESULT_LIMIT, ToolSpec
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
@@ -17,7 +18,6 @@ from monark.chat.llm.types import (
     ToolUseBlock,
 )
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
-from monark.chat.tools import RESULT_LIMIT, ToolSpec
 from monark.core.text import scrub
 
 REJECTED_TEXT = "The user rejected this action; it was not carried out."

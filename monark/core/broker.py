@@ -151,7 +151,6 @@ class RedisLog:
         return bool(dash) and digits and len(ms) <= 15 and len(seq) <= 10
 
 
-def progress_log_for(config: dict[str, Any]) -> ProgressLog:
-    """The log the deployment configured: Redis when ``CHAT_BROKER_URL`` is set."""
-    url = (config.get("CHAT_BROKER_URL") or "").strip()
+def progress_log_for(url: str) -> ProgressLog:
+    """The log the deployment configured: Redis at ``url`` (``CHAT_BROKER_URL``), else local."""
     return RedisLog(url) if url else LocalLog()

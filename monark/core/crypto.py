@@ -11,12 +11,12 @@ a Fernet key through HKDF-SHA256, so any string of enough entropy will do.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
-from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from monark.core.settings import settings
 
 
 class SecretUnreadable(Exception):
@@ -30,31 +30,29 @@ def _fernet(secret: str) -> Fernet:
     return Fernet(base64.urlsafe_b64encode(derived))
 
 
-def secret_box(config: Mapping[str, Any]) -> MultiFernet:
+def secret_box() -> MultiFernet:
     """The deployment's keys: ``ENCRYPTION_KEYS`` (first encrypts), else ``SECRET_KEY``."""
-    listed = [k.strip() for k in str(config.get("ENCRYPTION_KEYS") or "").split(",")]
-    secrets = [k for k in listed if k] or [str(config["SECRET_KEY"])]
+    known = settings()
+    secrets = known.encryption_keys or (known.secret_key,)
     return MultiFernet([_fernet(s) for s in secrets])
 
 
-def encrypt(config: Mapping[str, Any], text: str) -> str:
+def encrypt(text: str) -> str:
     """``text`` encrypted with the deployment's first key."""
-    return secret_box(config).encrypt(text.encode()).decode()
+    return secret_box().encrypt(text.encode()).decode()
 
 
-def decrypt(config: Mapping[str, Any], token: str) -> str:
+def decrypt(token: str) -> str:
     """A stored secret in clear; ``SecretUnreadable`` when no key of the deployment opens it."""
     try:
-        return secret_box(config).decrypt(token.encode()).decode()
+        return secret_box().decrypt(token.encode()).decode()
     except InvalidToken:
-        which = (
-            "ENCRYPTION_KEYS" if str(config.get("ENCRYPTION_KEYS") or "").strip() else "SECRET_KEY"
-        )
+        which = "ENCRYPTION_KEYS" if settings().encryption_keys else "SECRET_KEY"
         raise SecretUnreadable(
             f"A stored key cannot be read with this deployment's {which} (was it changed?)."
         ) from None
 
 
-def rotate(config: Mapping[str, Any], token: str) -> str:
+def rotate(token: str) -> str:
     """A stored secret encrypted anew with the first key (any listed key may open it)."""
-    return secret_box(config).rotate(token.encode()).decode()
+    return secret_box().rotate(token.encode()).decode()

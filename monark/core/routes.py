@@ -139,7 +139,7 @@ class RouteDescriptor:
     precheck: Precheck | None = None
     lookup: Lookup | None = None
     describe: Describe | None = None
-    # The assistant's tool hooks (``monark.chat.tools.ToolSpec``): arguments refused before
+    # The assistant's tool hooks (``monark.chat.executor.ToolSpec``): arguments refused before
     # anything runs, the result shrunk for the model, how much of it the model reads.
     validate: Callable[[dict[str, Any]], str | None] | None = None
     summarize: Callable[[Any], Any] | None = None

@@ -29,18 +29,18 @@ import math
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from flask import current_app
 from pydantic_core import to_json
 from sqlalchemy import String, Text, cast, func
 
 from monark.core.bounds import clip
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
+from monark.core.settings import QuerySettings, settings
 from monark.core.text import scrub
 from monark.core.uow import deadline
 from monark.extensions import db
@@ -107,14 +107,14 @@ class QueryLimits:
     max_memory: int = 256 * 2**20  # bytes of the sandbox's database: the rows read
 
     @classmethod
-    def of(cls, config: Mapping[str, Any]) -> QueryLimits:
+    def of(cls, limits: QuerySettings) -> QueryLimits:
         """The limits the deployment set (``RECORDS_QUERY_*``)."""
         return cls(
-            seconds=config["RECORDS_QUERY_TIMEOUT"],
-            max_rows=config["RECORDS_QUERY_MAX_ROWS"],
-            max_bytes=config["RECORDS_QUERY_MAX_BYTES"],
-            max_value=config["RECORDS_QUERY_MAX_VALUE"],
-            max_columns=config["RECORDS_QUERY_MAX_COLUMNS"],
+            seconds=limits.seconds,
+            max_rows=limits.max_rows,
+            max_bytes=limits.max_bytes,
+            max_value=limits.max_value,
+            max_columns=limits.max_columns,
         )
 
 
@@ -637,7 +637,7 @@ def _raw_rows(stmt: Any, params: dict[str, Any]) -> list[Any]:
 def run_query(principal: Principal, sql: str, limits: QueryLimits | None = None) -> QueryResult:
     """Run one read-only statement over the caller's visible records (see the module)."""
     principal.require("records.view")
-    limits = limits or QueryLimits.of(current_app.config)
+    limits = limits or QueryLimits.of(settings().query)
     sql = check_sql(sql, limits)
     sandbox = _Sandbox(catalogue(principal), limits)
     try:

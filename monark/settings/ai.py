@@ -3,31 +3,29 @@ connection button, the provider's model list, and the providers as JSON."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, flash, jsonify, render_template, request
+from flask import Blueprint, flash, jsonify, render_template, request
 
-from monark.chat import ai_settings
 from monark.chat.llm.providers import PROVIDERS, endpoint_of, provider_summaries
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.web import see_other
-from monark.settings import ai_form
+from monark.settings import ai_form, ai_provider
 
 bp = Blueprint("settings_ai", __name__, url_prefix="/settings/ai")
 
 
 def _page(errors: dict[str, str] | None = None, status: int = 200):
     principal = require_principal()
-    config = current_app.config
-    resolved = ai_settings.resolve(principal.org_id, config)
-    deployment = ai_settings.resolve(None, config)
+    resolved = ai_provider.resolve(principal.org_id)
+    deployment = ai_provider.resolve(None)
     return render_template(
         "settings/ai.html",
-        stored=ai_settings.org_settings(principal.org_id),
+        stored=ai_provider.org_settings(principal.org_id),
         resolved=resolved,
         endpoint=endpoint_of(resolved.config),
         deployment=deployment,
         providers=PROVIDERS,
-        caps=ai_settings.caps(config),
+        caps=ai_provider.caps(),
         errors=errors or {},
         form=request.form if errors else None,
     ), status
@@ -56,7 +54,7 @@ def _form() -> ai_form.AiSettingsForm:
     fields = ai_form.AiSettingsForm.model_fields
     data: dict[str, object] = {k: request.form.get(k, "") for k in fields if k != "clear_key"}
     data["clear_key"] = request.form.get("clear_key") == "on"
-    return ai_form.parse_form(data, current_app.config)
+    return ai_form.parse_form(data)
 
 
 @bp.route("", methods=["GET", "POST"])
@@ -65,7 +63,7 @@ def page():
     """The org's AI settings; a save keeps the key unless a new one is typed or it is removed."""
     if request.method == "POST":
         try:
-            changed = ai_form.save(require_principal(), _form(), current_app.config)
+            changed = ai_form.save(require_principal(), _form())
         except ValidationFailed as err:
             return _page(err.field_errors(), 422)
         flash("AI settings saved." if changed else "Nothing changed.", "info")
@@ -78,7 +76,7 @@ def page():
 def test():
     """Send a tiny request with the form's values; the answer, or the error in plain words."""
     try:
-        resolved = ai_form.form_config(require_principal(), _form(), current_app.config)
+        resolved = ai_form.form_config(require_principal(), _form())
     except ValidationFailed as err:
         return render_template("settings/_ai_test.html", ok=False, message=_named(err)), 422
     ok, message = ai_form.test_connection(resolved)
@@ -90,7 +88,7 @@ def test():
 def models():
     """The provider's models for the form's values, as the model field's suggestions."""
     try:
-        resolved = ai_form.form_config(require_principal(), _form(), current_app.config)
+        resolved = ai_form.form_config(require_principal(), _form())
     except ValidationFailed as err:
         return render_template("settings/_ai_models.html", models=[], problem=_named(err))
     found, problem = ai_form.model_catalogue(resolved)

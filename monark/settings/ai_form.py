@@ -1,6 +1,6 @@
 """An admin's form of the org's AI settings: checked, saved (the key encrypted, never shown
 again), tried (a test call, the provider's model list). What the settings mean for a turn
-is ``chat.ai_settings``."""
+is ``settings.ai_provider``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,6 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from monark.chat.ai_settings import (
-    MIN_KEY,
-    ResolvedAi,
-    caps,
-    org_settings,
-    resolve_row,
-)
 from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import endpoint_of, get_provider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock, TextDelta
@@ -29,6 +22,13 @@ from monark.core.net import UnsafeAddress, check_url
 from monark.core.rbac import Principal
 from monark.core.schemas import StrictModel
 from monark.extensions import db
+from monark.settings.ai_provider import (
+    MIN_KEY,
+    ResolvedAi,
+    caps,
+    org_settings,
+    resolve_row,
+)
 
 NO_CHANGE = "(unchanged)"
 SETTING_FIELDS = ("provider", "model", "base_url", "max_steps", "max_tokens")
@@ -46,7 +46,7 @@ class AiSettingsForm(StrictModel):
     max_tokens: int | None = Field(None, ge=1)
 
 
-def parse_form(data: Mapping[str, Any], app_config: Mapping[str, Any]) -> AiSettingsForm:
+def parse_form(data: Mapping[str, Any]) -> AiSettingsForm:
     """The form checked; ``ValidationFailed`` names each bad field."""
     raw = {k: (v.strip() if isinstance(v, str) else v) for k, v in data.items()}
     for number in ("max_steps", "max_tokens"):
@@ -59,7 +59,7 @@ def parse_form(data: Mapping[str, Any], app_config: Mapping[str, Any]) -> AiSett
     problems = []
     if form.provider and get_provider(form.provider) is None:
         problems.append({"field": "provider", "message": "Choose a provider from the list."})
-    top = caps(app_config)
+    top = caps()
     if form.max_steps and form.max_steps > top.max_steps:
         problems.append({"field": "max_steps", "message": f"At most {top.max_steps}."})
     if form.max_tokens and form.max_tokens > top.max_tokens:
@@ -86,7 +86,7 @@ def parse_form(data: Mapping[str, Any], app_config: Mapping[str, Any]) -> AiSett
     if not problems:
         # The endpoint the org's turns would call, checked now as it will be at each call.
         draft = OrgAiSettings(provider=form.provider or None, base_url=form.base_url or None)
-        resolved = resolve_row(draft, app_config)
+        resolved = resolve_row(draft)
         if resolved.detail:
             problems.append({"field": "base_url", "message": resolved.detail})
     if problems:
@@ -94,7 +94,7 @@ def parse_form(data: Mapping[str, Any], app_config: Mapping[str, Any]) -> AiSett
     return form
 
 
-def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, Any]) -> list[str]:
+def save(principal: Principal, form: AiSettingsForm) -> list[str]:
     """Store an org's AI settings; the names of the fields that changed (audited, never a
     value). The key is encrypted, kept when none is given, removed on ``clear_key``."""
     principal.require("org.manage")
@@ -102,7 +102,7 @@ def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, An
     if stored is None:
         stored = OrgAiSettings(org_id=principal.org_id)
         db.session.add(stored)
-    moving = stored.api_key_encrypted and not _same_endpoint(stored, form, app_config)
+    moving = stored.api_key_encrypted and not _same_endpoint(stored, form)
     if moving and not form.api_key and not form.clear_key:
         raise ValidationFailed(
             "The AI settings are invalid.",
@@ -121,7 +121,7 @@ def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, An
             setattr(stored, name, value)
             changed.append(name)
     if form.api_key:  # a new key replaces the old one, removed or not
-        stored.api_key_encrypted = encrypt(app_config, form.api_key)
+        stored.api_key_encrypted = encrypt(form.api_key)
         changed.append("api_key")
     elif form.clear_key and stored.api_key_encrypted:
         stored.api_key_encrypted = None
@@ -135,29 +135,25 @@ def save(principal: Principal, form: AiSettingsForm, app_config: Mapping[str, An
     return changed
 
 
-def _endpoint_of(settings: OrgAiSettings | AiSettingsForm, app_config: Mapping[str, Any]) -> tuple:
+def _endpoint_of(settings: OrgAiSettings | AiSettingsForm) -> tuple:
     """Where settings send their requests: the provider and the endpoint it resolves to."""
     draft = OrgAiSettings(provider=settings.provider or None, base_url=settings.base_url or None)
-    config = resolve_row(draft, app_config).config
+    config = resolve_row(draft).config
     return config.provider, endpoint_of(config)
 
 
-def _same_endpoint(
-    stored: OrgAiSettings, form: AiSettingsForm, app_config: Mapping[str, Any]
-) -> bool:
+def _same_endpoint(stored: OrgAiSettings, form: AiSettingsForm) -> bool:
     """Whether the form still sends to where the saved key was saved for: a saved key is
     never sent anywhere else (an admin could otherwise read it with a server of theirs)."""
-    return _endpoint_of(stored, app_config) == _endpoint_of(form, app_config)
+    return _endpoint_of(stored) == _endpoint_of(form)
 
 
-def form_config(
-    principal: Principal, form: AiSettingsForm, app_config: Mapping[str, Any]
-) -> ResolvedAi:
+def form_config(principal: Principal, form: AiSettingsForm) -> ResolvedAi:
     """What the form would resolve to, were it saved (a Test, a model list): its fields as
     typed, its key if typed, else the saved one unless it is being removed."""
     principal.require("org.manage")
     stored = org_settings(principal.org_id)
-    keeps = stored is not None and not form.clear_key and _same_endpoint(stored, form, app_config)
+    keeps = stored is not None and not form.clear_key and _same_endpoint(stored, form)
     draft = OrgAiSettings(
         provider=form.provider or None,
         model=form.model or None,
@@ -165,9 +161,9 @@ def form_config(
         api_key_encrypted=stored.api_key_encrypted if keeps else None,
     )
     if form.provider and get_provider(form.provider) is None:
-        resolved = resolve_row(OrgAiSettings(), app_config)
+        resolved = resolve_row(OrgAiSettings())
         return replace(resolved, problem="Choose a provider from the list.")
-    resolved = resolve_row(draft, app_config, typed_key=form.api_key)
+    resolved = resolve_row(draft, typed_key=form.api_key)
     config = replace(
         resolved.config, read_timeout=min(resolved.config.read_timeout, 20.0), max_retries=0
     )

@@ -8,8 +8,8 @@ key's write of such a tool is always held, for a member other than its creator t
 
 from __future__ import annotations
 
+from monark.chat.executor import ToolSpec
 from monark.chat.runtime import tool_executor
-from monark.chat.tools import ToolSpec
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
 from monark.core.rbac import Principal

@@ -12,6 +12,7 @@ from monark.chat.runtime import set_llm_provider
 from tests.browser.test_panel import new_conversation, send, wait_turn
 from tests.fake_openai import FakeOpenAI
 from tests.llm_script import Say
+from tests.tuning import reconfigure
 
 KEY = "sk-browser-visible-KEY-0987654321"
 
@@ -19,11 +20,11 @@ KEY = "sk-browser-visible-KEY-0987654321"
 @pytest.fixture
 def openai_fake(app):
     fake = FakeOpenAI().start()
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = True  # the fake is on loopback
-    app.config["CHAT_LLM_MAX_RETRIES"] = 0
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=True)  # the fake is on loopback
+    reconfigure(app, CHAT_LLM_MAX_RETRIES=0)
     yield fake
-    app.config["CHAT_LLM_ALLOW_PRIVATE"] = False
-    app.config["CHAT_LLM_MAX_RETRIES"] = 2
+    reconfigure(app, CHAT_LLM_ALLOW_PRIVATE=False)
+    reconfigure(app, CHAT_LLM_MAX_RETRIES=2)
     set_llm_provider(None)
     fake.stop()
 

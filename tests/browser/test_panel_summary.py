@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 from tests.browser.test_panel import open_panel, send, wait_turn
 from tests.llm_script import Say
 from tests.test_compaction import LIMIT, make_history, summarizing
+from tests.tuning import reconfigure
 
 
 def test_a_summary_appears_collapsed_below_the_messages_it_covers(
@@ -14,7 +15,7 @@ def test_a_summary_appears_collapsed_below_the_messages_it_covers(
 ):
     fake_anthropic.context_limit = LIMIT
     fake_anthropic.answer = summarizing
-    app.config["CHAT_CONTEXT_WINDOW"] = LIMIT
+    reconfigure(app, CHAT_CONTEXT_WINDOW=LIMIT)
     try:
         make_history(world.a.principal("member"), turns=40)
         fake_anthropic.script.add([Say("Caught up.")])
@@ -26,7 +27,7 @@ def test_a_summary_appears_collapsed_below_the_messages_it_covers(
         wait_turn(panel)
         expect(panel.locator(".msg-assistant .md").last).to_have_text("Caught up.")
     finally:
-        app.config["CHAT_CONTEXT_WINDOW"] = 0
+        reconfigure(app, CHAT_CONTEXT_WINDOW=0)
     item = panel.locator(".msg-summary details")
     expect(item).to_have_count(1)
     expect(item.locator("summary")).to_have_text("Earlier conversation summarized")

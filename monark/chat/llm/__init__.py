@@ -3,4 +3,4 @@
 providers Monark knows (``providers``: one descriptor each) and one adapter per SDK (``anthropic``,
 ``openai_chat``, ``gemini``), each the only module importing its SDK, imported when first
 built. Which provider an org's turn uses is the chat runtime's business
-(``monark.chat.runtime``, ``monark.chat.ai_settings``)."""
+(``monark.chat.runtime``, the host's resolver, ``monark.settings.ai_provider``)."""

@@ -1,22 +1,24 @@
-"""Send a message or retry: the entry points of a turn (decisions on proposed writes are the
-host's, ``monark.approvals.service``, which claims turns through ``claimed``)."""
+"""How a turn starts: send a message or retry, each under a claim of its conversation
+(decisions on proposed writes are the host's, ``monark.approvals.service``, which claims
+turns through ``claimed`` too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flask import current_app
 from pydantic import BaseModel, Field, ValidationError
 
-from monark.chat import decisions, store, turns
+from monark.chat import decisions, store
 from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.models import MessageRole, MessageStatus, ToolCallStatus
 from monark.chat.prompt import PageContext, context_sentence
 from monark.chat.runtime import proposal_gate
-from monark.chat.turns import Turn, run_turn
+from monark.chat.turn import lease
+from monark.chat.turn.progress import CallChanged, MessageSaved, Progress
+from monark.chat.turn.run import Turn, run_turn
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
 from monark.core.ids import Id
 from monark.core.models import utcnow
@@ -47,47 +49,37 @@ def parse_send_input(data: Mapping[str, Any]) -> SendInput:
     return parsed
 
 
-def require_assistant(principal: Principal, config: Mapping[str, Any]) -> None:
+def require_assistant(principal: Principal) -> None:
     """Refuse clearly unless all three gates are open."""
-    gate = check_gates(principal, config)
+    gate = check_gates(principal)
     if not gate.open:
         raise Forbidden(gate.reason)
-
-
-def checked(config: Mapping[str, Any] | None, principal: Principal) -> Mapping[str, Any]:
-    """What every entry point does first: resolve the config, then check the gates."""
-    config = config if config is not None else current_app.config
-    require_assistant(principal, config)
-    return config
 
 
 def claimed(
     principal: Principal,
     conversation_id: int,
-    config: Mapping[str, Any],
-    opening: Callable[[], list[dict[str, Any]]],
+    opening: Callable[[], list[Progress]],
     work: Callable[[TurnHooks], TurnResult],
 ) -> Turn:
     """Claim the conversation's turn and run ``opening`` under the claim (the user's
-    message, a decision); it returns the progress entries of what it stored. A failed
+    message, a decision); it returns the progress events of what it stored. A failed
     opening gives the claim back."""
-    turn_id = turns.claim(conversation_id, config)
+    turn_id = lease.claim(conversation_id)
     try:
         # The host's first word (an idle conversation's allowances end before anything
         # makes it active again).
-        proposal_gate().on_claim(principal, conversation_id, config)
+        proposal_gate().on_claim(principal, conversation_id)
         opened = opening()
     except BaseException:
-        turns.release(conversation_id, turn_id)
+        lease.give_back(conversation_id, turn_id)
         raise
     return Turn(principal, conversation_id, turn_id, work, opening=opened)
 
 
-def begin_send(
-    principal: Principal, data: SendInput, config: Mapping[str, Any] | None = None
-) -> Turn:
+def begin_send(principal: Principal, data: SendInput) -> Turn:
     """Store the user's message (creating the conversation if needed) under a new turn."""
-    config = checked(config, principal)
+    require_assistant(principal)
     if data.conversation_id is None:
         conversation = store.create_conversation(principal, store.default_title(data.text))
         db.session.commit()
@@ -95,17 +87,17 @@ def begin_send(
         conversation = store.get_conversation(principal, data.conversation_id)
     conversation_id = conversation.id
 
-    def opening() -> list[dict[str, Any]]:
+    def opening() -> list[Progress]:
         conversation = store.get_conversation(principal, conversation_id)
-        entries: list[dict[str, Any]] = []
-        decisions.expire_overdue(principal, conversation_id, config)
+        events: list[Progress] = []
+        decisions.expire_overdue(principal, conversation_id)
         # Under the claim, nothing else runs: what is pending waits for the user.
         for call in store.pending_calls(conversation_id):
             settled = decisions.Settlement(
                 call, ToolCallStatus.REJECTED, AUTO_REJECT_REASON, skipped=True
             )
             decisions.settle(principal, [settled])
-            entries.append({"k": "c", "id": call.id})
+            events.append(CallChanged(call.id))
         sentence = context_sentence(data.page_context, utcnow().date())
         message = store.add_message(
             conversation,
@@ -117,26 +109,23 @@ def begin_send(
             content=[{"type": "text", "text": sentence}],
         )
         db.session.commit()
-        return [*entries, {"k": "m", "id": message.id}]
+        return [*events, MessageSaved(message.id)]
 
     return claimed(
         principal,
         conversation_id,
-        config,
         opening,
-        lambda hooks: advance_conversation(principal, conversation_id, hooks, config),
+        lambda hooks: advance_conversation(principal, conversation_id, hooks),
     )
 
 
-def begin_retry(
-    principal: Principal, conversation_id: int, config: Mapping[str, Any] | None = None
-) -> Turn:
+def begin_retry(principal: Principal, conversation_id: int) -> Turn:
     """A new turn that advances a conversation again (after an error, a stop, a limit)."""
-    config = checked(config, principal)
+    require_assistant(principal)
     store.get_conversation(principal, conversation_id)
 
-    def opening() -> list[dict[str, Any]]:
-        decisions.expire_overdue(principal, conversation_id, config)
+    def opening() -> list[Progress]:
+        decisions.expire_overdue(principal, conversation_id)
         last, _ = store.tail_state(conversation_id)
         if last is None or last == (MessageRole.ASSISTANT, MessageStatus.COMPLETE):
             # Another tab's reply ended well meanwhile: a retry would answer twice.
@@ -146,9 +135,8 @@ def begin_retry(
     return claimed(
         principal,
         conversation_id,
-        config,
         opening,
-        lambda hooks: advance_conversation(principal, conversation_id, hooks, config),
+        lambda hooks: advance_conversation(principal, conversation_id, hooks),
     )
 
 
@@ -159,17 +147,15 @@ def send_message(
     principal: Principal,
     data: SendInput,
     hooks: TurnHooks | None = None,
-    config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Store the user's message, then run the turn in this thread."""
-    return run_turn(begin_send(principal, data, config), hooks)
+    return run_turn(begin_send(principal, data), hooks)
 
 
 def retry_turn(
     principal: Principal,
     conversation_id: int,
     hooks: TurnHooks | None = None,
-    config: Mapping[str, Any] | None = None,
 ) -> TurnResult:
     """Advance a conversation again, in this thread."""
-    return run_turn(begin_retry(principal, conversation_id, config), hooks)
+    return run_turn(begin_retry(principal, conversation_id), hooks)

@@ -2,59 +2,41 @@
 
 A turn belongs to no connection: it runs to its end (or to a card that waits for the user)
 whether or not anyone watches. While it runs:
-- its process's lease keeper (``chat.keeper``) renews its lease every second or so and
+- its process's lease keeper (``turn.keeper``) renews its lease every second or so and
   saves the reply streamed so far, so a turn whose process dies stops renewing and its
   conversation is free again within ``CHAT_TURN_LEASE_SECONDS``, with what streamed kept
   as an incomplete reply; the same renewal reads the stop flag that Stop sets on any
   instance (a Stop on this process wakes the turn at once);
-- it appends its progress (``{"k": "t"|"m"|"c"|"f", ...}``) to a progress log named after
-  the turn (``core.broker``): in memory, or Redis when ``CHAT_BROKER_URL`` is set. Entries
-  carry ids, offsets and the streamed text; watchers render from the database.
-
-Entries: ``t`` (text ``x`` at offset ``o`` of message ``m``), ``m`` (message ``id`` saved),
-``c`` (tool call ``id`` changed), ``f`` (finished, with ``status``, ``error``, ``raised``).
+- it reports its progress (``turn.progress``: text streamed, a message saved, a call
+  changed, its end) to a log named after the turn, which watchers follow.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
 
 from flask import Flask, current_app
 
-from monark.chat import keeper, lease
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import Message, MessageStatus, ToolCall
-from monark.core.broker import ProgressLog, progress_log_for
+from monark.chat.turn import keeper, lease, progress
+from monark.chat.turn.progress import (
+    CallChanged,
+    MessageSaved,
+    Progress,
+    TextStreamed,
+    TurnFinished,
+)
+from monark.core.broker import ProgressLog
 from monark.core.errors import AppError
 from monark.core.rbac import Principal
 from monark.extensions import db
 
 FAILED_TEXT = "Something went wrong on our side. Retry in a moment."
-_LOG_KEY = "monark.progress_log"
-_log_lock = threading.Lock()
-
-
-def progress_log(app: Flask | None = None) -> ProgressLog:
-    """The app's progress log, made on first use from its config."""
-    app = app or current_app._get_current_object()  # type: ignore[attr-defined]
-    log = app.extensions.get(_LOG_KEY)
-    if log is None:
-        with _log_lock:
-            log = app.extensions.get(_LOG_KEY)
-            if log is None:
-                log = app.extensions[_LOG_KEY] = progress_log_for(app.config)
-    return log
-
-
-def lease_of(config: Mapping[str, Any]) -> timedelta:
-    """How long a turn's claim lasts without renewal."""
-    return timedelta(seconds=float(config.get("CHAT_TURN_LEASE_SECONDS", 8)))
 
 
 @dataclass
@@ -65,25 +47,11 @@ class Turn:
     conversation_id: int
     turn_id: str
     work: Callable[[TurnHooks], TurnResult]
-    # Progress entries of what was stored while the turn was claimed (the user's message,
-    # cards it skipped), reported before the work.
-    opening: list[dict[str, Any]] = field(default_factory=list)
+    # What was stored while the turn was claimed (the user's message, cards it skipped),
+    # reported before the work.
+    opening: list[Progress] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     progressed: float = field(default_factory=time.monotonic)  # its last sign of life
-
-
-def claim(conversation_id: int, config: Mapping[str, Any]) -> str:
-    """Claim a conversation's turn (``Conflict`` while another live turn holds it)."""
-    return lease.claim(conversation_id, lease_of(config))
-
-
-def release(conversation_id: int, turn_id: str) -> None:
-    """Give back a claim whose turn will not run (its opening step failed)."""
-    try:
-        db.session.rollback()
-        lease.release(conversation_id, turn_id)
-    except Exception:  # the opening's own error matters more; the lease runs out anyway
-        current_app.logger.exception("releasing turn %s failed", turn_id)
 
 
 def request_stop(conversation_id: int, turn_id: str | None = None) -> str | None:
@@ -95,13 +63,16 @@ def request_stop(conversation_id: int, turn_id: str | None = None) -> str | None
     return asked
 
 
-class _Reporter(TurnHooks):
+class Reporter(TurnHooks):
     """The loop's hooks for a turn: report progress to the log, keep the reply so far for
-    the lease keeper to save, and pass everything on to the caller's hooks."""
+    the lease keeper to save (it is the keeper's ``Kept``), and pass everything on to the
+    caller's hooks."""
 
     def __init__(self, log: ProgressLog, turn: Turn, inner: TurnHooks):
         self.log = log
         self.turn = turn
+        self.turn_id = turn.turn_id
+        self.stop = turn.stop
         self.inner = inner
         self._lock = threading.Lock()
         self._live: int | None = None  # the message being streamed
@@ -109,11 +80,16 @@ class _Reporter(TurnHooks):
         self._length = 0
         self._saved = 0  # how much of it is stored
 
-    def publish(self, entry: dict[str, Any]) -> None:
+    @property
+    def progressed(self) -> float:
+        """When the turn last showed a sign of life."""
+        return self.turn.progressed
+
+    def publish(self, event: Progress) -> None:
         """Append to the turn's log; progress is best effort (the database has the truth)."""
         self.turn.progressed = time.monotonic()
         try:
-            self.log.append(self.turn.turn_id, entry)
+            progress.append(self.log, self.turn_id, event)
         except Exception:
             current_app.logger.warning("progress log unavailable", exc_info=True)
 
@@ -124,7 +100,7 @@ class _Reporter(TurnHooks):
             self._length += len(text)
             live = self._live
         if live is not None:
-            self.publish({"k": "t", "m": live, "o": offset, "x": text})
+            self.publish(TextStreamed(live, offset, text))
         self.inner.on_text_delta(text)
 
     def on_message_saved(self, message: Message) -> None:
@@ -133,11 +109,11 @@ class _Reporter(TurnHooks):
                 self._live, self._parts, self._length, self._saved = message.id, [], 0, 0
             elif message.id == self._live:
                 self._live = None
-        self.publish({"k": "m", "id": message.id})
+        self.publish(MessageSaved(message.id))
         self.inner.on_message_saved(message)
 
     def on_tool_call(self, call: ToolCall) -> None:
-        self.publish({"k": "c", "id": call.id})
+        self.publish(CallChanged(call.id))
         self.inner.on_tool_call(call)
 
     def should_stop(self) -> bool:
@@ -161,9 +137,9 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
     """Run a claimed turn here, under its lease, and release it; errors are re-raised after
     the turn's end is reported, so watchers always see it finish."""
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
-    reporter = _Reporter(progress_log(app), turn, hooks or TurnHooks())
+    reporter = Reporter(progress.progress_log(app), turn, hooks or TurnHooks())
     keep = keeper.of(app)
-    keep.add(turn, reporter)
+    keep.add(reporter)
     result = TurnResult(TurnStatus.ERROR, turn.conversation_id)
     raised = True  # the work broke off with an exception: no stored message says why
     try:
@@ -179,7 +155,7 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
         result.error = FAILED_TEXT
         raise
     finally:
-        keep.remove(turn)
+        keep.remove(reporter)
         try:
             db.session.rollback()
             if raised and (reply := reporter.unsaved_reply()):
@@ -188,9 +164,7 @@ def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
             lease.release(turn.conversation_id, turn.turn_id, settle_first=raised)
         except Exception:  # the lease runs out on its own; the next claim settles
             app.logger.exception("releasing turn %s failed", turn.turn_id)
-        reporter.publish(
-            {"k": "f", "status": result.status, "error": result.error, "raised": raised}
-        )
+        reporter.publish(TurnFinished(result.status, result.error, raised))
 
 
 def start_turn(turn: Turn) -> threading.Thread:

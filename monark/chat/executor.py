@@ -1,5 +1,6 @@
-"""The tool executor contract. The host builds the executor and installs it on the app
-(``monark.chat.runtime.install``) when it builds the app."""
+"""What the host injects into the loop: its tool executor (the tools, ``ToolSpec``, and how
+one runs, ``ToolOutcome``) and its proposal gate (whether a proposed write runs at once).
+The host builds both and installs them on the app (``monark.chat.runtime.install``)."""
 
 from __future__ import annotations
 
@@ -41,10 +42,11 @@ class AllowScopeHook(Protocol):
 class ToolSpec:
     """A tool the model may call; ``mutates`` drives the confirm gate.
 
-    Seed 003's two hooks: ``validate`` refuses arguments before anything runs (its message
-    is what the model reads); ``summarize`` shrinks a successful result to what the model
-    needs (the stored result, and the user's card, keep it whole). Whatever the model reads
-    of a result is cut at ``result_limit`` characters, with a marker saying so.
+    Two hooks keep what the model meets small and safe: ``validate`` refuses arguments
+    before anything runs (its message is what the model reads); ``summarize`` shrinks a
+    successful result to what the model needs (the stored result, and the user's card, keep
+    it whole). Whatever the model reads of a result is cut at ``result_limit`` characters,
+    with a marker saying so.
     """
 
     name: str
@@ -124,7 +126,7 @@ class ProposalGate(Protocol):
         """Whether the just-proposed ``call`` runs without asking anyone."""
         ...
 
-    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+    def on_claim(self, principal: Principal, conversation_id: int) -> None:
         """Called as a turn claims its conversation, before it stores anything."""
         ...
 
@@ -137,7 +139,7 @@ class AlwaysAsk:
     ) -> bool:
         return False
 
-    def on_claim(self, principal: Principal, conversation_id: int, config: Any) -> None:
+    def on_claim(self, principal: Principal, conversation_id: int) -> None:
         return None
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from flask import current_app
+from flask import Flask, current_app
 from sqlalchemy import select, update
 
 from monark.chat.models import Conversation, Message, MessageStatus, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
+from monark.core.settings import chat_settings
 from monark.extensions import db
 
 BUSY = "A reply is still being written in this conversation. Wait for it, or press Stop."
@@ -31,12 +32,18 @@ def _holds(conversation_id: int, turn_id: str):
     return (Conversation.id == conversation_id) & (Conversation.turn_id == turn_id)
 
 
-def claim(conversation_id: int, lease: timedelta) -> str:
+def length(app: Flask | None = None) -> timedelta:
+    """How long a lease lasts without renewal (``CHAT_TURN_LEASE_SECONDS``)."""
+    return timedelta(seconds=chat_settings(app).turn_lease_seconds)
+
+
+def claim(conversation_id: int) -> str:
     """Claim the conversation's turn with a fresh lease and commit; returns the turn's id.
 
     ``Conflict`` while a live turn holds it. A conversation whose lease ran out is taken
     over, and what its turn left open is settled (``settle``).
     """
+    lease = length()
     now = utcnow()
     turn_id = uuid.uuid4().hex
     claim = (
@@ -118,6 +125,15 @@ def save_replies(replies: list[tuple[int, str]]) -> list[int]:
             db.session.rollback()
             current_app.logger.warning("saving reply %s failed", message_id, exc_info=True)
     return saved
+
+
+def give_back(conversation_id: int, turn_id: str) -> None:
+    """Give back a claim whose turn will not run (its opening step failed)."""
+    try:
+        db.session.rollback()
+        release(conversation_id, turn_id)
+    except Exception:  # the opening's own error matters more; the lease runs out anyway
+        current_app.logger.exception("releasing turn %s failed", turn_id)
 
 
 def release(conversation_id: int, turn_id: str, settle_first: bool = False) -> bool:
