@@ -576,3 +576,20 @@ def test_signed_body_is_exactly_the_bytes_sent(acme, webhook):
     assert json.loads(received["body"]) == {"title": "Ünïcode", "n": 1}
     assert received["body"] == _delivery(_run(automation)).body
     assert db.session.scalars(select(WebhookAttempt)).all()
+
+
+def test_a_run_whose_automation_changed_while_it_waited_is_not_continued(acme, webhook, tries):
+    tries(2)
+    webhook.answers = [500]
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    drain()
+    from monark.automations import services
+
+    services.update_automation(
+        acme.principal("owner"), automation.id, graph=automation.graph, name="Changed"
+    )
+    jobs.drain_scheduled(_app())
+    run = _run(automation)
+    assert run.status == "failed" and "changed while this run waited" in run.error
+    assert _notes() == 0  # the step after the webhook never ran

@@ -578,9 +578,14 @@ def resume(run_id: int) -> bool:
     db.session.refresh(run)
     automation = db.session.get(Automation, run.automation_id)
     owner = owner_of(db.session, automation)
-    if owner.lapse:  # its owner lost the right meanwhile: nothing more runs
+    stop = None
+    if automation.version != run.automation_version:
+        stop = "Not continued: the automation was changed while this run waited."
+    elif owner.lapse:  # its owner lost the right meanwhile: nothing more runs
         switch_off(automation, owner)
-        run.status, run.error, run.finished_at = "failed", owner.reason(), utcnow()
+        stop = owner.reason()
+    if stop is not None:
+        run.status, run.error, run.finished_at = "failed", stop, utcnow()
         run.context, run.lease_until = None, None
         db.session.commit()
         return True

@@ -94,7 +94,7 @@ class AutomationRun(db.Model):
     # 2 once a cut-off run that had begun no action was taken up again (never more).
     attempt: Mapped[int] = mapped_column(default=1)
     # While it waits for a webhook (``queued``/``retrying``): what its later steps read.
-    context: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    context: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), default=None)
 
     @property
     def record_private(self) -> bool:
