@@ -24,12 +24,12 @@ def upgrade():
         batch_op.add_column(sa.Column("webhook_secret", sa.Text(), nullable=True))
         batch_op.add_column(sa.Column("webhook_secret_previous", sa.Text(), nullable=True))
         batch_op.add_column(
-            sa.Column("webhook_secret_previous_until", sa.DateTime(), nullable=True)
+            sa.Column("webhook_secret_previous_until", sa.DateTime(timezone=True), nullable=True)
         )
     with op.batch_alter_table(
         "automation_runs", schema=None, table_kwargs=AUTOINCREMENT
     ) as batch_op:
-        batch_op.add_column(sa.Column("lease_until", sa.DateTime(), nullable=True))
+        batch_op.add_column(sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True))
         batch_op.add_column(
             sa.Column("attempt", sa.Integer(), nullable=False, server_default=sa.text("1"))
         )
@@ -52,12 +52,12 @@ def upgrade():
         sa.Column("status", sa.String(length=12), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("max_attempts", sa.Integer(), nullable=False),
-        sa.Column("next_attempt_at", sa.DateTime(), nullable=True),
-        sa.Column("lease_until", sa.DateTime(), nullable=True),
+        sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("status_code", sa.Integer(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("finished_at", sa.DateTime(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(["automation_id"], ["automations.id"], ondelete="CASCADE"),
         sa.ForeignKeyConstraint(["org_id"], ["orgs.id"], ondelete="CASCADE"),
         sa.ForeignKeyConstraint(["run_id"], ["automation_runs.id"], ondelete="CASCADE"),
@@ -75,7 +75,7 @@ def upgrade():
         sa.Column("id", sa.Integer(), nullable=False),
         sa.Column("delivery_id", sa.Integer(), nullable=False),
         sa.Column("number", sa.Integer(), nullable=False),
-        sa.Column("attempted_at", sa.DateTime(), nullable=False),
+        sa.Column("attempted_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("status_code", sa.Integer(), nullable=True),
         sa.Column("duration_ms", sa.Double(), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
