@@ -593,3 +593,19 @@ def test_a_run_whose_automation_changed_while_it_waited_is_not_continued(acme, w
     run = _run(automation)
     assert run.status == "failed" and "changed while this run waited" in run.error
     assert _notes() == 0  # the step after the webhook never ran
+
+
+def test_a_run_whose_webhook_ended_but_never_went_on_is_taken_up(acme, webhook, monkeypatch):
+    automation = _hooked(acme, webhook.url)
+    # The worker died after the delivery ended, before the run went on.
+    monkeypatch.setattr(webhooks, "_resume_run", [])
+    _save(acme)
+    drain()
+    run = _run(automation)
+    assert run.status == "queued" and _delivery(run).status == "delivered"
+    monkeypatch.setattr(leases, "STALLED_GRACE_SECONDS", -1.0)  # its time has come
+    assert leases.settle_cut_off.func() == 1
+    drain()
+    run = _run(automation)
+    assert run.status == "succeeded" and step(run, "after")["status"] == "succeeded"
+    assert leases.settle_cut_off.func() == 0

@@ -10,11 +10,12 @@ time, is marked failed, saying so. Its claim (one run per automation and event) 
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import func, or_, select, update
 
-from monark.automations import engine
-from monark.automations.models import AutomationRun
+from monark.automations import engine, webhooks
+from monark.automations.models import AutomationRun, WebhookDelivery
 from monark.core import jobs
 from monark.core.models import utcnow
 from monark.extensions import db
@@ -22,6 +23,7 @@ from monark.extensions import db
 log = logging.getLogger(__name__)
 
 SETTLE_BATCH = 200
+STALLED_GRACE_SECONDS = 30.0  # a run this long past its last webhook lost its next job
 CUT_OFF_IN_ACTION = (
     "Cut off: the worker running it stopped during step {node}. It is not run again, so "
     "nothing it did can happen twice; check what {node} did."
@@ -88,8 +90,8 @@ def settle(run: AutomationRun) -> str:
 
 @jobs.periodic("automations.settle_runs")
 def settle_cut_off() -> int:
-    """Settle the runs whose lease ran out, and take up again the queued runs whose job was
-    lost; how many it settled."""
+    """Settle the runs whose lease ran out, and take up again the waiting runs whose job
+    was lost; how many."""
     now = utcnow()
     runs = db.session.scalars(
         select(AutomationRun)
@@ -100,4 +102,44 @@ def settle_cut_off() -> int:
     settled = 0
     for run in runs:
         settled += settle(run) in ("resumed", "failed")
+    for run_id in _stalled(now):
+        try:
+            engine.resume_job.enqueue(run_id)
+        except Exception:
+            log.warning("queue unavailable: run %s waits", run_id, exc_info=True)
+            break
+        settled += 1
     return settled
+
+
+def _stalled(now: datetime) -> list[int]:
+    """Runs that wait (queued or retrying) for no delivery still open: the job that was to
+    take them on was lost (its worker died after the webhook ended, or the queue was down)."""
+    still_open = (
+        select(WebhookDelivery.id)
+        .where(
+            WebhookDelivery.run_id == AutomationRun.id,
+            WebhookDelivery.status.in_(webhooks.OPEN),
+        )
+        .exists()
+    )
+    ended_before = (
+        select(func.max(WebhookDelivery.finished_at))
+        .where(WebhookDelivery.run_id == AutomationRun.id)
+        .scalar_subquery()
+    )
+    cutoff = now - timedelta(seconds=STALLED_GRACE_SECONDS)
+    ids = db.session.scalars(
+        select(AutomationRun.id)
+        .where(
+            AutomationRun.status.in_(["queued", "retrying"]),
+            AutomationRun.context.is_not(None),
+            ~still_open,
+            or_(ended_before.is_(None), ended_before <= cutoff),
+            AutomationRun.started_at <= cutoff,
+        )
+        .order_by(AutomationRun.id)
+        .limit(SETTLE_BATCH)
+    ).all()
+    db.session.commit()
+    return list(ids)
