@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from flask import Flask  # noqa: E402
-from sqlalchemy import func, select  # noqa: E402
+from sqlalchemy import func, select, update  # noqa: E402
 
 from monark import create_app  # noqa: E402
 from monark.automations import engine, leases, webhooks  # noqa: E402
@@ -122,6 +122,10 @@ def _quiet(owner) -> None:
         if automation.enabled:
             automations.set_enabled(owner, automation.id, False)
     db.session.execute(Event.__table__.update().values(pending=False))
+    open_runs = AutomationRun.status.in_(["queued", "running", "retrying"])
+    db.session.execute(update(AutomationRun).where(open_runs).values(status="failed"))
+    open_deliveries = WebhookDelivery.status.in_(webhooks.OPEN)
+    db.session.execute(update(WebhookDelivery).where(open_deliveries).values(status="failed"))
     db.session.commit()
 
 
@@ -204,12 +208,13 @@ def _retries_row(app: Flask, world: factories.OrgWorld, args, misses: list[str])
         misses.append(f"retries: {len(failing.received)} tries, not 3")
 
 
-def _open_runs() -> int:
+def _open_runs(automation_ids: list[int]) -> int:
     db.session.rollback()
     return int(
         db.session.scalar(
             select(func.count(AutomationRun.id)).where(
-                AutomationRun.status.in_(["queued", "running", "retrying"])
+                AutomationRun.automation_id.in_(automation_ids),
+                AutomationRun.status.in_(["queued", "running", "retrying"]),
             )
         )
         or 0
@@ -258,7 +263,7 @@ def _kill_row(app: Flask, world: factories.OrgWorld, env: dict, args, misses: li
     worker = _worker(env, workers=2)
     deadline = time.monotonic() + 300
     try:
-        while _pending() > 0 or _open_runs() > 0:
+        while _pending() > 0 or _open_runs([a.id for a in made]) > 0:
             if time.monotonic() > deadline:
                 misses.append("kill: work left after 300 s")
                 break

@@ -546,15 +546,19 @@ def _send_webhook(url: str, payload: Any, timeout: float, ctx: RunContext, *, in
 
 
 def _heartbeat(run_id: int, steps: list[dict[str, Any]]) -> None:
-    """Renew the run's lease before an action, storing the steps so far (the last one the
-    action about to run): what ``leases.settle`` reads if this worker dies."""
+    """Renew the run's lease before an action, with the steps so far (the last one the
+    action about to run): what ``leases.settle`` reads if this worker dies.
+
+    Not committed here: it commits with the action's own first commit (and is rolled back
+    with it), so a stored "running" step means that action may have written something,
+    and its absence that it wrote nothing, which makes a run cut off then safe to go on.
+    """
     db.session.execute(
         update(AutomationRun)
         .where(AutomationRun.id == run_id, AutomationRun.status == "running")
         .values(lease_until=_lease_end(), steps=steps)
         .execution_options(synchronize_session=False)
     )
-    db.session.commit()
 
 
 def resume(run_id: int) -> bool:
