@@ -191,4 +191,17 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "JOBS_WORKERS": int(os.environ.get("JOBS_WORKERS", "2")),
         # Minutes between sweeps for committed events whose work never ran (1-60).
         "JOBS_SWEEP_MINUTES": int(os.environ.get("JOBS_SWEEP_MINUTES", "1")),
+        # Webhooks (``automations.webhooks``): tries in all, the first retry's delay, how
+        # much longer each next one waits, and the random share added or taken (6 tries over
+        # about 2 hours by default: 1, 3, 9, 27 and 81 minutes apart).
+        "WEBHOOK_MAX_ATTEMPTS": int(os.environ.get("WEBHOOK_MAX_ATTEMPTS", "6")),
+        "WEBHOOK_RETRY_SECONDS": float(os.environ.get("WEBHOOK_RETRY_SECONDS", "60")),
+        "WEBHOOK_RETRY_FACTOR": float(os.environ.get("WEBHOOK_RETRY_FACTOR", "3")),
+        "WEBHOOK_RETRY_JITTER": float(os.environ.get("WEBHOOK_RETRY_JITTER", "0.1")),
+        # A run's lease, renewed at each step: a run whose worker died is settled after it.
+        "AUTOMATION_RUN_LEASE_SECONDS": float(
+            os.environ.get("AUTOMATION_RUN_LEASE_SECONDS", "120")
+        ),
+        # Sweeps of one event before it is given up (its runs keep failing to start).
+        "AUTOMATION_SWEEP_ATTEMPTS": int(os.environ.get("AUTOMATION_SWEEP_ATTEMPTS", "5")),
     }

@@ -21,6 +21,7 @@ from monark.assistant.navigate import NavigateTool
 from monark.assistant.panel import register_panel
 from monark.assistant.tools import build_chat_toolset
 from monark.audit.views import bp as audit_bp
+from monark.automations import leases  # noqa: F401  (declares its periodic job)
 from monark.automations.engine import install_engine
 from monark.automations.routes import AUTOMATION_ROUTES
 from monark.automations.routes import bp as automations_internal_bp

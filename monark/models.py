@@ -1,7 +1,12 @@
 """Imports every table so metadata is complete (Alembic, tests)."""
 
 from monark.approvals.models import Allowance
-from monark.automations.models import Automation, AutomationRun
+from monark.automations.models import (
+    Automation,
+    AutomationRun,
+    WebhookAttempt,
+    WebhookDelivery,
+)
 from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
@@ -32,5 +37,7 @@ __all__ = [
     "RecordValue",
     "ToolCall",
     "User",
+    "WebhookAttempt",
+    "WebhookDelivery",
     "WikiPage",
 ]

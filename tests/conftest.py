@@ -55,6 +55,11 @@ def app() -> Iterator[Flask]:
                 "PASSWORD_HASH_METHOD": factories.FAST_HASH,
                 # The session's own queue file, whatever the database.
                 "JOBS_URL": f"sqlite:///{tmpdir}/jobs.db",
+                # One try per webhook unless a test asks for retries, and short waits then.
+                "WEBHOOK_MAX_ATTEMPTS": 1,
+                "WEBHOOK_RETRY_SECONDS": 0.05,
+                "WEBHOOK_RETRY_FACTOR": 2.0,
+                "WEBHOOK_RETRY_JITTER": 0.0,
             }
         )
         with app.app_context():

@@ -29,7 +29,7 @@ from sqlalchemy import func, select, update
 
 from monark.api.routes import V1_ROUTES
 from monark.automations import services as automations
-from monark.automations.models import Automation, AutomationRun
+from monark.automations.models import Automation, AutomationRun, WebhookDelivery
 from monark.chat import store
 from monark.chat.models import Conversation, ToolCall
 from monark.core.keys import revoke_key
@@ -588,6 +588,13 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("automations.delete", "POST", "acme's",
             lambda c: f"/automations/{_automation(c)}/delete",
             row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
+    WebCase("automations.rotate_secret", "POST", "acme's",
+            lambda c: f"/automations/{_automation(c)}/signing-secret",
+            row(owner=200, admin=200, member=403, viewer=403, other=404), writes="same"),
+    WebCase("automations.redeliver", "POST", "acme's, a failed webhook",
+            lambda c: f"/automations/{_automation(c)}/runs/{_run(c)}/deliveries/"
+            f"{_ended_delivery(c)}/redeliver",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
     WebCase("automations.runs", "GET", "acme's", lambda c: f"/automations/{_automation(c)}/runs",
             row(owner=200, admin=200, member=200, viewer=200, other=404)),
     WebCase("automations.run_detail", "GET", "acme's",
@@ -1071,6 +1078,30 @@ def _run(c: Ctx) -> int:
         select(AutomationRun.id).where(AutomationRun.automation_id == automation_id)
     )
     return found or automations.run_test(_acme_owner(c), automation_id).id
+
+
+def _ended_delivery(c: Ctx) -> int:
+    """A failed webhook delivery of Acme's run, made on first use."""
+    run_id = _run(c)
+    found = db.session.scalar(select(WebhookDelivery.id).where(WebhookDelivery.run_id == run_id))
+    if found:
+        return found
+    delivery = WebhookDelivery(
+        org_id=c.acme_org,
+        run_id=run_id,
+        automation_id=_automation(c),
+        node_id="hook",
+        message_id="msg_authz",
+        url="http://127.0.0.1:9/hook",
+        body="{}",
+        timeout_seconds=1.0,
+        status="failed",
+        attempts=1,
+        max_attempts=1,
+    )
+    db.session.add(delivery)
+    db.session.commit()
+    return delivery.id
 
 
 def _archived_page(c: Ctx) -> int:

@@ -7,6 +7,7 @@ output (a small dict later nodes can read as ``{{nodes.<id>.<key>}}``). A failur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,6 @@ from monark.automations.template import render
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
 from monark.core.ids import parse_id
-from monark.core.net import UnsafeAddress, public_addresses
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records import services as records
@@ -33,6 +33,14 @@ class StepWithheld(Exception):
     the message says why."""
 
 
+class StepWaiting(Exception):
+    """A webhook handed to its delivery (``webhooks``): the step waits for it to end."""
+
+    def __init__(self, delivery_id: int):
+        super().__init__(f"waiting for delivery {delivery_id}")
+        self.delivery_id = delivery_id
+
+
 @dataclass
 class RunContext:
     """What a run's nodes may read: the principal to act as and the placeholder values."""
@@ -44,6 +52,12 @@ class RunContext:
     allow_private_webhooks: bool = False
     # For a run confined to a private record's readers: whether webhooks still go out.
     sends_private: bool = False
+    run_id: int | None = None
+    node_id: str = ""  # the node running now
+    # The engine's: hand a webhook to its delivery, (url, payload, timeout, ctx) -> the
+    # step's (status, output, error); renew the run's lease with the steps so far.
+    send_webhook: Callable[..., tuple[str, Any, str | None]] | None = None
+    heartbeat: Callable[[list[dict[str, Any]]], None] | None = None
 
 
 # ---- condition ------------------------------------------------------------------------
@@ -122,15 +136,6 @@ def update_record(config: configs.UpdateRecordConfig, ctx: RunContext) -> dict[s
     return {"record_id": record.id, "changed": changed}
 
 
-def _public_addresses(url: str) -> list[str]:
-    """The host's addresses, resolved once, when every one is public (``core.net``); the
-    webhook then connects to them as they are (no second lookup to rebind)."""
-    try:
-        return public_addresses(url, "AUTOMATION_WEBHOOK_ALLOW_PRIVATE")
-    except UnsafeAddress as err:
-        raise StepFailed(f"{err}") from None
-
-
 def webhook_client(timeout: float) -> httpx2.Client:
     """The HTTP client webhooks are sent with (a seam for tests)."""
     return httpx2.Client(
@@ -142,40 +147,26 @@ def webhook_client(timeout: float) -> httpx2.Client:
 
 
 def send_webhook(config: configs.SendWebhookConfig, ctx: RunContext) -> dict[str, Any]:
-    """POST JSON to the URL; any answer but 2xx, or no answer in time, fails the step.
+    """POST JSON to the URL, as a delivery of its own (``webhooks``: signed, retried, its
+    address checked at every try); the step ends with it: a 2xx succeeds, anything else
+    in the end fails.
 
     A run for a private record sends nothing unless the automation was opted in to it.
     """
     if ctx.principal.confined_to is not None and not ctx.sends_private:
         raise StepWithheld(WITHHELD_WEBHOOK)
-    checked = [None] if ctx.allow_private_webhooks else _public_addresses(config.url)
     if config.payload is not None:
         payload = render(config.payload, ctx.values)
     else:
         payload = {k: ctx.values.get(k) for k in ("automation", "trigger", "record")}
-    try:
-        with webhook_client(config.timeout_seconds) as client:
-            # Each checked address in turn (as a resolver-driven connect would), until one
-            # takes the connection.
-            for n, address in enumerate(checked, start=1):
-                request = client.build_request("POST", config.url, json=payload)
-                if address is not None:
-                    # The Host header (set from the URL) and the TLS server name (SNI and
-                    # the certificate check) stay the URL's host.
-                    hostname = request.url.host
-                    request.url = request.url.copy_with(host=address)
-                    request.extensions = {**request.extensions, "sni_hostname": hostname}
-                try:
-                    response = client.send(request)
-                    break
-                except httpx2.ConnectError:
-                    if n == len(checked):
-                        raise
-    except httpx2.HTTPError as err:
-        raise StepFailed(f"The request failed: {type(err).__name__}: {err}") from None
-    if not 200 <= response.status_code < 300:
-        raise StepFailed(f"{config.url} answered HTTP {response.status_code}.")
-    return {"status_code": response.status_code}
+    if ctx.send_webhook is None:
+        raise StepFailed("Webhooks are sent by a run of the engine only.")
+    status, output, error = ctx.send_webhook(config.url, payload, config.timeout_seconds, ctx)
+    if status == "failed":
+        raise StepFailed(error or "The webhook was not delivered.")
+    if status == "succeeded":
+        return output
+    raise StepWaiting(output["delivery_id"])
 
 
 def add_audit_note(config: configs.AddAuditNoteConfig, ctx: RunContext) -> dict[str, Any]:

@@ -40,8 +40,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from monark.automations import privacy
-from monark.automations.actions import RunContext, StepFailed, StepWithheld
+from monark.automations import privacy, webhooks
+from monark.automations.actions import RunContext, StepFailed, StepWaiting, StepWithheld
 from monark.automations.graph import Graph, Node, parse_graph
 from monark.automations.models import Automation, AutomationRun
 from monark.automations.nodes import RECORD_EVENTS, REGISTRY
@@ -204,6 +204,20 @@ def sweep() -> int:
         .order_by(Event.id)
         .limit(SWEEP_BATCH)
     ).all()
+    # An event whose runs keep failing to start is given up at the cap, not swept forever.
+    cap = int(current_app.config["AUTOMATION_SWEEP_ATTEMPTS"])
+    given_up = [e.id for e in events if e.sweeps >= cap]
+    if given_up:
+        log.error("events %s given up after %s sweeps", given_up, cap)
+        db.session.execute(update(Event).where(Event.id.in_(given_up)).values(pending=False))
+    events = [e for e in events if e.sweeps < cap]
+    if events:
+        db.session.execute(
+            update(Event)
+            .where(Event.id.in_([e.id for e in events]))
+            .values(sweeps=Event.sweeps + 1)
+            .execution_options(synchronize_session=False)
+        )
     triggers = [_trigger_of(event) for event in events]
     db.session.commit()  # end the read before the runs open their own
     for trigger in triggers:
@@ -380,6 +394,8 @@ def _fields_match(automation: Automation, trigger: Trigger) -> bool:
 
 
 def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> AutomationRun:
+    if extra.get("status") != "skipped":
+        extra |= {"lease_until": _lease_end(), "context": _context_of(automation, trigger)}
     run = AutomationRun(
         org_id=automation.org_id,
         automation_id=automation.id,
@@ -412,6 +428,23 @@ def _skip(automation: Automation, trigger: Trigger, reason: str) -> int:
     return run.id
 
 
+def _lease_end() -> datetime:
+    """Until when a worker holds a run it renews now."""
+    return utcnow() + timedelta(seconds=float(current_app.config["AUTOMATION_RUN_LEASE_SECONDS"]))
+
+
+def _context_of(automation: Automation, trigger: Trigger) -> dict[str, Any]:
+    """What a run's steps read, kept while it is open (so a run that waits for a webhook,
+    or was cut off between steps, goes on from where it stood)."""
+    record = {**trigger.values, "id": trigger.record_id} if trigger.model_key else {}
+    return {
+        "record": record,
+        "trigger": {"type": trigger.type, "model": trigger.model_key, "event_id": trigger.event_id},
+        "automation": {"id": automation.id, "name": automation.name},
+        "trigger_model": trigger.model_key,
+    }
+
+
 def execute(
     automation: Automation,
     trigger: Trigger,
@@ -423,50 +456,158 @@ def execute(
     """Run one automation's graph for ``trigger`` and store the run with its steps.
 
     Its actions act within ``owner``'s current role, and for a private record confined to
-    that record's readers (``privacy``).
+    that record's readers (``privacy``). A run that reaches a webhook waits for it
+    (``queued``, then ``retrying``) and goes on when it ends (``resume``).
     """
-    graph, _ = parse_graph(automation.graph, REGISTRY)
     run = _new_run(automation, trigger, is_test=is_test, started_by_id=started_by_id)
+    _advance(run, automation, owner, {})
+    return run.id
+
+
+def _advance(
+    run: AutomationRun, automation: Automation, owner: Owner, done: dict[str, dict[str, Any]]
+) -> None:
+    """Walk the run's graph on from the steps ``done`` in an earlier pass, and store where
+    it stands: finished, or waiting for a webhook."""
+    graph, _ = parse_graph(automation.graph, REGISTRY)
     run_id, depth = run.id, run.depth
-    record = {**trigger.values, "id": trigger.record_id} if trigger.model_key else {}
+    context = dict(run.context or {})
     ctx = RunContext(
         principal=Principal.for_automation(
             automation.id,
             automation.org_id,
             owner.role,
-            confined_to=trigger.private_to,
+            confined_to=run.private_to,
         ),
         automation_id=automation.id,
-        trigger_model=trigger.model_key,
+        trigger_model=context.get("trigger_model"),
         values={
-            "record": record,
-            "trigger": {
-                "type": trigger.type,
-                "model": trigger.model_key,
-                "event_id": trigger.event_id,
-            },
-            "automation": {"id": automation.id, "name": automation.name},
+            "record": context.get("record") or {},
+            "trigger": context.get("trigger") or {},
+            "automation": context.get("automation") or {},
             "nodes": {},
         },
         allow_private_webhooks=bool(current_app.config.get("AUTOMATION_WEBHOOK_ALLOW_PRIVATE")),
         sends_private=automation.private_records == privacy.PrivateRecords.SEND,
+        run_id=run_id,
+        send_webhook=partial(_send_webhook, inline=run.is_test),
+        heartbeat=partial(_heartbeat, run_id),
     )
     token = _depth.set(depth)
-    chain = _cascade.set(trigger.cascade_id)
+    chain = _cascade.set(run.cascade_event_id)
     try:
         with written_by_run(run_id):
-            steps = _walk(graph, ctx)
+            steps = _walk(graph, ctx, done)
     finally:
         _cascade.reset(chain)
         _depth.reset(token)
     run = db.session.get(AutomationRun, run_id)
     run.steps = steps
+    run.lease_until = None
+    waiting = [s["output"]["delivery_id"] for s in steps if _waits_on_delivery(s)]
+    if waiting:
+        retried = webhooks.waiting_for([run_id]).get(run_id)
+        run.status = "retrying" if retried is not None and retried.attempts else "queued"
+        db.session.commit()
+        # A delivery that ended while this pass ran found the run busy: go on with it now.
+        if any(webhooks.step_outcome(d)[0] != WAITING for d in waiting):
+            resume(run_id)
+        return
     failed = [s["node_id"] for s in steps if s["status"] == "failed"]
     run.status = "failed" if failed else "succeeded"
     run.error = f"Failed at {', '.join(failed)}." if failed else None
     run.finished_at = utcnow()
+    run.context = None
     db.session.commit()
-    return run_id
+
+
+WAITING = "waiting"
+
+
+def _waits_on_delivery(step: dict[str, Any]) -> bool:
+    return step["status"] == WAITING and "delivery_id" in (step.get("output") or {})
+
+
+def _send_webhook(url: str, payload: Any, timeout: float, ctx: RunContext, *, inline: bool):
+    """A run's webhook: stored as a delivery and queued (a test run's first try made at
+    once); what its step says now (``webhooks.step_outcome``)."""
+    delivery = webhooks.queue_delivery(
+        ctx.run_id, ctx.automation_id, ctx.node_id, url, payload, timeout
+    )
+    if inline:
+        webhooks.attempt_inline(delivery.id)
+    else:
+        webhooks.enqueue(delivery.id)
+    return webhooks.step_outcome(delivery.id)
+
+
+def _heartbeat(run_id: int, steps: list[dict[str, Any]]) -> None:
+    """Renew the run's lease before an action, with the steps so far (the last one the
+    action about to run): what ``leases.settle`` reads if this worker dies.
+
+    Not committed here: it commits with the action's own first commit (and is rolled back
+    with it), so a stored "running" step means that action may have written something,
+    and its absence that it wrote nothing, which makes a run cut off then safe to go on.
+    """
+    db.session.execute(
+        update(AutomationRun)
+        .where(AutomationRun.id == run_id, AutomationRun.status == "running")
+        .values(lease_until=_lease_end(), steps=steps)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def resume(run_id: int) -> bool:
+    """Go on with a run that waited (for a webhook, or after its worker died between
+    steps): claimed by one conditional update, so one worker alone walks it on. Whether
+    this call did."""
+    claimed = db.session.execute(
+        update(AutomationRun)
+        .where(
+            AutomationRun.id == run_id,
+            AutomationRun.status.in_(["queued", "retrying"]),
+            AutomationRun.context.is_not(None),
+        )
+        .values(status="running", lease_until=_lease_end())
+        .execution_options(synchronize_session=False)
+    )
+    db.session.commit()
+    if claimed.rowcount != 1:
+        return False
+    run = db.session.get(AutomationRun, run_id)
+    db.session.refresh(run)
+    automation = db.session.get(Automation, run.automation_id)
+    owner = owner_of(db.session, automation)
+    stop = None
+    if automation.version != run.automation_version:
+        stop = "Not continued: the automation was changed while this run waited."
+    elif owner.lapse:  # its owner lost the right meanwhile: nothing more runs
+        switch_off(automation, owner)
+        stop = owner.reason()
+    if stop is not None:
+        run.status, run.error, run.finished_at = "failed", stop, utcnow()
+        run.context, run.lease_until = None, None
+        db.session.commit()
+        return True
+    done = {s["node_id"]: s for s in run.steps or [] if s["status"] not in (WAITING, "running")}
+    done |= {s["node_id"]: s for s in run.steps or [] if _waits_on_delivery(s)}
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    # What its later steps write belongs to its chain, whose budget the database counts.
+    budget = _budget.set([_budget_left(app, run.cascade_event_id)])
+    try:
+        _advance(run, automation, owner, done)
+    finally:
+        _budget.reset(budget)
+    return True
+
+
+@jobs.job("automations.resume_run")
+def resume_job(run_id: int) -> None:
+    """The job that goes on with a run (``resume``)."""
+    resume(run_id)
+
+
+webhooks.on_delivery_end(resume)
 
 
 def _error_text(err: Exception) -> str:
@@ -486,6 +627,8 @@ def _run_node(node: Node, ctx: RunContext) -> tuple[str, Any, str | None]:
     except StepWithheld as err:
         db.session.rollback()
         return "withheld", None, str(err)
+    except StepWaiting as err:  # a webhook: its delivery decides the step
+        return WAITING, {"delivery_id": err.delivery_id}, None
     except Exception as err:  # the step boundary: any failure becomes the step's error
         db.session.rollback()
         if not isinstance(err, AppError | StepFailed):
@@ -502,44 +645,77 @@ def _skip_reason(graph: Graph, node_id: str, status: dict[str, str]) -> str:
     return "Not reached: a condition before it did not let the run through."
 
 
-def _walk(graph: Graph, ctx: RunContext) -> list[dict[str, Any]]:
+WAITS = "Waits for the webhook before it."
+
+
+def _replayed(step: dict[str, Any]) -> str:
+    """The walk's state of a step stored by an earlier pass."""
+    if step["status"] == "skipped" and step.get("input") is not None:
+        return "withheld"  # it was reached, and the privacy rule kept it from running
+    if step.get("reason") == "An earlier step failed.":
+        return "blocked"
+    return step["status"]
+
+
+def _walk(
+    graph: Graph, ctx: RunContext, done: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Run the nodes in order; a node runs when an edge into it fired.
 
     Each step is ``{"node_id", "type", "status", "input", "output", "error", "reason",
-    "started_at", "duration_ms"}``; ``reason`` says why a skipped node did not run.
+    "started_at", "duration_ms"}``; ``reason`` says why a skipped node did not run. ``done``
+    holds the steps an earlier pass of this run stored: they are not run again (a webhook's
+    step reads its delivery). A node after a webhook that has not ended is ``waiting``.
     """
+    done = done or {}
     steps: list[dict[str, Any]] = []
     fired: set[int] = set()
     status: dict[str, str] = {}  # "blocked": skipped because something before it failed
     for node_id in graph.order():
         node = graph.nodes[node_id]
-        started, clock = utcnow(), perf_counter()
-        step: dict[str, Any] = {"node_id": node_id, "type": node.type_key, "input": None}
-        output, error, reason = None, None, None
-        if node is graph.trigger:
-            state, output = "succeeded", {"record_id": ctx.values["record"].get("id")}
-        elif not any(e.index in fired for e in graph.incoming(node_id)):
-            state, reason = "skipped", _skip_reason(graph, node_id, status)
+        earlier = done.get(node_id)
+        if earlier is not None and not _waits_on_delivery(earlier):
+            step, state = dict(earlier), _replayed(earlier)
+            status[node_id], output = state, step.get("output")
         else:
-            step["input"] = render(node.raw_config, ctx.values)
-            state, output, error = _run_node(node, ctx)
-        status[node_id] = "blocked" if reason == "An earlier step failed." else state
-        if state == "withheld":  # stored as skipped, with why
-            state, reason, error = "skipped", error, None
+            started, clock = utcnow(), perf_counter()
+            step = {"node_id": node_id, "type": node.type_key, "input": None}
+            output, error, reason = None, None, None
+            if earlier is not None:  # a webhook sent in an earlier pass
+                step["input"] = earlier.get("input")
+                state, output, error = webhooks.step_outcome(earlier["output"]["delivery_id"])
+                started = datetime.fromisoformat(earlier["started_at"])
+            elif node is graph.trigger:
+                state, output = "succeeded", {"record_id": ctx.values["record"].get("id")}
+            elif any(status.get(e.source) == WAITING for e in graph.incoming(node_id)):
+                state, reason = WAITING, WAITS
+            elif not any(e.index in fired for e in graph.incoming(node_id)):
+                state, reason = "skipped", _skip_reason(graph, node_id, status)
+            else:
+                step["input"] = render(node.raw_config, ctx.values)
+                if node.node_type.kind == "action" and ctx.heartbeat is not None:
+                    ctx.heartbeat([*steps, {**step, "status": "running", "output": None}])
+                ctx.node_id = node_id
+                state, output, error = _run_node(node, ctx)
+            status[node_id] = "blocked" if reason == "An earlier step failed." else state
+            if state == "withheld":  # stored as skipped, with why
+                state, reason, error = "skipped", error, None
+            step |= {
+                "status": state,
+                "output": output,
+                "error": error,
+                "reason": reason,
+                "started_at": started.isoformat(),
+                "duration_ms": round((perf_counter() - clock) * 1000, 1)
+                if earlier is None
+                else earlier.get("duration_ms", 0.0),
+            }
         ctx.values["nodes"][node_id] = output or {}
-        if state == "succeeded":
+        if step["status"] == "succeeded":
             fired |= {
                 e.index
                 for e in graph.outgoing(node_id)
                 if e.when is None or e.when == bool((output or {}).get("matched"))
             }
-        step |= {
-            "status": state,
-            "output": output,
-            "error": error,
-            "reason": reason,
-            "started_at": started.isoformat(),
-            "duration_ms": round((perf_counter() - clock) * 1000, 1),
-        }
         steps.append(step)
     return steps

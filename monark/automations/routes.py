@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flask import url_for
 
-from monark.automations import previews, services
+from monark.automations import previews, services, webhook_services
 from monark.automations import schemas as s
 from monark.automations.models import Automation, AutomationRun
 from monark.core.rbac import Principal
@@ -33,8 +33,25 @@ def run_out(run: AutomationRun) -> s.RunOut:
 
 
 def run_detail(principal: Principal, run: AutomationRun) -> s.RunDetail:
-    """A run with its steps (only ever of a run the principal may read: ``get_run``)."""
-    return s.RunDetail(**run_out(run).model_dump(), steps=services.shown_steps(principal, run))
+    """A run with its steps and webhook deliveries (only ever of a run the principal may
+    read: ``get_run``), and where it stands."""
+    state = webhook_services.run_states([run])[run.id]
+    deliveries = [
+        s.DeliveryOut(
+            **{k: getattr(d, k) for k in s.DeliveryOut.model_fields if k != "tries"},
+            tries=[s.TryOut(**vars(t)) for t in d.tries],
+        )
+        for d in webhook_services.shown_deliveries(principal, run)
+    ]
+    return s.RunDetail(
+        **run_out(run).model_dump(),
+        state=state.text,
+        attempt=state.attempt,
+        max_attempts=state.max_attempts,
+        next_try_at=state.next_try_at,
+        steps=services.shown_steps(principal, run),
+        deliveries=deliveries,
+    )
 
 
 def summary(automation: Automation, last_run: AutomationRun | None = None) -> s.AutomationSummary:

@@ -69,8 +69,39 @@ class RunOut(RowOut):
     url: str
 
 
+class TryOut(BaseModel):
+    number: int
+    attempted_at: UtcTime
+    status_code: int | None
+    duration_ms: float
+    error: str | None
+    excerpt: str | None
+    outcome: str = Field(description="delivered, retry or failed")
+    redelivered: bool
+
+
+class DeliveryOut(BaseModel):
+    node_id: str
+    message_id: str = Field(description="The webhook-id header, the same on every try.")
+    url: str
+    status: str = Field(description="queued, sending, retrying, delivered or failed")
+    attempts: int
+    max_attempts: int
+    next_try_at: UtcTime | None
+    error: str | None
+    tries: list[TryOut]
+
+
 class RunDetail(RunOut):
+    state: str = Field(
+        description="The status in words: retrying says which attempt of how many comes next "
+        "and when."
+    )
+    attempt: int | None = Field(None, description="While retrying: the webhook try next.")
+    max_attempts: int | None = None
+    next_try_at: UtcTime | None = None
     steps: list[dict[str, Any]]
+    deliveries: list[DeliveryOut]
 
 
 class RunRef(RowOut):

@@ -113,7 +113,8 @@ def get_run(principal: Principal, run_id: int, automation_id: int | None = None)
 WEBHOOK = "send_webhook"
 
 
-def _redacted_url(url: Any) -> str:
+def redact_url(url: Any) -> str:
+    """Where a webhook goes (scheme and host) without the rest, which may be its key."""
     parts = urlsplit(str(url or ""))
     host = parts.netloc.rsplit("@", 1)[-1]  # never any user:password@
     return f"{parts.scheme}://{host}/…" if host else "…"
@@ -126,7 +127,7 @@ def shown_graph(principal: Principal, graph: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(graph)
     for node in out.get("nodes", []):
         if node.get("type") == WEBHOOK and isinstance(node.get("config"), dict):
-            node["config"]["url"] = _redacted_url(node["config"].get("url"))
+            node["config"]["url"] = redact_url(node["config"].get("url"))
     return out
 
 
@@ -156,7 +157,7 @@ def shown_steps(principal: Principal, run: AutomationRun) -> list[dict[str, Any]
     for step in steps:
         if step.get("type") == WEBHOOK and isinstance(step.get("input"), dict):
             url = str(step["input"].get("url") or "")
-            hidden = _redacted_url(url)
+            hidden = redact_url(url)
             step["input"]["url"] = hidden
             if url and step.get("error"):
                 step["error"] = str(step["error"]).replace(url, hidden)

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Blueprint, flash, render_template, request
 
-from monark.automations import services
+from monark.automations import services, webhook_services
 from monark.automations.models import Automation
 from monark.automations.nodes import REGISTRY
 from monark.automations.ownership import owner_of
@@ -83,6 +83,7 @@ def index():
         automations=automations,
         needs_owner=needs_owner,
         last_runs=services.last_runs(principal, [a.id for a in automations]),
+        health=webhook_services.queue_health(principal),
     )
 
 
@@ -119,16 +120,21 @@ def _detail(
     name: str | None = None,
     problems: list[dict[str, str]] | None = None,
     status: int = 200,
+    new_secret: str | None = None,
 ):
     principal = require_principal()
+    runs = services.list_runs(principal, automation, limit=5)
     return render_template(
         "automations/detail.html",
         automation=automation,
+        new_secret=new_secret,
+        has_webhooks=any(n.get("type") == services.WEBHOOK for n in automation.graph["nodes"]),
+        run_states=webhook_services.run_states(runs),
         registry=REGISTRY,
         private_choices=list(PrivateRecords),
         owner=owner_of(db.session, automation),
         graph=services.shown_graph(principal, automation.graph),
-        runs=services.list_runs(principal, automation, limit=5),
+        runs=runs,
         name=automation.name if name is None else name,
         graph_text=_graph_text(automation.graph) if text is None else text,
         problems=problems or [],
@@ -249,15 +255,27 @@ def delete(automation_id: int):
     return see_other("automations.index")
 
 
+@bp.post("/<int:automation_id>/signing-secret")
+@guard("automation.manage")
+def rotate_secret(automation_id: int):
+    """Make or rotate the webhooks' signing secret, and show it this once."""
+    principal, _ = _automation(automation_id)
+    secret = webhook_services.rotate_secret(principal, automation_id)
+    response = _detail(services.get_automation(principal, automation_id), new_secret=secret)
+    return response[0], response[1], {"Cache-Control": "no-store"}
+
+
 @bp.get("/<int:automation_id>/runs")
 @guard("automation.view")
 def runs(automation_id: int):
     """The run history, newest first."""
     principal, automation = _automation(automation_id)
+    shown = services.list_runs(principal, automation, limit=100)
     return render_template(
         "automations/runs.html",
         automation=automation,
-        runs=services.list_runs(principal, automation, limit=100),
+        runs=shown,
+        run_states=webhook_services.run_states(shown),
     )
 
 
@@ -273,4 +291,20 @@ def run_detail(automation_id: int, run_id: int):
         run=run,
         record=services.run_record(principal, run),
         steps=services.shown_steps(principal, run),
+        state=webhook_services.run_states([run])[run.id],
+        deliveries=webhook_services.shown_deliveries(principal, run),
     )
+
+
+@bp.post("/<int:automation_id>/runs/<int:run_id>/deliveries/<int:delivery_id>/redeliver")
+@guard("automation.manage")
+def redeliver(automation_id: int, run_id: int, delivery_id: int):
+    """Send an ended webhook of the run once more."""
+    principal, automation = _automation(automation_id)
+    try:
+        delivery = webhook_services.redeliver(principal, automation.id, run_id, delivery_id)
+    except Conflict as err:
+        flash(err.message, "error")
+    else:
+        flash(f"Webhook {delivery.node_id} queued to be delivered again.")
+    return see_other("automations.run_detail", automation_id=automation_id, run_id=run_id)

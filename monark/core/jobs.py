@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ EXTENSION = "monark.jobs"
 # An idle consumer on SQLite polls less and less often, up to this (Redis blocks instead):
 # Huey's own 10 s would leave an automation waiting that long after a quiet spell.
 POLL_MAX_SECONDS = 1.0
+FAR_FUTURE = datetime(2999, 1, 1)  # ``drain_scheduled`` reads the schedule up to here
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,14 @@ class Job:
     func: Callable[..., Any]
     every_sweep: bool = False  # periodic: run every ``JOBS_SWEEP_MINUTES``
 
-    def enqueue(self, *args: Any, app: Flask | None = None) -> None:
-        """Queue one run of this job with ``args`` (picklable); raises if storage fails."""
-        queue(app or current_app).tasks[self.name](*args)
+    def enqueue(self, *args: Any, app: Flask | None = None, delay: float = 0.0) -> None:
+        """Queue one run of this job with ``args`` (picklable), ``delay`` seconds from now;
+        raises if storage fails."""
+        task = queue(app or current_app).tasks[self.name]
+        if delay > 0:
+            task.schedule(args, delay=delay)
+        else:
+            task(*args)
 
 
 _JOBS: dict[str, Job] = {}
@@ -187,6 +194,22 @@ def drain(app: Flask, *, limit: int = 10_000) -> int:
     while ran < limit and (task := huey.dequeue()) is not None:
         huey.execute(task)
         ran += 1
+    return ran
+
+
+def drain_scheduled(app: Flask, *, limit: int = 10_000) -> int:
+    """``drain``, and the jobs scheduled for later (retries) run now, as if their time had
+    come, until none is left; how many ran. For tests: a retry without its wait."""
+    huey = queue(app).huey
+    ran = drain(app, limit=limit)
+    while ran < limit:
+        due = huey.read_schedule(FAR_FUTURE)
+        if not due:
+            return ran
+        for task in due:
+            huey.execute(task, timestamp=task.eta)
+            ran += 1
+        ran += drain(app, limit=limit - ran)
     return ran
 
 

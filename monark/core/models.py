@@ -174,4 +174,6 @@ class Event(db.Model):
     # The outbox: a feature acts on this event after commit (``events.follow``), and has
     # not yet. Cleared when that work is done; the sweep finds what a lost job left.
     pending: Mapped[bool] = mapped_column(default=False)
+    # How often a sweep took it up: one whose work keeps failing is given up at a cap.
+    sweeps: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[CreatedAt]
