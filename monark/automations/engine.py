@@ -90,6 +90,8 @@ class Trigger:
     cascade_id: int | None = None
     # When the event was written: automations made after it do not run for it.
     occurred_at: datetime | None = None
+    # A schedule's slot (UTC): its run claims (automation, slot) instead of an event.
+    slot: datetime | None = None
 
     @property
     def private(self) -> bool:
@@ -394,6 +396,7 @@ def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> Automati
         private_to=trigger.private_to,
         depth=trigger.depth + 1,
         cascade_event_id=trigger.cascade_id,
+        slot_at=trigger.slot,
         **extra,
     )
     db.session.add(run)
@@ -402,8 +405,9 @@ def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> Automati
 
 
 def _claim() -> None:
-    """Commit a new run: for an event, the unique (automation, event) key lets one commit
-    win, whatever the redeliveries or workers; the others raise ``AlreadyClaimed``."""
+    """Commit a new run: for an event (or a schedule's slot), the unique (automation, event)
+    (or (automation, slot)) key lets one commit win, whatever the redeliveries or workers;
+    the others raise ``AlreadyClaimed``."""
     try:
         db.session.commit()
     except IntegrityError as err:
@@ -414,6 +418,28 @@ def _claim() -> None:
 def _skip(automation: Automation, trigger: Trigger, reason: str) -> int:
     run = _new_run(automation, trigger, status="skipped", finished_at=utcnow(), error=reason)
     return run.id
+
+
+def skip(automation: Automation, trigger: Trigger, reason: str) -> int | None:
+    """Store a skipped run saying ``reason``; None when its key was claimed elsewhere."""
+    try:
+        return _skip(automation, trigger, reason)
+    except AlreadyClaimed:
+        return None
+
+
+def start_chain(automation: Automation, trigger: Trigger, owner: Owner) -> int | None:
+    """Run ``automation`` as a change of its own (a schedule's slot): the runs its actions
+    set off run in this job, within one budget of ``AUTOMATION_MAX_RUNS``; the run's id,
+    or None when another worker claimed it first."""
+    limit = int(current_app.config.get("AUTOMATION_MAX_RUNS", DEFAULT_MAX_RUNS))
+    token = _budget.set([max(limit - 1, 0)])
+    try:
+        return execute(automation, trigger, owner)
+    except AlreadyClaimed:
+        return None
+    finally:
+        _budget.reset(token)
 
 
 def execute(
@@ -448,6 +474,7 @@ def execute(
                 "type": trigger.type,
                 "model": trigger.model_key,
                 "event_id": trigger.event_id,
+                **({"slot": trigger.slot.isoformat()} if trigger.slot else {}),
             },
             "automation": {"id": automation.id, "name": automation.name},
             "nodes": {},
@@ -520,7 +547,9 @@ def _walk(graph: Graph, ctx: RunContext) -> list[dict[str, Any]]:
         started, clock = utcnow(), perf_counter()
         step: dict[str, Any] = {"node_id": node_id, "type": node.type_key, "input": None}
         output, error, reason = None, None, None
-        if node is graph.trigger:
+        if node is graph.trigger and (slot := ctx.values["trigger"].get("slot")):
+            state, output = "succeeded", {"slot": slot}
+        elif node is graph.trigger:
             state, output = "succeeded", {"record_id": ctx.values["record"].get("id")}
         elif not any(e.index in fired for e in graph.incoming(node_id)):
             state, reason = "skipped", _skip_reason(graph, node_id, status)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,7 @@ class Job:
     name: str
     func: Callable[..., Any]
     every_sweep: bool = False  # periodic: run every ``JOBS_SWEEP_MINUTES``
+    minutes: int | None = None  # periodic every this many minutes instead (1-60)
 
     def enqueue(self, *args: Any, app: Flask | None = None) -> None:
         """Queue one run of this job with ``args`` (picklable); raises if storage fails."""
@@ -107,11 +110,12 @@ def job(name: str) -> Callable[[Callable[..., Any]], Job]:
     return declare
 
 
-def periodic(name: str) -> Callable[[Callable[[], Any]], Job]:
-    """Declare ``func`` as a job the consumer queues every ``JOBS_SWEEP_MINUTES``."""
+def periodic(name: str, minutes: int | None = None) -> Callable[[Callable[[], Any]], Job]:
+    """Declare ``func`` as a job the consumer queues every ``minutes`` (default:
+    ``JOBS_SWEEP_MINUTES``)."""
 
     def declare(func: Callable[[], Any]) -> Job:
-        declared = Job(name, func, every_sweep=True)
+        declared = Job(name, func, every_sweep=True, minutes=minutes)
         _JOBS[name] = declared
         return declared
 
@@ -154,10 +158,10 @@ def build_queue(app: Flask, settings: JobSettings, name: str = QUEUE_NAME) -> Qu
     """A queue for ``app`` on the storage ``settings`` name, with every declared job."""
     huey = _make_huey(settings, name)
     tasks: dict[str, TaskWrapper] = {}
-    every = crontab(minute=f"*/{settings.sweep_minutes}")
     for declared in _JOBS.values():
         bound = _bound(app, declared.func)
         if declared.every_sweep:
+            every = crontab(minute=f"*/{declared.minutes or settings.sweep_minutes}")
             tasks[declared.name] = huey.periodic_task(every, name=declared.name)(bound)
         else:
             tasks[declared.name] = huey.task(name=declared.name)(bound)
@@ -168,6 +172,7 @@ def build_queue(app: Flask, settings: JobSettings, name: str = QUEUE_NAME) -> Qu
         # connections its parent opened.
         with app.app_context():
             db.engine.dispose(close=False)
+        beat(huey)  # seen from its start, not only at its first whole minute
 
     return Queue(huey, settings, tasks)
 
@@ -188,6 +193,59 @@ def drain(app: Flask, *, limit: int = 10_000) -> int:
         huey.execute(task)
         ran += 1
     return ran
+
+
+# ---- is anyone consuming? ----------------------------------------------------------------
+
+HEARTBEAT_KEY = "monark.heartbeat"
+# A consumer beats every minute: none seen for this long means none is running.
+STALE_AFTER = timedelta(minutes=3)
+_warned: dict[str, float] = {}  # queue url → when this process last logged it stale
+
+
+def beat(huey: Huey) -> None:
+    """Write now as the time a consumer was last seen, in the queue's own storage."""
+    huey.put(HEARTBEAT_KEY, datetime.now(UTC).isoformat())
+
+
+@periodic("jobs.heartbeat", minutes=1)
+def heartbeat() -> None:
+    """A consumer is alive: its scheduler queued this and one of its workers ran it."""
+    beat(queue(current_app).huey)
+
+
+@dataclass(frozen=True)
+class Health:
+    """Whether a consumer was seen lately; ``reachable`` False when the storage is down."""
+
+    reachable: bool
+    seen_at: datetime | None
+
+    @property
+    def stale(self) -> bool:
+        """No consumer beat within ``STALE_AFTER`` (or the queue cannot be read)."""
+        return self.seen_at is None or datetime.now(UTC) - self.seen_at > STALE_AFTER
+
+
+def health(app: Flask) -> Health:
+    """When a consumer was last seen; a stale one is logged (once in 10 minutes)."""
+    made = queue(app)
+    try:
+        raw = made.huey.get(HEARTBEAT_KEY, peek=True)
+    except Exception:  # the storage's own errors (sqlite3, redis) have no common base
+        log.warning("the job queue cannot be read", exc_info=True)
+        return Health(False, None)
+    seen = datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    found = Health(True, seen)
+    if found.stale and time.monotonic() - _warned.get(made.settings.url, -1e9) > 600:
+        _warned[made.settings.url] = time.monotonic()
+        since = f"since {seen:%Y-%m-%d %H:%M} UTC" if seen else "yet"
+        log.warning(
+            "no job consumer seen %s: automations and schedules wait until "
+            "`flask jobs worker` (or `flask run`) runs",
+            since,
+        )
+    return found
 
 
 # ---- consumers --------------------------------------------------------------------------
