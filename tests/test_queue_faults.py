@@ -17,9 +17,12 @@ from monark.core import jobs
 from monark.extensions import db
 from monark.records import services as records
 from monark.records.models import Record
+from tests import test_jobs
 from tests.jobs import drain
 from tests.test_automations import FOLLOW_UP, make_automation, runs_of
-from tests.test_jobs import _event_of, _followups, acme  # noqa: F401  (the fixture)
+from tests.test_jobs import _event_of, _followups
+
+acme = test_jobs.acme  # Acme with its followups model (a fixture)
 
 
 @pytest.fixture

@@ -169,11 +169,11 @@ def _run_all(app: Any, triggers: list[Trigger]) -> None:
     try:
         for trigger in triggers:
             # The caller's transaction is committed: a failing run must never look like its
-            # error. An event whose work failed stays pending: the sweep tries it again.
+            # error. An event whose work failed before all its runs were claimed stays
+            # pending: the sweep runs what is unclaimed.
             try:
                 with app.app_context():
-                    run_triggered(trigger)
-                    settle(trigger.event_id)
+                    run_triggered(trigger, settle_event=True)
             except Exception:
                 log.exception("automations for event %s failed to run", trigger.event_id)
     finally:
@@ -279,14 +279,20 @@ def install_engine() -> None:
 # ---- running --------------------------------------------------------------------------
 
 
-def run_triggered(trigger: Trigger) -> list[int]:
-    """Run the org's enabled automations that ``trigger`` matches; the ids of their runs."""
+def run_triggered(trigger: Trigger, *, settle_event: bool = False) -> list[int]:
+    """Run the org's enabled automations that ``trigger`` matches; the ids of their runs.
+
+    ``settle_event``: the event leaves the outbox once every automation has its run
+    claimed, in the last claim's own commit (one commit fewer per event), or on its own.
+    """
     model_key = db.session.scalar(
         select(RecordModel.key).where(
             RecordModel.id == trigger.model_id, RecordModel.org_id == trigger.org_id
         )
     )
     if model_key is None:
+        if settle_event:
+            settle(trigger.event_id)
         return []
     automations = db.session.scalars(
         select(Automation)
@@ -303,8 +309,9 @@ def run_triggered(trigger: Trigger) -> list[int]:
     trigger = replace(trigger, model_key=model_key, private_to=_readers_now(trigger))
     max_depth = current_app.config.get("AUTOMATION_MAX_DEPTH", DEFAULT_MAX_DEPTH)
     budget = _budget.get()
-    run_ids = []
+    run_ids: list[int] = []
     owners: dict[int | None, Owner] = {}
+    eligible: list[tuple[Automation, Owner]] = []
     for automation in automations:
         if not _fields_match(automation, trigger):
             continue
@@ -317,25 +324,34 @@ def run_triggered(trigger: Trigger) -> list[int]:
             continue
         if not admits(automation, owner, trigger):
             continue  # a private record it may not run for: no run, nothing stored
+        eligible.append((automation, owner))
+    settled = not settle_event
+    for index, (automation, owner) in enumerate(eligible):
+        last = index == len(eligible) - 1
+        settles = trigger.event_id if last and not settled else None
         if trigger.depth >= max_depth:
             reason = (
                 f"Not run: this event was written by a chain of {trigger.depth} automation "
                 f"runs, and the limit is {max_depth} (an automation that retriggers itself "
                 "stops here)."
             )
-            _claimed(run_ids, _skip, automation, trigger, reason)
+            claimed = _claimed(run_ids, _skip, automation, trigger, reason, settles=settles)
         elif budget is not None and budget[0] <= 0:
             limit = current_app.config.get("AUTOMATION_MAX_RUNS", DEFAULT_MAX_RUNS)
             reason = (
                 f"Not run: the change that started this chain already set off {limit} "
                 "automation runs, the limit for one change."
             )
-            _claimed(run_ids, _skip, automation, trigger, reason)
+            claimed = _claimed(run_ids, _skip, automation, trigger, reason, settles=settles)
         else:
             if budget is not None:
                 budget[0] -= 1
-            if not _claimed(run_ids, execute, automation, trigger, owner) and budget is not None:
+            claimed = _claimed(run_ids, execute, automation, trigger, owner, settles=settles)
+            if not claimed and budget is not None:
                 budget[0] += 1  # another worker runs it, and counts it
+        settled = settled or (settles is not None and claimed)
+    if not settled:
+        settle(trigger.event_id)
     return run_ids
 
 
@@ -343,11 +359,11 @@ class AlreadyClaimed(Exception):
     """Another job (a redelivery, the sweep, another worker) has this event's run."""
 
 
-def _claimed(run_ids: list[int], start: Any, *args: Any) -> bool:
+def _claimed(run_ids: list[int], start: Any, *args: Any, **kwargs: Any) -> bool:
     """Call ``start`` (``execute`` or ``_skip``), adding its run to ``run_ids``; False when
     the run was claimed elsewhere first."""
     try:
-        run_ids.append(start(*args))
+        run_ids.append(start(*args, **kwargs))
     except AlreadyClaimed:
         return False
     return True
@@ -385,7 +401,9 @@ def _fields_match(automation: Automation, trigger: Trigger) -> bool:
     return not wanted or bool(wanted & set(trigger.fields))
 
 
-def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> AutomationRun:
+def _new_run(
+    automation: Automation, trigger: Trigger, settles: int | None = None, **extra: Any
+) -> AutomationRun:
     run = AutomationRun(
         org_id=automation.org_id,
         automation_id=automation.id,
@@ -400,6 +418,8 @@ def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> Automati
         **extra,
     )
     db.session.add(run)
+    if settles is not None:  # the event's last claim: it leaves the outbox with it
+        db.session.execute(update(Event).where(Event.id == settles).values(pending=False))
     _claim()
     return run
 
@@ -415,8 +435,10 @@ def _claim() -> None:
         raise AlreadyClaimed from err
 
 
-def _skip(automation: Automation, trigger: Trigger, reason: str) -> int:
-    run = _new_run(automation, trigger, status="skipped", finished_at=utcnow(), error=reason)
+def _skip(automation: Automation, trigger: Trigger, reason: str, settles: int | None = None) -> int:
+    run = _new_run(
+        automation, trigger, settles, status="skipped", finished_at=utcnow(), error=reason
+    )
     return run.id
 
 
@@ -449,14 +471,16 @@ def execute(
     *,
     is_test: bool = False,
     started_by_id: int | None = None,
+    settles: int | None = None,
 ) -> int:
     """Run one automation's graph for ``trigger`` and store the run with its steps.
 
     Its actions act within ``owner``'s current role, and for a private record confined to
-    that record's readers (``privacy``).
+    that record's readers (``privacy``). ``settles``: the event whose outbox row its claim
+    settles.
     """
     graph, _ = parse_graph(automation.graph, REGISTRY)
-    run = _new_run(automation, trigger, is_test=is_test, started_by_id=started_by_id)
+    run = _new_run(automation, trigger, settles, is_test=is_test, started_by_id=started_by_id)
     run_id, depth = run.id, run.depth
     record = {**trigger.values, "id": trigger.record_id} if trigger.model_key else {}
     ctx = RunContext(
