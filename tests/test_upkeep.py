@@ -205,8 +205,9 @@ def _notice(browser) -> BeautifulSoup | None:
     return page.select_one("#queue-health")
 
 
-def test_admins_are_told_when_no_consumer_was_seen_lately(app, world, login, caplog):
+def test_admins_are_told_when_no_consumer_was_seen_lately(app, world, login, caplog, monkeypatch):
     _heartbeat_gone(app)
+    monkeypatch.setattr(jobs, "_warned", {})  # said once in 10 minutes: not yet in this test
     with caplog.at_level("WARNING", logger="monark.core.jobs"):
         notice = _notice(login("admin@acme.test"))
     assert "No job worker has been seen yet" in notice.get_text()
@@ -227,3 +228,25 @@ def test_a_starting_consumer_is_seen_at_once(app, world):
         wait_for(lambda: not jobs.health(app).stale)
     finally:
         jobs.stop_in_process(app)
+
+
+def test_queueing_work_nobody_consumes_says_so_in_the_log(app, world, caplog, monkeypatch):
+    from monark.records import services as records
+
+    make_automation(
+        world.a,
+        {
+            "nodes": [
+                {"id": "t", "type": "record.created", "config": {"model": "tasks"}},
+                {"id": "n", "type": "add_audit_note", "config": {"note": "{{record.id}}"}},
+            ],
+            "edges": [{"from": "t", "to": "n"}],
+        },
+        name="Noted",
+    )
+    _heartbeat_gone(app)
+    monkeypatch.setattr(jobs, "_looked", {})
+    monkeypatch.setattr(jobs, "_warned", {})
+    with caplog.at_level("WARNING", logger="monark.core.jobs"):
+        records.create_record(world.a.principal("member"), world.a.model, {"title": "Queued"})
+    assert [r.getMessage() for r in caplog.records if "no job consumer" in r.getMessage()]

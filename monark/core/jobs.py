@@ -105,7 +105,9 @@ class Job:
 
     def enqueue(self, *args: Any, app: Flask | None = None) -> None:
         """Queue one run of this job with ``args`` (picklable); raises if storage fails."""
-        queue(app or current_app).tasks[self.name](*args)
+        app = app or current_app._get_current_object()  # type: ignore[attr-defined]
+        queue(app).tasks[self.name](*args)
+        _look_for_a_consumer(app)
 
 
 _JOBS: dict[str, Job] = {}
@@ -258,6 +260,19 @@ def health(app: Flask) -> Health:
             since,
         )
     return found
+
+
+_looked: dict[str, float] = {}  # queue url → when this process last read the heartbeat
+LOOK_EVERY_SECONDS = 60.0
+
+
+def _look_for_a_consumer(app: Flask) -> None:
+    """Whoever queues work hears (in its log) that nobody consumes it: the heartbeat is
+    read at most once a minute per process."""
+    url = queue(app).settings.url
+    if time.monotonic() - _looked.get(url, -1e9) >= LOOK_EVERY_SECONDS:
+        _looked[url] = time.monotonic()
+        health(app)
 
 
 # ---- consumers --------------------------------------------------------------------------
