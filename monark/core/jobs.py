@@ -254,7 +254,10 @@ def health(app: Flask) -> Health:
     if found.stale and time.monotonic() - _warned.get(made.settings.url, -1e9) > 600:
         _warned[made.settings.url] = time.monotonic()
         since = f"since {seen:%Y-%m-%d %H:%M} UTC" if seen else "yet"
-        log.warning(
+        # Never seen on this storage is how a fresh setup starts (``make run`` seeds its
+        # data before it serves): worth a line, not a warning.
+        log.log(
+            logging.WARNING if seen else logging.INFO,
             "no job consumer seen %s: automations and schedules wait until "
             "`flask jobs worker` (or `flask run`) runs",
             since,
