@@ -403,7 +403,8 @@ def _fields_match(automation: Automation, trigger: Trigger) -> bool:
 
 def _new_run(
     automation: Automation, trigger: Trigger, settles: int | None = None, **extra: Any
-) -> AutomationRun:
+) -> int:
+    """Store and claim a run (``_claim``); its id."""
     run = AutomationRun(
         org_id=automation.org_id,
         automation_id=automation.id,
@@ -420,8 +421,10 @@ def _new_run(
     db.session.add(run)
     if settles is not None:  # the event's last claim: it leaves the outbox with it
         db.session.execute(update(Event).where(Event.id == settles).values(pending=False))
+    db.session.flush()
+    run_id = run.id  # read before the commit expires it (no query to read it back)
     _claim()
-    return run
+    return run_id
 
 
 def _claim() -> None:
@@ -436,10 +439,9 @@ def _claim() -> None:
 
 
 def _skip(automation: Automation, trigger: Trigger, reason: str, settles: int | None = None) -> int:
-    run = _new_run(
+    return _new_run(
         automation, trigger, settles, status="skipped", finished_at=utcnow(), error=reason
     )
-    return run.id
 
 
 def skip(automation: Automation, trigger: Trigger, reason: str) -> int | None:
@@ -480,8 +482,7 @@ def execute(
     settles.
     """
     graph, _ = parse_graph(automation.graph, REGISTRY)
-    run = _new_run(automation, trigger, settles, is_test=is_test, started_by_id=started_by_id)
-    run_id, depth = run.id, run.depth
+    depth = trigger.depth + 1
     record = {**trigger.values, "id": trigger.record_id} if trigger.model_key else {}
     ctx = RunContext(
         principal=Principal.for_automation(
@@ -506,6 +507,9 @@ def execute(
         allow_private_webhooks=bool(current_app.config.get("AUTOMATION_WEBHOOK_ALLOW_PRIVATE")),
         sends_private=automation.private_records == privacy.PrivateRecords.SEND,
     )
+    # Claimed once what the run reads of the automation is read (the claim's commit
+    # expires it).
+    run_id = _new_run(automation, trigger, settles, is_test=is_test, started_by_id=started_by_id)
     token = _depth.set(depth)
     chain = _cascade.set(trigger.cascade_id)
     try:
@@ -514,12 +518,17 @@ def execute(
     finally:
         _cascade.reset(chain)
         _depth.reset(token)
-    run = db.session.get(AutomationRun, run_id)
-    run.steps = steps
     failed = [s["node_id"] for s in steps if s["status"] == "failed"]
-    run.status = "failed" if failed else "succeeded"
-    run.error = f"Failed at {', '.join(failed)}." if failed else None
-    run.finished_at = utcnow()
+    db.session.execute(
+        update(AutomationRun)
+        .where(AutomationRun.id == run_id)
+        .values(
+            steps=steps,
+            status="failed" if failed else "succeeded",
+            error=f"Failed at {', '.join(failed)}." if failed else None,
+            finished_at=utcnow(),
+        )
+    )
     db.session.commit()
     return run_id
 
