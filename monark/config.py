@@ -183,6 +183,8 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # Whether webhooks may reach loopback and private addresses (off: an org admin must
         # not probe the network).
         "AUTOMATION_WEBHOOK_ALLOW_PRIVATE": _bool("AUTOMATION_WEBHOOK_ALLOW_PRIVATE", False),
+        # How long a run (with its steps) is kept: older ones are pruned every hour.
+        "AUTOMATION_RUN_RETENTION": _duration("AUTOMATION_RUN_RETENTION", "90d"),
         # The job queue (``monark.core.jobs``): redis://host:6379/0 to share it between
         # machines; sqlite:///path for a file of your choice; empty: a SQLite file beside a
         # SQLite database (else in the instance folder).

@@ -12,8 +12,10 @@ from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from monark import models  # noqa: F401  (every table, for Alembic and create_all)
+from monark.api import upkeep as api_upkeep  # noqa: F401  (declares periodic jobs)
 from monark.api.routes import V1_ROUTES
 from monark.api.views import bp as api_bp
+from monark.approvals import upkeep as approvals_upkeep  # noqa: F401  (periodic jobs)
 from monark.approvals.allowances import AllowanceGate
 from monark.assistant.blueprint import bp as assistant_bp
 from monark.assistant.inbox import bp as approvals_bp
@@ -21,7 +23,7 @@ from monark.assistant.navigate import NavigateTool
 from monark.assistant.panel import register_panel
 from monark.assistant.tools import build_chat_toolset
 from monark.audit.views import bp as audit_bp
-from monark.automations import leases  # noqa: F401  (declares its periodic job)
+from monark.automations import leases, retention, schedules  # noqa: F401  (periodic jobs)
 from monark.automations.engine import install_engine
 from monark.automations.routes import AUTOMATION_ROUTES
 from monark.automations.routes import bp as automations_internal_bp
@@ -30,6 +32,7 @@ from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
 from monark.core import jobs, settings
+from monark.core import upkeep as core_upkeep  # noqa: F401  (periodic jobs)
 from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers

@@ -291,12 +291,22 @@ TRIGGERS = [
 ]
 
 
+# A schedule has no record: its graph uses what it has (the slot, the automation).
+SCHEDULED = graph(
+    ("t", "schedule", {"cron": "0 9 * * 1-5"}),
+    ("note", "add_audit_note", {"note": "{{automation.name}} at {{trigger.slot}}"}),
+    edges=[("t", "note")],
+)
+
+
 def test_a_graph_of_every_node_type_is_valid(acme):
     used = set()
     for trigger in TRIGGERS:
         raw = every_node_type(trigger)
         assert problems(acme, raw) == {}, trigger[1]
         used |= {n["type"] for n in raw["nodes"]}
+    assert problems(acme, SCHEDULED) == {}
+    used |= {n["type"] for n in SCHEDULED["nodes"]}
     assert used == set(REGISTRY)
 
 
@@ -834,6 +844,7 @@ def test_json_endpoints_round_trip(acme, login):
         "record.updated",
         "record.deleted",
         "manual",
+        "schedule",
     ]
     assert {m["key"] for m in events["models"]} == {"tasks", "followups"}
 

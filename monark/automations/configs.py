@@ -12,6 +12,7 @@ from pydantic import (
     field_validator,
 )
 
+from monark.automations import cron
 from monark.automations.template import has_placeholder
 from monark.core.ids import Id, id_or_none
 from monark.core.models import MAX_ID
@@ -50,6 +51,24 @@ class ManualConfig(NodeConfig):
     model: str | None = optional_model_key(
         "Optional model key: a test run then uses one of its records as {{record}}."
     )
+
+
+class ScheduleConfig(NodeConfig):
+    cron: str = Field(
+        description="When it runs: a cron expression, minute hour day month weekday (e.g. "
+        "'0 9 * * 1-5' is weekdays at 09:00), in the organization's time zone (UTC). At "
+        "most once a minute; it must fire at some date.",
+        max_length=cron.MAX_LENGTH,
+    )
+
+    @field_validator("cron")
+    @classmethod
+    def _fires(cls, expression: str) -> str:
+        """Refused with the reason: one that never fires, or fires more than once a minute."""
+        try:
+            return cron.check(expression)
+        except cron.BadCron as err:
+            raise ValueError(str(err)) from None
 
 
 Operator = Literal[

@@ -89,6 +89,8 @@ class Trigger:
     cascade_id: int | None = None
     # When the event was written: automations made after it do not run for it.
     occurred_at: datetime | None = None
+    # A schedule's slot (UTC): its run claims (automation, slot) instead of an event.
+    slot: datetime | None = None
 
     @property
     def private(self) -> bool:
@@ -406,6 +408,7 @@ def _new_run(automation: Automation, trigger: Trigger, **extra: Any) -> Automati
         private_to=trigger.private_to,
         depth=trigger.depth + 1,
         cascade_event_id=trigger.cascade_id,
+        slot_at=trigger.slot,
         **extra,
     )
     db.session.add(run)
@@ -428,6 +431,28 @@ def _skip(automation: Automation, trigger: Trigger, reason: str) -> int:
     return run.id
 
 
+def skip(automation: Automation, trigger: Trigger, reason: str) -> int | None:
+    """Store a skipped run saying ``reason``; None when its key was claimed elsewhere."""
+    try:
+        return _skip(automation, trigger, reason)
+    except AlreadyClaimed:
+        return None
+
+
+def start_chain(automation: Automation, trigger: Trigger, owner: Owner) -> int | None:
+    """Run ``automation`` as a change of its own (a schedule's slot): the runs its actions
+    set off run in this job, within one budget of ``AUTOMATION_MAX_RUNS``; the run's id,
+    or None when another worker claimed it first."""
+    limit = int(current_app.config.get("AUTOMATION_MAX_RUNS", DEFAULT_MAX_RUNS))
+    token = _budget.set([max(limit - 1, 0)])
+    try:
+        return execute(automation, trigger, owner)
+    except AlreadyClaimed:
+        return None
+    finally:
+        _budget.reset(token)
+
+
 def _lease_end() -> datetime:
     """Until when a worker holds a run it renews now."""
     return utcnow() + timedelta(seconds=float(current_app.config["AUTOMATION_RUN_LEASE_SECONDS"]))
@@ -439,7 +464,12 @@ def _context_of(automation: Automation, trigger: Trigger) -> dict[str, Any]:
     record = {**trigger.values, "id": trigger.record_id} if trigger.model_key else {}
     return {
         "record": record,
-        "trigger": {"type": trigger.type, "model": trigger.model_key, "event_id": trigger.event_id},
+        "trigger": {
+            "type": trigger.type,
+            "model": trigger.model_key,
+            "event_id": trigger.event_id,
+            **({"slot": trigger.slot.isoformat()} if trigger.slot else {}),
+        },
         "automation": {"id": automation.id, "name": automation.name},
         "trigger_model": trigger.model_key,
     }
@@ -685,6 +715,8 @@ def _walk(
                 step["input"] = earlier.get("input")
                 state, output, error = webhooks.step_outcome(earlier["output"]["delivery_id"])
                 started = datetime.fromisoformat(earlier["started_at"])
+            elif node is graph.trigger and (slot := ctx.values["trigger"].get("slot")):
+                state, output = "succeeded", {"slot": slot}
             elif node is graph.trigger:
                 state, output = "succeeded", {"record_id": ctx.values["record"].get("id")}
             elif any(status.get(e.source) == WAITING for e in graph.incoming(node_id)):

@@ -65,6 +65,9 @@ class AutomationRun(db.Model):
             unique=True,
         ),
         Index("ix_automation_runs_cascade_event_id", "cascade_event_id"),
+        # The claim of a schedule's slot: one run (or skip) per automation and slot time.
+        Index("uq_automation_runs_automation_id_slot_at", "automation_id", "slot_at", unique=True),
+        Index("ix_automation_runs_started_at", "started_at"),  # pruning past retention
     )
 
     id: Mapped[IntPk]
@@ -81,6 +84,8 @@ class AutomationRun(db.Model):
     depth: Mapped[int] = mapped_column(default=1)
     # The first event of the change whose chain this run belongs to (its budget's name).
     cascade_event_id: Mapped[int | None] = mapped_column(default=None)
+    # The slot of a schedule's run (UTC): the time it was due, not when it ran.
+    slot_at: Mapped[datetime | None] = mapped_column(default=None)
     is_test: Mapped[bool] = mapped_column(default=False)
     started_by_id: Mapped[UserRef]
     # [{"node_id", "type", "status", "input", "output", "error", "started_at", "duration_ms"}]

@@ -33,6 +33,7 @@ class NodeType:
 Registry = Mapping[str, NodeType]
 
 RECORD_EVENTS = ("record.created", "record.updated", "record.deleted")
+SCHEDULE = "schedule"
 
 _TYPES = (
     NodeType(
@@ -62,6 +63,16 @@ _TYPES = (
         "Only when someone starts a test run (optionally on a record of the model).",
         configs.ManualConfig,
         ("record_id",),
+    ),
+    NodeType(
+        "schedule",
+        "trigger",
+        "On a schedule (a cron expression in the organization's time zone, UTC for now): "
+        "each slot runs once; a slot missed while no worker ran runs late only if it is "
+        "less than one period late, else it is recorded as skipped. There is no record: "
+        "{{trigger.slot}} is the slot's time.",
+        configs.ScheduleConfig,
+        ("slot",),
     ),
     NodeType(
         "field_matches",

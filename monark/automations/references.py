@@ -14,7 +14,7 @@ from monark.records.values import validate_values
 if TYPE_CHECKING:
     from monark.automations.graph import Graph, Node
 
-TRIGGER_VALUES = ("type", "model", "event_id")
+TRIGGER_VALUES = ("type", "model", "event_id", "slot")
 AUTOMATION_VALUES = ("id", "name")
 
 

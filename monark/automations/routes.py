@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flask import url_for
 
-from monark.automations import previews, services, webhook_services
+from monark.automations import previews, schedules, services, webhook_services
 from monark.automations import schemas as s
 from monark.automations.models import Automation, AutomationRun
 from monark.core.rbac import Principal
@@ -18,7 +18,7 @@ from monark.core.routes import RouteDescriptor, RouteTable, headline
 
 PLACEHOLDERS = (
     "Strings in action configs may use {{record.<field>}}, {{record.id}}, "
-    "{{trigger.type|model|event_id}}, {{automation.id|name}} and "
+    "{{trigger.type|model|event_id|slot}} (slot: a schedule's time), {{automation.id|name}} and "
     "{{nodes.<node id>.<output>}} (a node that runs before)."
 )
 
@@ -26,7 +26,10 @@ PLACEHOLDERS = (
 def run_out(run: AutomationRun) -> s.RunOut:
     """A run without its steps."""
     trigger = s.RunTrigger(
-        type=run.trigger_type, event_id=run.trigger_event_id, record_id=run.record_id
+        type=run.trigger_type,
+        event_id=run.trigger_event_id,
+        record_id=run.record_id,
+        slot_at=run.slot_at,
     )
     url = url_for("automations.run_detail", automation_id=run.automation_id, run_id=run.id)
     return s.RunOut.of(run, trigger=trigger, url=url)
@@ -59,6 +62,7 @@ def summary(automation: Automation, last_run: AutomationRun | None = None) -> s.
     return s.AutomationSummary.of(
         automation,
         trigger=s.Trigger(type=automation.trigger_type, model=automation.trigger_model),
+        schedule=schedules.described(automation),
         node_count=len(automation.graph.get("nodes", [])),
         url=url_for("automations.detail", automation_id=automation.id),
         last_run=s.RunRef.of(last_run) if last_run else None,

@@ -53,6 +53,7 @@ class RunTrigger(BaseModel):
     type: str
     event_id: int | None
     record_id: int | None
+    slot_at: UtcTime | None = Field(None, description="The slot a schedule's run was for.")
 
 
 class RunOut(RowOut):
@@ -115,6 +116,7 @@ class AutomationSummary(RowOut):
     enabled: bool
     version: int
     trigger: Trigger
+    schedule: str | None = Field(None, description="When a schedule trigger runs, in words.")
     node_count: int
     owner_id: int | None = Field(description="The member whose current rights it acts within.")
     private_records: str = Field(

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Blueprint, flash, render_template, request
+from flask import Blueprint, current_app, flash, render_template, request
 
-from monark.automations import services, webhook_services
+from monark.automations import schedules, services, webhook_services
 from monark.automations.models import Automation
 from monark.automations.nodes import REGISTRY
 from monark.automations.ownership import owner_of
 from monark.automations.privacy import PrivateRecords
-from monark.core import jsonbody
+from monark.core import jobs, jsonbody
 from monark.core.auth import guard, require_principal
 from monark.core.errors import Conflict, ValidationFailed
 from monark.core.ids import form_id
@@ -84,6 +84,9 @@ def index():
         needs_owner=needs_owner,
         last_runs=services.last_runs(principal, [a.id for a in automations]),
         health=webhook_services.queue_health(principal),
+        schedules={a.id: schedules.described(a) for a in automations},
+        # Admins hear when nothing consumes the queue: runs and schedules would wait.
+        queue_health=jobs.health(current_app) if principal.can("automation.manage") else None,
     )
 
 
@@ -130,6 +133,7 @@ def _detail(
         new_secret=new_secret,
         has_webhooks=any(n.get("type") == services.WEBHOOK for n in automation.graph["nodes"]),
         run_states=webhook_services.run_states(runs),
+        schedule=schedules.described(automation),
         registry=REGISTRY,
         private_choices=list(PrivateRecords),
         owner=owner_of(db.session, automation),

@@ -44,6 +44,10 @@ class ProgressLog(Protocol):
         """Whether ``entry_id`` has the shape of this log's ids (client input is checked)."""
         ...
 
+    def prune(self) -> int:
+        """Drop logs idle past their retention now; how many (the upkeep job calls it)."""
+        ...
+
 
 class _Channel:
     __slots__ = ("changed", "entries", "touched")
@@ -72,9 +76,20 @@ class LocalLog:
     def _sweep(self, now: float) -> None:
         if now - self._swept < 60:
             return
+        self._drop_idle(now)
+
+    def _drop_idle(self, now: float) -> int:
         self._swept = now
-        for key in [k for k, c in self._channels.items() if now - c.touched > self.retention]:
+        idle = [k for k, c in self._channels.items() if now - c.touched > self.retention]
+        for key in idle:
             del self._channels[key]
+        return len(idle)
+
+    def prune(self) -> int:
+        """Drop logs idle past the retention (appends do it too, but a quiet process
+        appends nothing)."""
+        with self._lock:
+            return self._drop_idle(time.monotonic())
 
     def append(self, key: str, entry: dict[str, Any]) -> str:
         """Add ``entry`` and wake every reader of ``key``."""
@@ -149,6 +164,10 @@ class RedisLog:
         ms, dash, seq = entry_id.partition("-")
         digits = ms.isascii() and ms.isdigit() and seq.isascii() and seq.isdigit()
         return bool(dash) and digits and len(ms) <= 15 and len(seq) <= 10
+
+    def prune(self) -> int:
+        """Nothing to do: each stream expires ``retention`` after its last entry."""
+        return 0
 
 
 def progress_log_for(url: str) -> ProgressLog:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from flask.cli import AppGroup
 from huey import Huey, RedisHuey, SqliteHuey, crontab
 from huey.api import TaskWrapper
 from huey.consumer import Consumer
+from huey.storage import SqliteStorage
 from sqlalchemy.engine import make_url
 
 from monark.extensions import db
@@ -68,6 +70,17 @@ def _beside_database(app: Flask) -> Path:
     return Path(app.instance_path) / "monark.jobs.db"
 
 
+class QueueFile(SqliteStorage):
+    """Huey's SQLite storage, committing without an fsync each time (WAL, ``synchronous``
+    NORMAL): never corrupt, and a job lost with the machine's power is one whose event is
+    still pending in the database, which the sweep runs. Half a job's commits are here."""
+
+    def _create_connection(self) -> Any:
+        conn = super()._create_connection()
+        conn.execute("pragma synchronous=NORMAL")
+        return conn
+
+
 def _make_huey(settings: JobSettings, name: str) -> Huey:
     if settings.url.startswith(("redis://", "rediss://", "unix://")):
         # No results are kept: a job's outcome is written to the database it works on.
@@ -75,7 +88,7 @@ def _make_huey(settings: JobSettings, name: str) -> Huey:
     if settings.url.startswith("sqlite:///"):
         filename = settings.url[len("sqlite:///") :]
         Path(filename).parent.mkdir(parents=True, exist_ok=True)
-        return SqliteHuey(name, filename=filename, results=False, utc=True)
+        return SqliteHuey(name, filename=filename, results=False, utc=True, storage_class=QueueFile)
     raise RuntimeError("JOBS_URL must be redis://host:port/db or sqlite:///path/to/file.")
 
 
@@ -89,15 +102,18 @@ class Job:
     name: str
     func: Callable[..., Any]
     every_sweep: bool = False  # periodic: run every ``JOBS_SWEEP_MINUTES``
+    minutes: int | None = None  # periodic every this many minutes instead (1-60)
 
     def enqueue(self, *args: Any, app: Flask | None = None, delay: float = 0.0) -> None:
         """Queue one run of this job with ``args`` (picklable), ``delay`` seconds from now;
         raises if storage fails."""
-        task = queue(app or current_app).tasks[self.name]
+        app = app or current_app._get_current_object()  # type: ignore[attr-defined]
+        task = queue(app).tasks[self.name]
         if delay > 0:
             task.schedule(args, delay=delay)
         else:
             task(*args)
+        _look_for_a_consumer(app)
 
 
 _JOBS: dict[str, Job] = {}
@@ -114,11 +130,12 @@ def job(name: str) -> Callable[[Callable[..., Any]], Job]:
     return declare
 
 
-def periodic(name: str) -> Callable[[Callable[[], Any]], Job]:
-    """Declare ``func`` as a job the consumer queues every ``JOBS_SWEEP_MINUTES``."""
+def periodic(name: str, minutes: int | None = None) -> Callable[[Callable[[], Any]], Job]:
+    """Declare ``func`` as a job the consumer queues every ``minutes`` (default:
+    ``JOBS_SWEEP_MINUTES``)."""
 
     def declare(func: Callable[[], Any]) -> Job:
-        declared = Job(name, func, every_sweep=True)
+        declared = Job(name, func, every_sweep=True, minutes=minutes)
         _JOBS[name] = declared
         return declared
 
@@ -161,10 +178,10 @@ def build_queue(app: Flask, settings: JobSettings, name: str = QUEUE_NAME) -> Qu
     """A queue for ``app`` on the storage ``settings`` name, with every declared job."""
     huey = _make_huey(settings, name)
     tasks: dict[str, TaskWrapper] = {}
-    every = crontab(minute=f"*/{settings.sweep_minutes}")
     for declared in _JOBS.values():
         bound = _bound(app, declared.func)
         if declared.every_sweep:
+            every = crontab(minute=f"*/{declared.minutes or settings.sweep_minutes}")
             tasks[declared.name] = huey.periodic_task(every, name=declared.name)(bound)
         else:
             tasks[declared.name] = huey.task(name=declared.name)(bound)
@@ -175,6 +192,7 @@ def build_queue(app: Flask, settings: JobSettings, name: str = QUEUE_NAME) -> Qu
         # connections its parent opened.
         with app.app_context():
             db.engine.dispose(close=False)
+        beat(huey)  # seen from its start, not only at its first whole minute
 
     return Queue(huey, settings, tasks)
 
@@ -211,6 +229,75 @@ def drain_scheduled(app: Flask, *, limit: int = 10_000) -> int:
             ran += 1
         ran += drain(app, limit=limit - ran)
     return ran
+
+
+# ---- is anyone consuming? ----------------------------------------------------------------
+
+HEARTBEAT_KEY = "monark.heartbeat"
+# A consumer beats every minute: none seen for this long means none is running.
+STALE_AFTER = timedelta(minutes=3)
+_warned: dict[str, float] = {}  # queue url → when this process last logged it stale
+
+
+def beat(huey: Huey) -> None:
+    """Write now as the time a consumer was last seen, in the queue's own storage."""
+    huey.put(HEARTBEAT_KEY, datetime.now(UTC).isoformat())
+
+
+@periodic("jobs.heartbeat", minutes=1)
+def heartbeat() -> None:
+    """A consumer is alive: its scheduler queued this and one of its workers ran it."""
+    beat(queue(current_app).huey)
+
+
+@dataclass(frozen=True)
+class Health:
+    """Whether a consumer was seen lately; ``reachable`` False when the storage is down."""
+
+    reachable: bool
+    seen_at: datetime | None
+
+    @property
+    def stale(self) -> bool:
+        """No consumer beat within ``STALE_AFTER`` (or the queue cannot be read)."""
+        return self.seen_at is None or datetime.now(UTC) - self.seen_at > STALE_AFTER
+
+
+def health(app: Flask) -> Health:
+    """When a consumer was last seen; a stale one is logged (once in 10 minutes)."""
+    made = queue(app)
+    try:
+        raw = made.huey.get(HEARTBEAT_KEY, peek=True)
+    except Exception:  # the storage's own errors (sqlite3, redis) have no common base
+        log.warning("the job queue cannot be read", exc_info=True)
+        return Health(False, None)
+    seen = datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    found = Health(True, seen)
+    if found.stale and time.monotonic() - _warned.get(made.settings.url, -1e9) > 600:
+        _warned[made.settings.url] = time.monotonic()
+        since = f"since {seen:%Y-%m-%d %H:%M} UTC" if seen else "yet"
+        # Never seen on this storage is how a fresh setup starts (``make run`` seeds its
+        # data before it serves): worth a line, not a warning.
+        log.log(
+            logging.WARNING if seen else logging.INFO,
+            "no job consumer seen %s: automations and schedules wait until "
+            "`flask jobs worker` (or `flask run`) runs",
+            since,
+        )
+    return found
+
+
+_looked: dict[str, float] = {}  # queue url → when this process last read the heartbeat
+LOOK_EVERY_SECONDS = 60.0
+
+
+def _look_for_a_consumer(app: Flask) -> None:
+    """Whoever queues work hears (in its log) that nobody consumes it: the heartbeat is
+    read at most once a minute per process."""
+    url = queue(app).settings.url
+    if time.monotonic() - _looked.get(url, -1e9) >= LOOK_EVERY_SECONDS:
+        _looked[url] = time.monotonic()
+        health(app)
 
 
 # ---- consumers --------------------------------------------------------------------------
