@@ -12,7 +12,6 @@ from flask import Flask
 from sqlalchemy import func, select, text
 
 from monark.automations.models import AutomationRun
-from monark.chat.turn import progress
 from monark.chat.models import (
     Conversation,
     ConversationKind,
@@ -22,6 +21,7 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
+from monark.chat.turn import progress
 from monark.core import jobs
 from monark.core.broker import LocalLog
 from monark.core.models import Event, utcnow

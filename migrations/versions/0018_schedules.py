@@ -1,7 +1,7 @@
 """Schedules: a run claims its automation's slot once; runs are pruned by their start
 
 Revision ID: 0018_schedules
-Revises: 0016_jobs_outbox
+Revises: 0017_webhook_deliveries
 Create Date: 2026-12-02 18:30:00
 
 """
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = "0018_schedules"
-down_revision = "0016_jobs_outbox"
+down_revision = "0017_webhook_deliveries"
 branch_labels = None
 depends_on = None
 

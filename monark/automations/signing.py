@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
@@ -37,35 +35,33 @@ def message_id() -> str:
     return "msg_" + secrets.token_urlsafe(18)
 
 
-def rotate(config: Mapping[str, Any], automation: Automation) -> str:
+def rotate(automation: Automation) -> str:
     """Give ``automation`` a new secret (the old one signs on for ``ROTATION_OVERLAP``); the
     new secret in clear, for the caller to show once. The caller commits."""
     fresh = new_secret()
     if automation.webhook_secret is not None:
         automation.webhook_secret_previous = automation.webhook_secret
         automation.webhook_secret_previous_until = utcnow() + ROTATION_OVERLAP
-    automation.webhook_secret = crypto.encrypt(config, fresh)
+    automation.webhook_secret = crypto.encrypt(fresh)
     return fresh
 
 
-def ensure_secret(config: Mapping[str, Any], automation: Automation) -> None:
+def ensure_secret(automation: Automation) -> None:
     """Give ``automation`` a secret if it has none (a webhook is never sent unsigned)."""
     if automation.webhook_secret is None:
-        automation.webhook_secret = crypto.encrypt(config, new_secret())
+        automation.webhook_secret = crypto.encrypt(new_secret())
 
 
-def signing_secrets(
-    config: Mapping[str, Any], automation: Automation, now: datetime | None = None
-) -> list[str]:
+def signing_secrets(automation: Automation, now: datetime | None = None) -> list[str]:
     """The secrets a message is signed with now: the current one, and the previous one
     while its overlap lasts."""
     now = now or utcnow()
     found = []
     if automation.webhook_secret is not None:
-        found.append(crypto.decrypt(config, automation.webhook_secret))
+        found.append(crypto.decrypt(automation.webhook_secret))
     until = as_utc(automation.webhook_secret_previous_until)
     if automation.webhook_secret_previous is not None and until is not None and now < until:
-        found.append(crypto.decrypt(config, automation.webhook_secret_previous))
+        found.append(crypto.decrypt(automation.webhook_secret_previous))
     return found
 
 

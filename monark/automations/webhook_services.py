@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from flask import current_app
-
 from monark.automations import services, signing, webhooks
 from monark.automations.models import AutomationRun, WebhookDelivery
 from monark.core.events import record_event
@@ -24,7 +22,7 @@ def rotate_secret(principal: Principal, automation_id: int) -> str:
     principal.require("automation.manage")
     automation = services.get_automation(principal, automation_id)
     rotated = automation.webhook_secret is not None
-    secret = signing.rotate(current_app.config, automation)
+    secret = signing.rotate(automation)
     record_event(
         principal,
         "automation.webhook_secret_rotated" if rotated else "automation.webhook_secret_created",

@@ -256,9 +256,9 @@ def _try(delivery: WebhookDelivery) -> Outcome:
         return Outcome(None, str(err), None, retry=False)
     automation = db.session.get(Automation, delivery.automation_id)
     if automation.webhook_secret is None:
-        signing.ensure_secret(current_app.config, automation)
+        signing.ensure_secret(automation)
         db.session.commit()
-    return _post(delivery, addresses, signing.signing_secrets(current_app.config, automation))
+    return _post(delivery, addresses, signing.signing_secrets(automation))
 
 
 _SETTING = "AUTOMATION_WEBHOOK_ALLOW_PRIVATE"
