@@ -37,8 +37,9 @@ def chromium():
     from playwright.sync_api import expect, sync_playwright
 
     # Assertions wait for what they expect as long as page actions do (Playwright's 5 s is
-    # short for a whole turn on a machine that runs two test processes and Chromium).
-    expect.set_options(timeout=10_000)
+    # short for a whole turn on a machine that runs both databases' suites, four test
+    # processes and their Chromiums, side by side). A passing wait ends when its state shows.
+    expect.set_options(timeout=20_000)
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -88,7 +89,7 @@ def browse(chromium, live_server, fake_anthropic) -> Iterator:
         context = chromium.new_context(**context_options)
         contexts.append(context)
         page = context.new_page()
-        page.set_default_timeout(10_000)
+        page.set_default_timeout(20_000)
         requests: list[str] = []
         errors: list[str] = []
         page.on("request", lambda r: requests.append(r.url))
