@@ -199,6 +199,24 @@
     if (status >= 200 && status < 300) refreshMain();
   });
 
+  // Only the screen asked for last may draw #chat-screen: a first screen still loading when
+  // the user clicks "New conversation" (or opens a conversation) must not land on top of it.
+  // The older request is aborted (its button may be gone from the page, so its events would no
+  // longer reach the document) and, should its answer be in already, its swap refused.
+  let screenAsks = 0;
+  let screenAsked = null;
+  document.addEventListener("htmx:before:request", (event) => {
+    const ctx = event.detail?.ctx;
+    if (ctx?.target?.id !== "chat-screen") return;
+    if (screenAsked && screenAsked !== ctx) screenAsked.request?.abort?.();
+    screenAsked = ctx;
+    ctx.screenAsk = ++screenAsks;
+  });
+  document.addEventListener("htmx:before:swap", (event) => {
+    const ctx = event.detail?.ctx;
+    if (ctx?.screenAsk && ctx.screenAsk !== screenAsks) event.preventDefault();
+  });
+
   // The first screen: the conversation the user had open before a full page load, or the list.
   function loadFirstScreen() {
     const screen = document.getElementById("chat-screen");
@@ -225,19 +243,39 @@
   document.addEventListener("htmx:sse:close", (event) => {
     if (event.target === streamingSource) setStreaming(null);
   });
-  // A swap that removed the focused element (the Confirm button of a card now decided, say)
-  // leaves focus on <body>: give it back to the message box, so keyboard users stay put.
-  // Only when the focus was last in the panel: a page load or a click elsewhere keeps it.
+  // A swap that removed the focused element leaves focus on <body>. When the same control is
+  // drawn again (a card redrawn as its turn settles, still asking), focus goes back to it;
+  // when it is gone (the Confirm of a card now decided), to the message box, so keyboard
+  // users stay put. Only when the focus was last in the panel: a click elsewhere keeps it.
   let focusInPanel = false;
+  let lastFocus = null;
   document.addEventListener("focusin", (event) => {
     focusInPanel = Boolean(panel()?.contains(event.target));
+    if (focusInPanel) lastFocus = describeControl(event.target);
   });
   document.addEventListener("pointerdown", (event) => {
     if (!panel()?.contains(event.target)) focusInPanel = false;
   });
+  function describeControl(el) {
+    return {
+      id: el.id || null, holder: el.closest("[id]")?.id || null, tag: el.tagName,
+      name: el.getAttribute("name"), value: el.getAttribute("value"), text: el.textContent.trim(),
+    };
+  }
+  function findControl(d) {
+    if (!d) return null;
+    if (d.id) return document.getElementById(d.id);
+    const holder = d.holder && document.getElementById(d.holder);
+    if (!holder) return null;
+    return [...holder.querySelectorAll(d.tag)].find((el) =>
+      el.getAttribute("name") === d.name && el.getAttribute("value") === d.value
+      && el.textContent.trim() === d.text) || null;
+  }
   function keepFocusInPanel() {
     const aside = panel();
     if (!aside || aside.hidden || !focusInPanel || document.activeElement !== document.body) return;
+    const again = findControl(lastFocus);
+    if (again && aside.contains(again) && !again.disabled) { again.focus(); return; }
     const text = document.getElementById("chat-text");
     if (text && !text.disabled) text.focus();
     else focusPanel(aside);
@@ -253,7 +291,7 @@
       document.getElementById("chat-text")?.focus();
     }
   });
-  document.addEventListener("htmx:sse:after:message", () => scrollThread());
+  document.addEventListener("htmx:sse:after:message", () => { keepFocusInPanel(); scrollThread(); });
 
   // Stop reaches the turn on whichever instance runs it; the stream then ends with "done".
   // The server says what happened: stopped, still stopping, or nothing was running (then the
