@@ -55,3 +55,13 @@ def test_a_number_that_is_not_one_names_its_variable(tmp_path, monkeypatch, name
     monkeypatch.setenv(name, value)
     with pytest.raises(RuntimeError, match=f"^{name} must be a"):
         load_config(str(tmp_path))
+
+
+def test_each_setting_is_read_from_its_fields_key_as_its_type(tmp_path):
+    config = {**load_config(str(tmp_path)), "SECRET_KEY": "x" * 32}
+    config |= {"CHAT_MAX_STEPS": "3", "CHAT_LLM_PROVIDER": " OpenAI ", "RECORDS_QUERY_TIMEOUT": 2}
+    config |= {"MONARK_ASSISTANT_NAME": " ", "CHAT_CONTEXT_WINDOW": None}
+    read = Settings.from_config(config)
+    assert read.chat.max_steps == 3 and read.chat.llm_provider == "openai"
+    assert read.chat.assistant_name == "Chrysa" and read.chat.context_window == 0
+    assert read.query.seconds == 2.0 and isinstance(read.query.seconds, float)
