@@ -138,7 +138,8 @@ class Deployment:
         return self.instances[index]
 
 
-def _flask(args: list[str], env: dict[str, str]) -> None:
+def flask_command(*args: str, env: dict[str, str]) -> None:
+    """Run ``flask --app app <args>`` in the repository to its end; its output if it fails."""
     done = subprocess.run(
         [str(BIN / "flask"), "--app", "app", *args],
         cwd=ROOT,
@@ -169,8 +170,8 @@ def deployment(
             "CHAT_LLM_MAX_RETRIES": "0",
             **settings,
         }
-        _flask(["db", "upgrade"], env)
-        _flask(["seed-demo"], env)
+        flask_command("db", "upgrade", env=env)
+        flask_command("seed-demo", env=env)
         instances = [
             Instance(chr(ord("A") + i), env, Path(tmp) / f"{chr(ord('A') + i)}.log", app=app)
             for i in range(count)
