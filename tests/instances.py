@@ -21,15 +21,17 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
+from sqlalchemy import create_engine, text
 
 from tests.databases import is_postgres, new_postgres_database
 from tests.fake_anthropic import FakeAnthropic
+from tests.llm_script import Call, Say
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -138,7 +140,8 @@ class Deployment:
         return self.instances[index]
 
 
-def _flask(args: list[str], env: dict[str, str]) -> None:
+def flask_command(*args: str, env: dict[str, str]) -> None:
+    """Run ``flask --app app <args>`` in the repository to its end; its output if it fails."""
     done = subprocess.run(
         [str(BIN / "flask"), "--app", "app", *args],
         cwd=ROOT,
@@ -169,8 +172,8 @@ def deployment(
             "CHAT_LLM_MAX_RETRIES": "0",
             **settings,
         }
-        _flask(["db", "upgrade"], env)
-        _flask(["seed-demo"], env)
+        flask_command("db", "upgrade", env=env)
+        flask_command("seed-demo", env=env)
         instances = [
             Instance(chr(ord("A") + i), env, Path(tmp) / f"{chr(ord('A') + i)}.log", app=app)
             for i in range(count)
@@ -300,3 +303,72 @@ class Client:
 
     def close(self) -> None:
         self.http.close()
+
+
+# ---- what tests of several instances do again and again --------------------------------
+
+Rows = Callable[..., list[Any]]
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def sql_on(database_url: str) -> Iterator[Rows]:
+    """``run(statement, **params)``: the rows of one statement on the deployment's database."""
+    engine = create_engine(database_url)
+
+    def run(statement: str, **params: Any) -> list[Any]:
+        with engine.connect() as conn:
+            return conn.execute(text(statement), params).all()
+
+    try:
+        yield run
+    finally:
+        engine.dispose()
+
+
+def propose_task(fake: FakeAnthropic, client: Client, sql: Rows, title: str) -> tuple[int, int]:
+    """Ask for a task ``title``; the model proposes ``records_create``: (conversation, call)."""
+    fake.script.add(
+        [Call("records_create", {"model": "tasks", "values": {"title": title, "status": "todo"}})],
+        [Say(f"Added {title}.")],
+    )
+    proposed = client.send(f"Add {title}")
+    proposed.wait_done()
+    assert proposed.finished["status"] == "awaiting_confirmation", proposed.text
+    cid = proposed.finished["conversation_id"]
+    [(call_id,)] = sql(
+        "SELECT id FROM chat_tool_calls WHERE conversation_id = :c AND status = 'PROPOSED'",
+        c=cid,
+    )
+    return cid, call_id
+
+
+def wait_turn_ended(sql: Rows, conversation_id: int, timeout: float = 20) -> None:
+    """Until no turn holds the conversation (the write a decision started has run)."""
+    deadline = time.monotonic() + timeout
+    while sql("SELECT turn_id FROM chat_conversations WHERE id = :c", c=conversation_id) != [
+        (None,)
+    ]:
+        assert time.monotonic() < deadline, "the turn never ended"
+        time.sleep(0.1)
+
+
+def at_once(acts: list[Callable[[], T]], timeout: float = 60) -> list[T]:
+    """Run each of ``acts`` in a thread of its own, all let go at one moment; what each
+    returned (one that raised leaves no answer)."""
+    barrier = threading.Barrier(len(acts))
+    answers: list[T] = []
+    lock = threading.Lock()
+
+    def run(act: Callable[[], T]) -> None:
+        barrier.wait()
+        answer = act()
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=run, args=(act,)) for act in acts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    return answers

@@ -11,6 +11,7 @@ stalls a tool call while it stores its result, so the kill lands mid-write.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 import time
@@ -19,9 +20,8 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from sqlalchemy import create_engine, text
 
-from tests.instances import Client, Deployment, deployment
+from tests.instances import Client, Deployment, at_once, deployment, sql_on
 from tests.stalling_app import STALLED
 
 pytestmark = pytest.mark.instances  # each starts app processes of its own
@@ -41,14 +41,8 @@ def two(tmp_path_factory) -> Iterator[tuple[Deployment, Path]]:
 
 @pytest.fixture
 def sql(two):
-    engine = create_engine(two[0].database_url)
-
-    def run(statement: str, **params):
-        with engine.connect() as conn:
-            return conn.execute(text(statement), params).all()
-
-    yield run
-    engine.dispose()
+    with sql_on(two[0].database_url) as run:
+        yield run
 
 
 def held_key(owner: Client, name: str) -> str:
@@ -81,22 +75,13 @@ def test_first_writes_of_one_key_at_once_on_both_instances_share_one_conversatio
     owner = Client(running[0].url)
     tokens = [held_key(owner, f"Racing agent {k}") for k in range(3)]
     per_key = 6
-    start = threading.Barrier(len(tokens) * per_key)
-    answers: list[int] = []
-    lock = threading.Lock()
 
-    def send(token: str, n: int) -> None:
-        start.wait()
-        response = write(running[n % 2].url, token, f"Race {token[:10]} {n}")
-        with lock:
-            answers.append(response.status_code)
+    def send(token: str, n: int) -> int:
+        return write(running[n % 2].url, token, f"Race {token[:10]} {n}").status_code
 
-    threads = [threading.Thread(target=send, args=(t, n)) for t in tokens for n in range(per_key)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert answers == [202] * len(threads)
+    sends = [functools.partial(send, t, n) for t in tokens for n in range(per_key)]
+    answers = at_once(sends)
+    assert answers == [202] * len(sends)
     for token in tokens:
         conversations = sql(
             "SELECT c.id FROM chat_conversations c JOIN api_keys k ON k.id = c.api_key_id "

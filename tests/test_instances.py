@@ -9,16 +9,24 @@ temporary SQLite file; Redis is ``MONARK_TEST_REDIS_URL`` (127.0.0.1:6379 by def
 
 from __future__ import annotations
 
+import functools
 import json
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import create_engine, text
 
-from tests.instances import Client, Deployment, deployment, parse_frames
-from tests.llm_script import Call, Say
+from tests.instances import (
+    Client,
+    Deployment,
+    at_once,
+    deployment,
+    parse_frames,
+    propose_task,
+    sql_on,
+    wait_turn_ended,
+)
+from tests.llm_script import Say
 
 pytestmark = pytest.mark.instances  # each starts app processes of its own
 
@@ -42,14 +50,8 @@ def fake(two):
 
 @pytest.fixture
 def sql(two):
-    engine = create_engine(two.database_url)
-
-    def run(statement: str, **params):
-        with engine.connect() as conn:
-            return conn.execute(text(statement), params).all()
-
-    yield run
-    engine.dispose()
+    with sql_on(two.database_url) as run:
+        yield run
 
 
 def words(n: int) -> str:
@@ -63,29 +65,13 @@ def conversation_id(sql, title: str) -> int:
 
 
 def test_a_turn_proposed_on_a_is_confirmed_on_b(two, fake, sql):
-    fake.script.add(
-        [
-            Call(
-                "records_create",
-                {"model": "tasks", "values": {"title": "Crossed over", "status": "todo"}},
-            )
-        ],
-        [Say("Created it on the other side.")],
-    )
     a = Client(two[0].url)
-    proposed = a.send("Add Crossed over")
-    proposed.wait_done()
-    assert proposed.finished["status"] == "awaiting_confirmation"
-    cid = proposed.finished["conversation_id"]
-    [(call_id,)] = sql(
-        "SELECT id FROM chat_tool_calls WHERE conversation_id = :c AND status = 'PROPOSED'",
-        c=cid,
-    )
+    cid, call_id = propose_task(fake, a, sql, "Crossed over")
     b = a.at(two[1].url)
     confirmed = b.stream("POST", "/chat/decide", {"decision": f"confirm:{call_id}"})
     body = confirmed.wait_done()
     assert confirmed.finished == {"conversation_id": cid, "status": "done"}
-    assert "Created it on the other side." in body
+    assert "Added Crossed over." in body
     assert sql("SELECT count(*) FROM records WHERE title = 'Crossed over'") == [(1,)]
 
 
@@ -149,44 +135,16 @@ def test_a_watcher_on_b_catches_up_with_a_turn_running_on_a(two, fake, sql):
 
 
 def test_twenty_confirms_split_across_both_run_the_write_once(two, fake, sql):
-    fake.script.add(
-        [
-            Call(
-                "records_create",
-                {"model": "tasks", "values": {"title": "Twenty clicks", "status": "todo"}},
-            )
-        ],
-        [Say("Done once.")],
-    )
     a = Client(two[0].url)
-    proposed = a.send("Add Twenty clicks")
-    proposed.wait_done()
-    cid = proposed.finished["conversation_id"]
-    [(call_id,)] = sql(
-        "SELECT id FROM chat_tool_calls WHERE conversation_id = :c AND status = 'PROPOSED'",
-        c=cid,
-    )
+    cid, call_id = propose_task(fake, a, sql, "Twenty clicks")
     clients = [a.at(two[i % 2].url) for i in range(20)]
-    barrier = threading.Barrier(20)
-    statuses: list[int] = []
-    lock = threading.Lock()
 
-    def click(client: Client) -> None:
-        barrier.wait()
-        response = client.post("/chat/decide", {"decision": f"confirm:{call_id}"})
-        with lock:
-            statuses.append(response.status_code)
+    def click(client: Client) -> int:
+        return client.post("/chat/decide", {"decision": f"confirm:{call_id}"}).status_code
 
-    threads = [threading.Thread(target=click, args=(c,)) for c in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    statuses = at_once([functools.partial(click, c) for c in clients])
     assert sorted(statuses) == [200] + [409] * 19
-    deadline = time.monotonic() + 20
-    while sql("SELECT turn_id FROM chat_conversations WHERE id = :c", c=cid) != [(None,)]:
-        assert time.monotonic() < deadline, "the turn never ended"
-        time.sleep(0.1)
+    wait_turn_ended(sql, cid)
     assert sql("SELECT count(*) FROM records WHERE title = 'Twenty clicks'") == [(1,)]
     assert sql("SELECT status FROM chat_tool_calls WHERE id = :i", i=call_id) == [("SUCCEEDED",)]
     assert sql(
@@ -196,47 +154,20 @@ def test_twenty_confirms_split_across_both_run_the_write_once(two, fake, sql):
 
 
 def test_twenty_mixed_decisions_across_both_one_wins_and_the_rest_hear_what_won(two, fake, sql):
-    fake.script.add(
-        [
-            Call(
-                "records_create",
-                {"model": "tasks", "values": {"title": "Mixed clicks", "status": "todo"}},
-            )
-        ],
-        [Say("Settled.")],
-    )
     a = Client(two[0].url)
-    proposed = a.send("Add Mixed clicks")
-    proposed.wait_done()
-    cid = proposed.finished["conversation_id"]
-    [(call_id,)] = sql(
-        "SELECT id FROM chat_tool_calls WHERE conversation_id = :c AND status = 'PROPOSED'",
-        c=cid,
-    )
+    cid, call_id = propose_task(fake, a, sql, "Mixed clicks")
     clients = [a.at(two[i % 2].url) for i in range(20)]
-    barrier = threading.Barrier(20)
-    answers: list[tuple[str, int, str]] = []
-    lock = threading.Lock()
 
-    def click(i: int, client: Client) -> None:
+    def click(i: int, client: Client) -> tuple[str, int, str]:
         action = "confirm" if i % 4 < 2 else "reject"  # both kinds on both instances
-        barrier.wait()
         response = client.post("/chat/decide", {"decision": f"{action}:{call_id}"})
-        with lock:
-            answers.append((action, response.status_code, response.text))
+        return action, response.status_code, response.text
 
-    threads = [threading.Thread(target=click, args=(i, c)) for i, c in enumerate(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    answers = at_once([functools.partial(click, i, c) for i, c in enumerate(clients)])
     winners = [action for action, status, _ in answers if status == 200]
     assert len(answers) == 20 and len(winners) == 1
     assert sorted(status for _, status, _ in answers) == [200] + [409] * 19
-    deadline = time.monotonic() + 20
-    while sql("SELECT turn_id FROM chat_conversations WHERE id = :c", c=cid) != [(None,)]:
-        assert time.monotonic() < deadline, "the turn never ended"
-        time.sleep(0.1)
+    wait_turn_ended(sql, cid)
     confirmed = winners == ["confirm"]
     [(status,)] = sql("SELECT status FROM chat_tool_calls WHERE id = :i", i=call_id)
     assert status == ("SUCCEEDED" if confirmed else "REJECTED")

@@ -15,21 +15,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.instances import BIN, HOST, ROOT, Client, free_port
+from tests.instances import BIN, HOST, ROOT, Client, flask_command, free_port
 
 pytestmark = pytest.mark.instances
-
-
-def _flask(*args: str, env: dict[str, str]) -> None:
-    done = subprocess.run(
-        [str(BIN / "flask"), "--app", "app", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, f"flask {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
 
 
 @pytest.fixture
@@ -42,8 +30,8 @@ def made_run(tmp_path: Path) -> Iterator[str]:
         if not key.startswith(("JOBS_", "CHAT_BROKER", "PYTEST", "FLASK_"))
     }
     env |= {"DATABASE_URL": f"sqlite:///{tmp_path}/monark.db", "SECRET_KEY": "make-run-test"}
-    _flask("db", "upgrade", env=env)
-    _flask("seed-demo", env=env)
+    flask_command("db", "upgrade", env=env)
+    flask_command("seed-demo", env=env)
     port = free_port()
     log = tmp_path / "run.log"
     with open(log, "w") as out:

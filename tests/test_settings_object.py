@@ -36,3 +36,32 @@ def test_provider_keys_are_every_api_key_of_the_environment(tmp_path, monkeypatc
     chat = Settings.from_config(config).chat
     assert chat.provider_key("MISTRAL_API_KEY") == "sk-mistral"
     assert chat.provider_key(None) == "" and chat.provider_key("NOPE_API_KEY") == ""
+
+
+def test_a_variable_is_read_as_its_defaults_type(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHAT_MAX_STEPS", " 12 ")
+    monkeypatch.setenv("CHAT_LLM_TIMEOUT", "")  # blank: the default
+    monkeypatch.setenv("CHAT_LLM_ALLOW_PRIVATE", "yes")
+    monkeypatch.setenv("CHAT_ALLOWANCE_IDLE", "90m")
+    config = load_config(str(tmp_path))
+    assert config["CHAT_MAX_STEPS"] == 12 and config["CHAT_LLM_TIMEOUT"] == 60.0
+    assert config["CHAT_LLM_ALLOW_PRIVATE"] is True and config["CHAT_ALLOWANCE_IDLE"] == 5400
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("CHAT_MAX_STEPS", "eight"), ("WEBHOOK_RETRY_JITTER", "a tenth")]
+)
+def test_a_number_that_is_not_one_names_its_variable(tmp_path, monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match=f"^{name} must be a"):
+        load_config(str(tmp_path))
+
+
+def test_each_setting_is_read_from_its_fields_key_as_its_type(tmp_path):
+    config = {**load_config(str(tmp_path)), "SECRET_KEY": "x" * 32}
+    config |= {"CHAT_MAX_STEPS": "3", "CHAT_LLM_PROVIDER": " OpenAI ", "RECORDS_QUERY_TIMEOUT": 2}
+    config |= {"MONARK_ASSISTANT_NAME": " ", "CHAT_CONTEXT_WINDOW": None}
+    read = Settings.from_config(config)
+    assert read.chat.max_steps == 3 and read.chat.llm_provider == "openai"
+    assert read.chat.assistant_name == "Chrysa" and read.chat.context_window == 0
+    assert read.query.seconds == 2.0 and isinstance(read.query.seconds, float)

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from monark.approvals.standalone import standalone_write
 from monark.chat import store
 from monark.chat.models import (
     CallEvent,
@@ -66,17 +67,9 @@ def store_held(
     message = store.add_message(
         conversation, principal, author_kind="agent", role=MessageRole.ASSISTANT, text=text
     )
-    call = ToolCall(
-        org_id=principal.org_id,
-        conversation_id=conversation.id,
-        message_id=message.id,
-        position=0,
-        provider_call_id=f"api_{uuid.uuid4().hex[:24]}",
-        mutates=True,
-        status=ToolCallStatus.PROPOSED,
-        **fields,
+    call = standalone_write(
+        message, f"api_{uuid.uuid4().hex[:24]}", status=ToolCallStatus.PROPOSED, **fields
     )
-    db.session.add(call)
     db.session.flush()
     more = {"retry_of_id": call.retry_of_id} if call.retry_of_id else None
     store.tool_call_event(principal, call, CallEvent.HELD, more)

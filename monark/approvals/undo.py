@@ -36,6 +36,7 @@ from sqlalchemy.exc import IntegrityError
 
 from monark.approvals import allowances
 from monark.approvals.policy import ApprovalPolicy
+from monark.approvals.standalone import standalone_write
 from monark.chat import store
 from monark.chat.calls import kept_preview, run_tool_call
 from monark.chat.executor import ChatToolExecutor
@@ -213,22 +214,17 @@ def _store_undo(
         text=f"Undid: {headline}",
         content=[{"type": "text", "text": model_text(call), "undo_of": call.id}],
     )
-    undo_call = ToolCall(
-        org_id=call.org_id,
-        conversation_id=call.conversation_id,
-        message_id=note.id,
-        position=0,
-        provider_call_id=f"undo-{call.id}",
+    undo_call = standalone_write(
+        note,
+        f"undo-{call.id}",
         name=str(reverse.get("tool")),
         input=dict(reverse.get("arguments") or {}),
-        mutates=True,
         status=ToolCallStatus.EXECUTING,
         decided_by_id=principal.user_id,
         decided_at=utcnow(),
         preview=kept_preview({"headline": f"undo: {summary}"}),
         undo_of_id=call.id,
     )
-    db.session.add(undo_call)
     try:
         db.session.flush()
     except IntegrityError:

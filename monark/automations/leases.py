@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import ColumnElement, func, or_, select, update
 
 from monark.automations import engine, webhooks
 from monark.automations.models import AutomationRun, WebhookDelivery
@@ -37,29 +37,44 @@ def _in_flight(run: AutomationRun) -> str | None:
     return last[0]["node_id"] if last[0] and last[0]["status"] == "running" else None
 
 
+def _taken(run: AutomationRun, *also: ColumnElement[bool], **values: object) -> bool:
+    """Change a run still running on a lease that ran out (and ``also``) to ``values``,
+    committed: whether this caller took it (another settler may have been first)."""
+    taken = db.session.execute(
+        update(AutomationRun)
+        .where(
+            AutomationRun.id == run.id,
+            AutomationRun.status == "running",
+            AutomationRun.lease_until < utcnow(),
+            *also,
+        )
+        .values(lease_until=None, **values)
+        .execution_options(synchronize_session=False)
+    )
+    db.session.commit()
+    return taken.rowcount == 1
+
+
+def _resume(run_id: int) -> bool:
+    """Queue the run's job to go on; False when the queue is down (the run waits, queued
+    with its context, for the next settle to take it up)."""
+    try:
+        engine.resume_job.enqueue(run_id)
+    except Exception:
+        log.warning("queue unavailable: run %s waits", run_id, exc_info=True)
+        return False
+    return True
+
+
 def settle(run: AutomationRun) -> str:
     """Settle one cut-off run: ``resumed`` (queued again, once) or ``failed``."""
     action = _in_flight(run)
     if action is None and run.attempt < 2:
-        taken = db.session.execute(
-            update(AutomationRun)
-            .where(
-                AutomationRun.id == run.id,
-                AutomationRun.status == "running",
-                AutomationRun.lease_until < utcnow(),
-                AutomationRun.attempt == run.attempt,
-            )
-            .values(status="queued", attempt=run.attempt + 1, lease_until=None)
-            .execution_options(synchronize_session=False)
-        )
-        db.session.commit()
-        if taken.rowcount == 1:
-            try:
-                engine.resume_job.enqueue(run.id)
-            except Exception:  # queued, with its context: the next settle takes it up
-                log.warning("queue unavailable: run %s waits", run.id, exc_info=True)
-            return "resumed"
-        return "taken"
+        again = AutomationRun.attempt == run.attempt
+        if not _taken(run, again, status="queued", attempt=run.attempt + 1):
+            return "taken"
+        _resume(run.id)
+        return "resumed"
     error = CUT_OFF_IN_ACTION.format(node=action) if action else CUT_OFF_TWICE
     steps = [
         {**s, "status": "failed", "error": "Cut off while it ran."}
@@ -67,25 +82,10 @@ def settle(run: AutomationRun) -> str:
         else s
         for s in run.steps or []
     ]
-    failed = db.session.execute(
-        update(AutomationRun)
-        .where(
-            AutomationRun.id == run.id,
-            AutomationRun.status == "running",
-            AutomationRun.lease_until < utcnow(),
-        )
-        .values(
-            status="failed",
-            error=error,
-            steps=steps,
-            finished_at=utcnow(),
-            lease_until=None,
-            context=None,
-        )
-        .execution_options(synchronize_session=False)
+    failed = _taken(
+        run, status="failed", error=error, steps=steps, finished_at=utcnow(), context=None
     )
-    db.session.commit()
-    return "failed" if failed.rowcount == 1 else "taken"
+    return "failed" if failed else "taken"
 
 
 @jobs.periodic("automations.settle_runs")
@@ -103,10 +103,7 @@ def settle_cut_off() -> int:
     for run in runs:
         settled += settle(run) in ("resumed", "failed")
     for run_id in _stalled(now):
-        try:
-            engine.resume_job.enqueue(run_id)
-        except Exception:
-            log.warning("queue unavailable: run %s waits", run_id, exc_info=True)
+        if not _resume(run_id):
             break
         settled += 1
     return settled

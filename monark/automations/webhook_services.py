@@ -4,7 +4,7 @@ Plain functions over a Principal, scoped to its org, like ``services``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -136,12 +136,7 @@ class RunState:
 
     def as_dict(self) -> dict[str, Any]:
         """For JSON: the status, and the retry's numbers while it retries."""
-        return {
-            "status": self.status,
-            "attempt": self.attempt,
-            "max_attempts": self.max_attempts,
-            "next_try_at": self.next_try_at,
-        }
+        return asdict(self)
 
 
 def run_states(runs: list[AutomationRun]) -> dict[int, RunState]:

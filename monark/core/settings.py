@@ -4,13 +4,14 @@
 ``Settings`` from the result (``install``) and keeps it on the app; code reads it through
 ``settings()``. Nothing else reads ``app.config`` for these values, and no default is
 written a second time. Tests that need another value install a changed copy
-(``dataclasses.replace``), as a deployment would start with another environment.
+(``dataclasses.replace``), as a deployment would start with another environment. A
+setting's config key comes from its field's name (``_fields_of``), so no key is listed twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from flask import Flask, current_app
@@ -20,6 +21,25 @@ from monark.config import DEFAULT_ASSISTANT_NAME
 _KEY = "monark.settings"
 # A provider's deployment key is any ``*_API_KEY`` of the config (ANTHROPIC_API_KEY, …).
 KEY_SUFFIX = "_API_KEY"
+
+
+# How a config value becomes a setting of each declared type (a blank or missing number: 0).
+_AS: dict[str, Callable[[Any], Any]] = {
+    "str": lambda value: str(value or "").strip(),
+    "int": lambda value: int(value or 0),
+    "float": lambda value: float(value or 0),
+    "bool": bool,
+}
+
+
+def _fields_of(cls: type, config: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Each plain field of the dataclass ``cls`` read from its config key, as its declared
+    type: ``prefix`` + its name in capitals, unless its metadata names another ``key``."""
+    return {
+        f.name: _AS[str(f.type)](config[f.metadata.get("key", prefix + f.name.upper())])
+        for f in fields(cls)
+        if str(f.type) in _AS
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,41 +71,18 @@ class ChatSettings:
     tool_result_max: int
     card_max: int
     ai_agent_enabled: bool
-    assistant_name: str
+    assistant_name: str = field(metadata={"key": "MONARK_ASSISTANT_NAME"})
     # The deployment's key of each provider, by its variable's name.
     provider_keys: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ChatSettings:
         """Read from a config that ``monark.config.load_config`` filled."""
+        values = _fields_of(cls, config, "CHAT_")
+        values["llm_provider"] = values["llm_provider"].lower()
+        values["assistant_name"] = values["assistant_name"] or DEFAULT_ASSISTANT_NAME
         return cls(
-            llm_provider=str(config["CHAT_LLM_PROVIDER"] or "").strip().lower(),
-            llm_model=str(config["CHAT_LLM_MODEL"] or ""),
-            llm_max_tokens=int(config["CHAT_LLM_MAX_TOKENS"]),
-            llm_base_url=str(config["CHAT_LLM_BASE_URL"] or "").strip(),
-            max_steps=int(config["CHAT_MAX_STEPS"]),
-            max_steps_cap=int(config["CHAT_MAX_STEPS_CAP"]),
-            llm_max_tokens_cap=int(config["CHAT_LLM_MAX_TOKENS_CAP"]),
-            llm_allow_private=bool(config["CHAT_LLM_ALLOW_PRIVATE"]),
-            context_window=int(config["CHAT_CONTEXT_WINDOW"] or 0),
-            context_stub_at=float(config["CHAT_CONTEXT_STUB_AT"]),
-            context_compact_at=float(config["CHAT_CONTEXT_COMPACT_AT"]),
-            llm_connect_timeout=float(config["CHAT_LLM_CONNECT_TIMEOUT"]),
-            llm_timeout=float(config["CHAT_LLM_TIMEOUT"]),
-            llm_max_retries=int(config["CHAT_LLM_MAX_RETRIES"]),
-            llm_client_cache=int(config["CHAT_LLM_CLIENT_CACHE"]),
-            turn_lease_seconds=float(config["CHAT_TURN_LEASE_SECONDS"]),
-            turn_stall_seconds=float(config["CHAT_TURN_STALL_SECONDS"]),
-            broker_url=str(config["CHAT_BROKER_URL"] or "").strip(),
-            approval_ttl=float(config["CHAT_APPROVAL_TTL"]),
-            allowance_idle=float(config["CHAT_ALLOWANCE_IDLE"]),
-            await_seconds=float(config["CHAT_AWAIT_SECONDS"]),
-            tool_timeout=float(config["CHAT_TOOL_TIMEOUT"]),
-            tool_result_max=int(config["CHAT_TOOL_RESULT_MAX"]),
-            card_max=int(config["CHAT_CARD_MAX"]),
-            ai_agent_enabled=bool(config["CHAT_AI_AGENT_ENABLED"]),
-            assistant_name=str(config["MONARK_ASSISTANT_NAME"] or "").strip()
-            or DEFAULT_ASSISTANT_NAME,
+            **values,
             provider_keys={
                 name: str(value or "")
                 for name, value in config.items()
@@ -102,7 +99,7 @@ class ChatSettings:
 class QuerySettings:
     """``records_query``'s limits: seconds, rows, bytes, one value's length, columns."""
 
-    seconds: float
+    seconds: float = field(metadata={"key": "RECORDS_QUERY_TIMEOUT"})
     max_rows: int
     max_bytes: int
     max_value: int
@@ -127,13 +124,7 @@ class Settings:
             secret_key=str(config["SECRET_KEY"]),
             encryption_keys=tuple(k.strip() for k in listed if k.strip()),
             chat=ChatSettings.from_config(config),
-            query=QuerySettings(
-                seconds=float(config["RECORDS_QUERY_TIMEOUT"]),
-                max_rows=int(config["RECORDS_QUERY_MAX_ROWS"]),
-                max_bytes=int(config["RECORDS_QUERY_MAX_BYTES"]),
-                max_value=int(config["RECORDS_QUERY_MAX_VALUE"]),
-                max_columns=int(config["RECORDS_QUERY_MAX_COLUMNS"]),
-            ),
+            query=QuerySettings(**_fields_of(QuerySettings, config, "RECORDS_QUERY_")),
         )
 
 

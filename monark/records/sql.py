@@ -108,14 +108,8 @@ class QueryLimits:
 
     @classmethod
     def of(cls, limits: QuerySettings) -> QueryLimits:
-        """The limits the deployment set (``RECORDS_QUERY_*``)."""
-        return cls(
-            seconds=limits.seconds,
-            max_rows=limits.max_rows,
-            max_bytes=limits.max_bytes,
-            max_value=limits.max_value,
-            max_columns=limits.max_columns,
-        )
+        """The limits the deployment set (``RECORDS_QUERY_*``), each by its own name."""
+        return cls(**asdict(limits))
 
 
 @dataclass(frozen=True)

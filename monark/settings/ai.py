@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, flash, jsonify, render_template, request
 
 from monark.chat.llm.providers import PROVIDERS, endpoint_of, provider_summaries
+from monark.chat.runtime import ResolvedAi
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.web import see_other
@@ -57,6 +58,14 @@ def _form() -> ai_form.AiSettingsForm:
     return ai_form.parse_form(data)
 
 
+def _draft() -> tuple[ResolvedAi | None, str]:
+    """What the posted form would resolve to were it saved, or its problems on one line."""
+    try:
+        return ai_form.form_config(require_principal(), _form()), ""
+    except ValidationFailed as err:
+        return None, _named(err)
+
+
 @bp.route("", methods=["GET", "POST"])
 @guard("org.manage")
 def page():
@@ -75,10 +84,9 @@ def page():
 @guard("org.manage")
 def test():
     """Send a tiny request with the form's values; the answer, or the error in plain words."""
-    try:
-        resolved = ai_form.form_config(require_principal(), _form())
-    except ValidationFailed as err:
-        return render_template("settings/_ai_test.html", ok=False, message=_named(err)), 422
+    resolved, problem = _draft()
+    if resolved is None:
+        return render_template("settings/_ai_test.html", ok=False, message=problem), 422
     ok, message = ai_form.test_connection(resolved)
     return render_template("settings/_ai_test.html", ok=ok, message=message)
 
@@ -87,10 +95,9 @@ def test():
 @guard("org.manage")
 def models():
     """The provider's models for the form's values, as the model field's suggestions."""
-    try:
-        resolved = ai_form.form_config(require_principal(), _form())
-    except ValidationFailed as err:
-        return render_template("settings/_ai_models.html", models=[], problem=_named(err))
+    resolved, problem = _draft()
+    if resolved is None:
+        return render_template("settings/_ai_models.html", models=[], problem=problem)
     found, problem = ai_form.model_catalogue(resolved)
     return render_template("settings/_ai_models.html", models=found, problem=problem)
 
