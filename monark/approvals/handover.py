@@ -19,7 +19,6 @@ from monark.approvals.inbox import NO_REQUEST, get_request, holders, permission_
 from monark.chat import decisions, store
 from monark.chat.calls import before_digest, preview_of
 from monark.chat.executor import ChatToolExecutor
-from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus, advance_conversation
 from monark.chat.models import (
@@ -32,6 +31,7 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
+from monark.chat.runtime import access_gate
 from monark.chat.turn import lease, run
 from monark.chat.turn.run import Turn
 from monark.core.errors import Conflict, NotFound, ValidationFailed
@@ -217,7 +217,7 @@ def begin_continuation(principal: Principal, conversation_id: int) -> Turn | Non
     """A turn that tells the model what another member decided, when it has yet to hear it
     (None otherwise, or while another turn holds the conversation)."""
     store.get_conversation(principal, conversation_id)
-    if not check_gates(principal).open:
+    if not access_gate().check(principal).open:
         return None
     if not needs_continuation(conversation_id):
         return None

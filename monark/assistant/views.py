@@ -13,7 +13,9 @@ from werkzeug.datastructures import MultiDict
 from monark.approvals import handover
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
+from monark.assistant.gates import assistant_name, check_gates
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
+from monark.assistant.prompt import PageContext
 from monark.assistant.stream import (
     follow_slot,
     partial,
@@ -24,9 +26,7 @@ from monark.assistant.stream import (
 from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.assistant.verdict import PanelDecision
 from monark.chat import decisions, store
-from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
-from monark.chat.prompt import PageContext
 from monark.chat.runtime import provider_problem
 from monark.chat.turn import lease, run
 from monark.chat.turn.start import begin_retry, begin_send, parse_send_input, require_assistant
