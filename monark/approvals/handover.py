@@ -15,6 +15,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 
 from monark.approvals.decision import Decision, Runner, decide, user_name
+from monark.approvals.expiry import refuse_if_expired
 from monark.approvals.inbox import NO_REQUEST, get_request, holders, permission_of
 from monark.chat import decisions, store
 from monark.chat.calls import before_digest, preview_of
@@ -95,9 +96,7 @@ def hand_over(
     call = store.get_tool_call(principal, call_id)
     if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         raise Conflict(ALREADY_DECIDED)
-    if decisions.is_expired(call):
-        decisions.expire_overdue(principal, call.conversation_id)
-        raise decisions.ProposalExpired(decisions.expired_message())
+    refuse_if_expired(principal, call)
     offered = {uid for uid, _ in approvers(executor, call)} - {principal.user_id}
     if call.approver_id is not None and call.approver_id in offered | {approver_id}:
         raise Conflict(

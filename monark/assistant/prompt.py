@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from monark.approvals.edits import edit_note
 from monark.assistant.gates import assistant_name
 from monark.core.ids import Id
 from monark.core.models import Org
@@ -110,3 +112,7 @@ class AssistantPrompt:
         if context is not None and not isinstance(context, PageContext):
             context = PageContext.model_validate(context)
         return context_sentence(context, today)
+
+    def edit_note(self, original: Mapping[str, Any], edited: Mapping[str, Any], ran: bool) -> str:
+        """``approvals.edits.edit_note``."""
+        return edit_note(original, edited, ran)

@@ -13,6 +13,7 @@ from werkzeug.datastructures import MultiDict
 from monark.approvals import handover
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
+from monark.approvals.expiry import expired_message
 from monark.assistant.gates import assistant_name, check_gates
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.prompt import PageContext
@@ -416,7 +417,7 @@ def _decided_text(card) -> str:
     """A second decision's answer: what the call is now, and who decided it."""
     by = f" by {card.decided_by}" if card.decided_by else ""
     if card.expired:
-        return decisions.expired_message()
+        return expired_message()
     if card.status == ToolCallStatus.REJECTED:
         return f"This action was already rejected{by}."
     if card.refused_before_asking:

@@ -1,15 +1,17 @@
 """What the host injects besides its tools (``runtime.install``): who may talk to the
-assistant (``AccessGate``) and what the model is told (``PromptBuilder``).
+assistant (``AccessGate``), and what the model is told (``PromptBuilder``: the system
+prompt, the note opening each user message, the note before an edited call's result).
 
-The words and the rules are the host's (``monark.assistant.gates``, ``monark.assistant.prompt``);
-chat only asks. Before the host injects them the assistant is closed.
+The words and the rules are the host's (``monark.assistant.gates``, ``.prompt``); chat
+only asks. Before the host injects them, the assistant is closed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
-from typing import Protocol
+from typing import Any, Protocol
 
 from monark.core.rbac import Principal
 
@@ -39,6 +41,11 @@ class PromptBuilder(Protocol):
 
     def page_note(self, context: object | None, today: date) -> str: ...
 
+    def edit_note(self, original: Mapping[str, Any], edited: Mapping[str, Any], ran: bool) -> str:
+        """What the model reads before the result of a call a person edited (``ran``
+        False: it never ran)."""
+        ...
+
 
 class Closed:
     """The gate and prompt before the host injects its own: nobody may talk to it."""
@@ -51,3 +58,6 @@ class Closed:
 
     def page_note(self, context: object | None, today: date) -> str:
         return f"Today is {today.isoformat()}."
+
+    def edit_note(self, original: Mapping[str, Any], edited: Mapping[str, Any], ran: bool) -> str:
+        return ""
