@@ -72,8 +72,7 @@ class RouteTool:
             summarize=route.summarize,
             # The path names the target: an edit of the call never moves it elsewhere.
             locked=tuple(route.path_params()),
-            allowable=route.allowable,
-            allow_scope=route.allow_scope,
+            declared=route,
             **({"result_limit": route.result_limit} if route.result_limit else {}),
         )
         return cls(route, spec)

@@ -13,18 +13,6 @@ from monark.core.rbac import Principal
 RESULT_LIMIT = 20_000  # characters of a result the model reads, unless a tool says
 
 
-class AllowScopeHook(Protocol):
-    """The one target an allowance of a tool covers (``approvals.allowances``; the host declares
-    it on the route, ``monark.core.routes.AllowScope``): the value of ``argument``, said
-    for people by ``describe(org_id, value)``."""
-
-    @property
-    def argument(self) -> str: ...
-
-    @property
-    def describe(self) -> Callable[[int, str], str]: ...
-
-
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool the model may call; ``mutates`` drives the confirm gate.
@@ -48,11 +36,9 @@ class ToolSpec:
     # editing a proposed call never changes them, so the write stays on the target its
     # card named.
     locked: tuple[str, ...] = ()
-    # A write a user may allow for a conversation (``approvals.allowances``): never a delete.
-    allowable: bool = False
-    # What such an allowance covers besides the tool (a record tool's model); None: the
-    # tool as a whole.
-    allow_scope: AllowScopeHook | None = field(default=None, compare=False)
+    # What the host declared the tool from (its route), for the host's own rules about it
+    # (``approvals.declared``: allowances); chat never reads it.
+    declared: object | None = field(default=None, compare=False)
 
 
 @dataclass
