@@ -11,7 +11,6 @@ from sqlalchemy import func, select
 
 from monark.automations import services as automations
 from monark.automations.models import Automation
-from monark.chat.models import OrgAiSettings
 from monark.core.auth import hash_password
 from monark.core.crypto import rotate
 from monark.core.models import Membership, Org, User
@@ -19,6 +18,7 @@ from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records import services
 from monark.records.models import Record, RecordModel
+from monark.settings.models import OrgAiSettings
 from monark.wiki import services as wiki
 from monark.wiki.models import WikiPage
 

@@ -18,9 +18,11 @@ from monark.api.views import bp as api_bp
 from monark.approvals import upkeep as approvals_upkeep  # noqa: F401  (periodic jobs)
 from monark.approvals.allowances import AllowanceGate
 from monark.assistant.blueprint import bp as assistant_bp
+from monark.assistant.gates import AssistantGates
 from monark.assistant.inbox import bp as approvals_bp
 from monark.assistant.navigate import NavigateTool
 from monark.assistant.panel import register_panel
+from monark.assistant.prompt import AssistantPrompt
 from monark.assistant.tools import build_chat_toolset
 from monark.audit.views import bp as audit_bp
 from monark.automations import leases, retention, schedules  # noqa: F401  (periodic jobs)
@@ -112,5 +114,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     install_engine()
     jobs.init_app(app)  # after every feature declared its jobs (at import)
     toolset = build_chat_toolset(ROUTES, [NavigateTool()])
-    runtime.install(app, toolset, AllowanceGate(), ai_provider.resolve)
+    runtime.install(
+        app, toolset, AllowanceGate(), ai_provider.resolve, AssistantGates(), AssistantPrompt()
+    )
     return app

@@ -11,6 +11,7 @@ from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
+from monark.settings.models import OrgAiSettings
 from monark.wiki.models import WikiPage
 
 # On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and
@@ -31,6 +32,7 @@ __all__ = [
     "Message",
     "ModelField",
     "Org",
+    "OrgAiSettings",
     "Participant",
     "Record",
     "RecordModel",

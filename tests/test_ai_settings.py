@@ -13,12 +13,13 @@ from bs4 import BeautifulSoup
 from sqlalchemy import select, text
 
 from monark.chat.llm.providers import get_provider
-from monark.chat.models import Message, OrgAiSettings
+from monark.chat.models import Message
 from monark.chat.runtime import set_llm_provider
 from monark.chat.turn.start import SendInput, send_message
 from monark.core.models import Event
 from monark.extensions import db
 from monark.settings import ai_provider
+from monark.settings.models import OrgAiSettings
 from tests import fake_anthropic, fake_gemini, fake_openai
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_openai import FakeOpenAI

@@ -11,13 +11,14 @@ from sqlalchemy import select
 
 from monark.approvals import service as approval_service
 from monark.chat.llm.providers import get_provider
-from monark.chat.models import Message, OrgAiSettings, ToolCall
+from monark.chat.models import Message, ToolCall
 from monark.chat.runtime import set_llm_provider
 from monark.chat.turn.start import SendInput, send_message
 from monark.core.crypto import encrypt
 from monark.core.models import Event
 from monark.extensions import db
 from monark.settings import ai_provider
+from monark.settings.models import OrgAiSettings
 from tests.fake_anthropic import FakeAnthropic
 from tests.fake_gemini import FakeGemini
 from tests.fake_openai import FakeOpenAI

@@ -149,11 +149,9 @@ class _AsKey:
         self.principal = principal
 
     def execute(self, actor: Principal, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        return self.executor.execute(self.principal, name, arguments)
-
-    def specs(self, principal: Principal | None = None) -> list:
-        """None: a key's approved write keeps no undo (undo lives on the panel's cards)."""
-        return []
+        outcome = self.executor.execute(self.principal, name, arguments)
+        outcome.undo = None  # a key's approved write keeps no undo (it lives on panel cards)
+        return outcome
 
 
 def check_approver_could_make_it(approver: Principal, key: Principal, call: ToolCall) -> None:

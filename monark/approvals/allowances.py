@@ -1,14 +1,14 @@
 """“Allow <tool> for this conversation”: later calls of one tool, in one conversation, by one
 user, run at once instead of asking.
 
-A tool that declares a scope (``ToolSpec.allow_scope``) is allowed on one target only: a
+A tool that declares a scope (``route.allow_scope``) is allowed on one target only: a
 record tool on the model its allowed call named ("Allow updates to Tasks records for this
 conversation"), never on another. An allowance trusts whatever asks for such a call later
 in the conversation (the user, or text the model read: a record another member wrote, the
 page); what it bounds is the tool and its target, and every such run still has Undo.
 
 An allowance is offered only for a write its route says may be allowed
-(``ToolSpec.allowable``: creates and updates, never a delete, never automations' enable,
+(``route.allowable``: creates and updates, never a delete, never automations' enable,
 test runs or graphs), not for a tool the org's admins listed in ``chat_always_confirm``, and
 not at all while the org's ``chat_allowances_enabled`` is off. All of that is checked again
 each time a call would run under it, so an admin's change or a revoke applies at once.
@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
+from monark.approvals.declared import allow_scope
 from monark.approvals.models import Allowance
 from monark.approvals.policy import ApprovalPolicy
 from monark.chat.executor import ToolSpec
@@ -66,10 +67,11 @@ def reach(spec: ToolSpec | None, call: ToolCall) -> Reach | None:
     name (such a call is never allowed, nor runs under an allowance)."""
     if spec is None:
         return None
-    if spec.allow_scope is None:
+    scope = allow_scope(spec)
+    if scope is None:
         return Reach(call.name)
     arguments = call.input if isinstance(call.input, dict) else {}
-    target = arguments.get(spec.allow_scope.argument)
+    target = arguments.get(scope.argument)
     if not isinstance(target, str) or not target:
         return None
     return Reach(call.name, target)
@@ -82,9 +84,10 @@ def _reach_of(allowance: Allowance) -> Reach:
 def _say(org_id: int, spec: ToolSpec | None, covered: Reach) -> str:
     if covered.scope is None:
         return covered.tool
-    if spec is None or spec.allow_scope is None:  # the tool lost its scope since
+    scope = allow_scope(spec)
+    if scope is None:  # the tool lost its scope since
         return f"{covered.tool} on {covered.scope}"
-    return spec.allow_scope.describe(org_id, covered.scope)
+    return scope.describe(org_id, covered.scope)
 
 
 def offer(call: ToolCall, spec: ToolSpec | None) -> str | None:
@@ -151,7 +154,7 @@ def grant(principal: Principal, call: ToolCall, spec: ToolSpec | None) -> Allowa
         raise Forbidden(reason)
     wanted = reach(spec, call)
     if wanted is None or spec is None:
-        argument = spec.allow_scope.argument if spec and spec.allow_scope else "target"
+        argument = scope.argument if (scope := allow_scope(spec)) else "target"
         raise Forbidden(f"{call.name} names no {argument}: it cannot be allowed.")
     conversation = db.session.get(Conversation, call.conversation_id)
     held = next((a for a in active(principal, conversation) if _reach_of(a) == wanted), None)

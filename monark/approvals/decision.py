@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from monark.approvals import allowances
+from monark.approvals.expiry import expired_message
 from monark.approvals.policy import ApprovalPolicy
 from monark.chat import store
 from monark.chat.calls import before_digest, preview_of, run_tool_call
@@ -27,7 +28,6 @@ from monark.chat.decisions import (
     ProposalExpired,
     Settlement,
     expire_overdue,
-    expired_message,
     is_expired,
     settle,
 )

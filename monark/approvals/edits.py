@@ -13,6 +13,7 @@ now, so the one who asked, or another member, confirms them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +25,6 @@ from monark.chat.calls import preview_of
 from monark.chat.executor import ChatToolExecutor, ToolSpec
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.chat.store import tool_call_event
-from monark.chat.transcript import changed_paths
 from monark.core.errors import Conflict, ValidationFailed
 from monark.core.models import utcnow
 from monark.core.rbac import Principal
@@ -102,3 +102,38 @@ def edit_call(
 def _with_input(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
     """A detached copy of the call with other arguments, to draw its card from."""
     return ToolCall(name=call.name, input=arguments, mutates=call.mutates, status=call.status)
+
+
+def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
+    """The dotted names of what differs between two argument objects (``values.status``)."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        paths: list[str] = []
+        for key in sorted(set(before) | set(after), key=str):
+            name = f"{prefix}{key}"
+            if key not in before or key not in after:
+                paths.append(name)
+            else:
+                paths += changed_paths(before[key], after[key], f"{name}.")
+        return paths
+    return [] if before == after else [prefix.rstrip(".") or "arguments"]
+
+
+def edit_note(
+    original: Mapping[str, Any] | None, edited: Mapping[str, Any], ran: bool = True
+) -> str:
+    """What the model reads before an edited call's result: which arguments the person
+    changed, and what the call ran with (``ran`` False: it never ran, rejected or expired,
+    so the note says only what the arguments became)."""
+    if not original:
+        return ""
+    changed = ", ".join(changed_paths(original, edited)) or "nothing"
+    shown = json.dumps(edited, ensure_ascii=False, sort_keys=True, default=str)
+    if not ran:
+        return (
+            f"The user edited your arguments (changed: {changed}) to these: {shown}; "
+            "it did not run. "
+        )
+    return (
+        f"The user edited your arguments before deciding (changed: {changed}); "
+        f"the call used these arguments instead: {shown}. "
+    )

@@ -15,11 +15,11 @@ from __future__ import annotations
 from sqlalchemy import select, update
 
 from monark.approvals.decision import Decision, Runner, decide, user_name
+from monark.approvals.expiry import refuse_if_expired
 from monark.approvals.inbox import NO_REQUEST, get_request, holders, permission_of
 from monark.chat import decisions, store
 from monark.chat.calls import before_digest, preview_of
 from monark.chat.executor import ChatToolExecutor
-from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus, advance_conversation
 from monark.chat.models import (
@@ -32,6 +32,7 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
+from monark.chat.runtime import access_gate
 from monark.chat.turn import lease, run
 from monark.chat.turn.run import Turn
 from monark.core.errors import Conflict, NotFound, ValidationFailed
@@ -95,9 +96,7 @@ def hand_over(
     call = store.get_tool_call(principal, call_id)
     if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         raise Conflict(ALREADY_DECIDED)
-    if decisions.is_expired(call):
-        decisions.expire_overdue(principal, call.conversation_id)
-        raise decisions.ProposalExpired(decisions.expired_message())
+    refuse_if_expired(principal, call)
     offered = {uid for uid, _ in approvers(executor, call)} - {principal.user_id}
     if call.approver_id is not None and call.approver_id in offered | {approver_id}:
         raise Conflict(
@@ -217,7 +216,7 @@ def begin_continuation(principal: Principal, conversation_id: int) -> Turn | Non
     """A turn that tells the model what another member decided, when it has yet to hear it
     (None otherwise, or while another turn holds the conversation)."""
     store.get_conversation(principal, conversation_id)
-    if not check_gates(principal).open:
+    if not access_gate().check(principal).open:
         return None
     if not needs_continuation(conversation_id):
         return None

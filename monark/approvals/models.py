@@ -27,7 +27,7 @@ class Allowance(db.Model):
     )
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     tool: Mapped[str] = mapped_column(String(120))
-    # The one target it covers, for a tool that declares one (``ToolSpec.allow_scope``: a
+    # The one target it covers, for a tool that declares one (``RouteDescriptor.allow_scope``: a
     # record tool's model key); None: the tool as a whole.
     scope: Mapped[str | None] = mapped_column(String(120), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

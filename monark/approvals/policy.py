@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from monark.approvals.declared import allowable
 from monark.chat.executor import ToolSpec
 from monark.chat.models import Conversation, ConversationKind, ToolCall
 from monark.core.models import Org
@@ -63,7 +64,7 @@ class ApprovalPolicy:
             return SWITCHED_OFF
         if spec is None or not spec.mutates:
             return "Only a write can be allowed."
-        if not spec.allowable:
+        if not allowable(spec):
             return f"{spec.name} always asks: deletes and risky writes cannot be allowed."
         if spec.name in self.always_confirm:
             return f"An admin set {spec.name} to always ask in this organization."

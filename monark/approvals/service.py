@@ -8,6 +8,7 @@ from typing import Any
 
 from monark.approvals import edits, handover
 from monark.approvals.decision import Decision, Runner, awaiting_others, decide
+from monark.approvals.expiry import refuse_if_expired
 from monark.chat import decisions, store
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
@@ -119,9 +120,7 @@ def edit_tool_call(
     names of the arguments that changed."""
     require_assistant(principal)
     call = store.get_tool_call(principal, tool_call_id)
-    if decisions.is_expired(call):
-        decisions.expire_overdue(principal, call.conversation_id)
-        raise decisions.ProposalExpired(decisions.expired_message())
+    refuse_if_expired(principal, call)
     handover.check_may_edit(principal, call)  # handed over: the approver's to edit
     return edits.edit_call(tool_executor(), principal, call, edited)
 

@@ -17,6 +17,7 @@ from monark.api import cut_off, key_holds
 from monark.approvals import edits, handover
 from monark.approvals import inbox as requests
 from monark.approvals.decision import Decision
+from monark.approvals.expiry import expired_message
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.thread import CallView, call_view, group_of
 from monark.assistant.verdict import Verdict
@@ -211,7 +212,7 @@ def save_edit(call_id: int):
     principal = require_principal()
     executor, call, conversation, schema = _editable(principal, call_id)
     if decisions.is_expired(call):
-        raise decisions.ProposalExpired(decisions.expired_message())
+        raise decisions.ProposalExpired(expired_message())
     arguments, problems = read_form(schema, request.form, call.input)
     if problems:
         message = "Some values cannot be used; nothing was saved."

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from monark.api.dispatch import dispatch_route
+from monark.approvals.undo_plan import run_keeping_undo
 from monark.chat.executor import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
@@ -71,9 +72,7 @@ class RouteTool:
             summarize=route.summarize,
             # The path names the target: an edit of the call never moves it elsewhere.
             locked=tuple(route.path_params()),
-            allowable=route.allowable,
-            allow_scope=route.allow_scope,
-            undo=route.undo,
+            declared=route,
             **({"result_limit": route.result_limit} if route.result_limit else {}),
         )
         return cls(route, spec)
@@ -111,6 +110,16 @@ class RouteTool:
         return None
 
     def run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
+        # A write the route can put back keeps what that takes (``approvals.undo_plan``).
+        return run_keeping_undo(
+            self.route.undo,
+            self.spec.name,
+            principal,
+            arguments,
+            lambda: self._run(principal, arguments),
+        )
+
+    def _run(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome:
         try:
             response = dispatch_route(principal, self.route, arguments)
         except ValidationFailed as err:  # the route's models refused the arguments

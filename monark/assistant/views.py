@@ -13,7 +13,10 @@ from werkzeug.datastructures import MultiDict
 from monark.approvals import handover
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
+from monark.approvals.expiry import expired_message
+from monark.assistant.gates import assistant_name, check_gates
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
+from monark.assistant.prompt import PageContext
 from monark.assistant.stream import (
     follow_slot,
     partial,
@@ -24,9 +27,7 @@ from monark.assistant.stream import (
 from monark.assistant.thread import ThreadView, call_view, thread_view
 from monark.assistant.verdict import PanelDecision
 from monark.chat import decisions, store
-from monark.chat.gates import assistant_name, check_gates
 from monark.chat.models import ToolCallStatus
-from monark.chat.prompt import PageContext
 from monark.chat.runtime import provider_problem
 from monark.chat.turn import lease, run
 from monark.chat.turn.start import begin_retry, begin_send, parse_send_input, require_assistant
@@ -416,7 +417,7 @@ def _decided_text(card) -> str:
     """A second decision's answer: what the call is now, and who decided it."""
     by = f" by {card.decided_by}" if card.decided_by else ""
     if card.expired:
-        return decisions.expired_message()
+        return expired_message()
     if card.status == ToolCallStatus.REJECTED:
         return f"This action was already rejected{by}."
     if card.refused_before_asking:

@@ -78,39 +78,6 @@ def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> 
     return True
 
 
-def _undo_spec(executor: ChatToolExecutor, call: ToolCall) -> ToolSpec | None:
-    """The spec whose undo hook a done write keeps its before-state by (none for reads,
-    and none for an undo itself: an undo is not undone again)."""
-    if not call.mutates or call.undo_of_id is not None:
-        return None
-    spec = next((s for s in executor.specs() if s.name == call.name), None)
-    return spec if spec is not None and spec.undo is not None else None
-
-
-def _undo_before(spec: ToolSpec | None, actor: Principal, call: ToolCall) -> Any:
-    """What the undo hook reads before the write runs (None when it cannot)."""
-    if spec is None or spec.undo is None:
-        return None
-    try:
-        return spec.undo.before(actor, dict(call.input))
-    except Exception:  # no undo then; the write itself still runs and says how it went
-        current_app.logger.info("no undo state for %s", call.name, exc_info=True)
-        return None
-
-
-def _undo_plan(
-    spec: ToolSpec | None, actor: Principal, call: ToolCall, result: Any, before: Any
-) -> dict[str, Any] | None:
-    """What undoing the done write takes (``ToolCall.undo``), or None."""
-    if spec is None or spec.undo is None or before is None:
-        return None
-    try:
-        return storable(spec.undo.plan(actor, dict(call.input), result, before))
-    except Exception:  # a write that cannot be undone is still done
-        current_app.logger.exception("planning the undo of %s failed", call.name)
-        return None
-
-
 def run_tool_call(
     principal: Principal, call: ToolCall, executor: ChatToolExecutor, hooks: TurnHooks
 ) -> None:
@@ -118,7 +85,7 @@ def run_tool_call(
 
     A write's SUCCEEDED is stored in the tool's own transaction: either both are kept or
     neither, so a call a crash leaves EXECUTING changed nothing (see ``lease.settle``).
-    So is what undoing it takes (its tool's undo hook reads the before-state first).
+    So is what undoing it takes, as the tool says (``ToolOutcome.undo``).
     """
     actor = principal.via_assistant(call.conversation_id)
     limit = chat_settings().tool_timeout
@@ -139,7 +106,6 @@ def _run_within(
 ) -> tuple[ToolOutcome, bool]:
     """The call run in a unit of work within ``limit`` seconds: its outcome, and whether
     it was stored with the tool's writes (a write that succeeded)."""
-    undo_spec = _undo_spec(executor, call)
     deadline: Deadline | None = None
     stored = False
     try:
@@ -148,7 +114,6 @@ def _run_within(
         # its commit after it keeps nothing (``TimeLimitPassed``). The in-process calls
         # the tool makes share its unit (and its one connection).
         with time_limit(limit) as deadline, unit_of_work(read_only=not call.mutates) as unit:
-            before = _undo_before(undo_spec, actor, call)
             outcome = executor.execute(actor, call.name, dict(call.input))
             if outcome.ok and deadline.passed():
                 # Past the limit in Python time or a wait outside the database: it failed,
@@ -159,7 +124,8 @@ def _run_within(
             elif call.mutates:
                 duration = int((time.perf_counter() - started) * 1000)
                 values = _outcome_values(outcome, duration)
-                values["undo"] = _undo_plan(undo_spec, actor, call, outcome.result, before)
+                # An undo is not undone again.
+                values["undo"] = outcome.undo if call.undo_of_id is None else None
                 stored = _store_outcome(actor, call, values)
                 if not stored:  # settled as interrupted meanwhile: keep its word, undo
                     unit.fail()

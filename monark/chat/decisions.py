@@ -4,7 +4,7 @@ Whichever tab, window or instance asks first wins: the update only changes a cal
 still PROPOSED (and whatever precondition the caller hands it still holds), and whoever
 finds it changed gets a ``Conflict``. A proposal nobody settled within
 ``CHAT_APPROVAL_TTL`` expires. How a write is decided (who may, what the card showed, the
-target re-read) is the host's business (``monark.approvals``).
+target re-read) and what people read of it is the host's business (``monark.approvals``).
 """
 
 from __future__ import annotations
@@ -46,25 +46,6 @@ def is_expired(call: ToolCall) -> bool:
     """Whether a still-PROPOSED call is past its time."""
     made = as_utc(call.created_at)
     return call.status == ToolCallStatus.PROPOSED and made is not None and made < cutoff()
-
-
-def ttl_text() -> str:
-    """The waiting time in words (``7 days``, ``36 hours``, ``10 minutes``)."""
-    seconds = ttl_seconds()
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if (seconds >= size and seconds % size == 0) or seconds >= 2 * size:
-            count = round(seconds / size)
-            return f"{count} {unit}{'s' if count != 1 else ''}"
-    count = round(seconds)
-    return f"{count} second{'s' if count != 1 else ''}"
-
-
-def expired_message() -> str:
-    """What the user reads on Confirm of an expired proposal."""
-    return (
-        f"This proposal expired: it waited more than {ttl_text()} without a decision, "
-        "so nothing was changed. Ask the assistant again if it is still wanted."
-    )
 
 
 @dataclass(frozen=True)

@@ -13,31 +13,6 @@ from monark.core.rbac import Principal
 RESULT_LIMIT = 20_000  # characters of a result the model reads, unless a tool says
 
 
-class UndoHook(Protocol):
-    """How a tool's done write is undone (``approvals.undo``; the host declares it on the route,
-    ``monark.core.routes.Undo``): ``before`` reads, in the write's own unit of work and just
-    before it, what putting the target back needs; ``plan`` answers, from that and the
-    write's result, the JSON stored on the call (``ToolCall.undo``), or None."""
-
-    @property
-    def before(self) -> Callable[[Principal, dict[str, Any]], Any]: ...
-
-    @property
-    def plan(self) -> Callable[[Principal, dict[str, Any], Any, Any], dict[str, Any] | None]: ...
-
-
-class AllowScopeHook(Protocol):
-    """The one target an allowance of a tool covers (``approvals.allowances``; the host declares
-    it on the route, ``monark.core.routes.AllowScope``): the value of ``argument``, said
-    for people by ``describe(org_id, value)``."""
-
-    @property
-    def argument(self) -> str: ...
-
-    @property
-    def describe(self) -> Callable[[int, str], str]: ...
-
-
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool the model may call; ``mutates`` drives the confirm gate.
@@ -61,23 +36,21 @@ class ToolSpec:
     # editing a proposed call never changes them, so the write stays on the target its
     # card named.
     locked: tuple[str, ...] = ()
-    # A write a user may allow for a conversation (``approvals.allowances``): never a delete.
-    allowable: bool = False
-    # What such an allowance covers besides the tool (a record tool's model); None: the
-    # tool as a whole.
-    allow_scope: AllowScopeHook | None = field(default=None, compare=False)
-    # How a done write of this tool is undone (``approvals.undo``); None: it cannot be.
-    undo: UndoHook | None = field(default=None, compare=False)
+    # What the host declared the tool from (its route), for the host's own rules about it
+    # (``approvals.declared``: allowances); chat never reads it.
+    declared: object | None = field(default=None, compare=False)
 
 
 @dataclass
 class ToolOutcome:
-    """What a tool run gave: a JSON-able result, or an error the model and the user see."""
+    """What a tool run gave: a JSON-able result, or an error the model and the user see;
+    for a done write the host can put back, what that takes (kept as ``ToolCall.undo``)."""
 
     ok: bool
     result: Any = None
     error: str | None = None
     details: list[dict[str, Any]] = field(default_factory=list)
+    undo: dict[str, Any] | None = None
 
 
 class ChatToolExecutor(Protocol):

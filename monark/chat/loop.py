@@ -18,7 +18,6 @@ from monark.chat import store
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
 from monark.chat.executor import ChatToolExecutor, ToolSpec
-from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.common import held
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
@@ -33,12 +32,10 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.chat.prompt import system_prompt
-from monark.chat.runtime import proposal_gate, provider_for, tool_executor
+from monark.chat.runtime import prompt_builder, proposal_gate, provider_for, tool_executor
 from monark.chat.streaming import Step, stream_step
 from monark.chat.transcript import build_llm_messages, tool_definitions
 from monark.core.bounds import clip
-from monark.core.models import Org
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
 from monark.extensions import db
@@ -106,14 +103,13 @@ class _Setup:
         provider, resolved = provider_for(principal.org_id)
         executor = tool_executor()
         specs = {s.name: s for s in executor.specs(principal)}
-        org = db.session.get(Org, principal.org_id)
         return cls(
             provider=provider,
             provider_name=getattr(provider, "name", None) or resolved.config.provider,
             executor=executor,
             specs=specs,
             tools=tool_definitions(list(specs.values())),
-            system=system_prompt(assistant_name(org)),
+            system=prompt_builder().system(principal),
             model=resolved.config.model,
             max_tokens=resolved.limits.max_tokens,
             max_steps=resolved.limits.max_steps,

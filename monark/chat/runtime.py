@@ -1,7 +1,7 @@
-"""The chat module's runtime, one per app: its tool executor, its proposal gate and its
-model providers.
+"""The chat module's runtime, one per app: its tool executor, its proposal gate, its access
+gate and prompt (``chat.host``) and its model providers.
 
-The host installs its executor and its proposal gate when it builds the app (``install``);
+The host installs its executor, gates and prompt when it builds the app (``install``);
 a provider is built from an org's settings (or the deployment's config) on first use, so a
 deployment without a key starts normally and the SDK is imported only when someone talks
 to the assistant. All live on the app (``app.extensions``), not in module globals: two apps
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from flask import Flask, current_app
 
 from monark.chat.executor import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
+from monark.chat.host import AccessGate, Closed, PromptBuilder
 from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
 from monark.chat.llm.types import LlmProvider
@@ -111,6 +112,8 @@ class ChatRuntime:
     executor: ChatToolExecutor = field(default_factory=NoTools)
     gate: ProposalGate = field(default_factory=AlwaysAsk)
     resolve: Resolver = no_model
+    access: AccessGate = field(default_factory=Closed)
+    prompt: PromptBuilder = field(default_factory=Closed)
     # A provider for every org (tests, benchmarks); None: each org's own, as configured.
     override: LlmProvider | None = None
     adapters: AdapterCache = field(default_factory=AdapterCache)
@@ -122,10 +125,14 @@ def install(
     executor: ChatToolExecutor,
     gate: ProposalGate | None = None,
     resolve: Resolver = no_model,
+    access: AccessGate | None = None,
+    prompt: PromptBuilder | None = None,
 ) -> None:
-    """Give ``app`` the host's tool executor, proposal gate and model resolver (called by
-    the app factory)."""
-    app.extensions[_KEY] = ChatRuntime(executor, gate or AlwaysAsk(), resolve)
+    """Give ``app`` the host's tool executor, proposal gate, model resolver, access gate and
+    prompt (called by the app factory)."""
+    app.extensions[_KEY] = ChatRuntime(
+        executor, gate or AlwaysAsk(), resolve, access or Closed(), prompt or Closed()
+    )
 
 
 def runtime(app: Flask | None = None) -> ChatRuntime:
@@ -145,6 +152,16 @@ def tool_executor() -> ChatToolExecutor:
 def proposal_gate() -> ProposalGate:
     """The current app's proposal gate."""
     return runtime().gate
+
+
+def access_gate() -> AccessGate:
+    """The current app's access gate (who may talk to the assistant)."""
+    return runtime().access
+
+
+def prompt_builder() -> PromptBuilder:
+    """The current app's prompt (the system prompt, the note opening a user message)."""
+    return runtime().prompt
 
 
 def _adapter(resolved: ResolvedAi, limit: int) -> LlmProvider:

@@ -18,6 +18,7 @@ from monark.chat.llm.types import (
     ToolUseBlock,
 )
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
+from monark.chat.runtime import prompt_builder
 from monark.core.text import scrub
 
 REJECTED_TEXT = "The user rejected this action; it was not carried out."
@@ -54,9 +55,12 @@ def cut(text: str, limit: int) -> str:
 
 def _result_text(call: ToolCall | store.TranscriptCall, spec: ToolSpec | None) -> tuple[str, bool]:
     text, is_error = _outcome_text(call, spec)
-    # An edited call: the model asked for other arguments than those that were decided on.
-    ran = call.status in (ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED)
-    note = edit_note(call.original_input, call.input, ran)
+    # An edited call: the model asked for other arguments than those that were decided on,
+    # and the host says so (``chat.host.PromptBuilder.edit_note``).
+    note = ""
+    if call.original_input:
+        ran = call.status in (ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED)
+        note = prompt_builder().edit_note(call.original_input, call.input, ran)
     limit = spec.result_limit if spec is not None else RESULT_LIMIT
     return cut(scrub(note) + text, limit), is_error
 
@@ -172,38 +176,3 @@ def tool_definitions(specs: list[ToolSpec]) -> list[ToolDefinition]:
         ToolDefinition(s.name, s.description, s.input_schema)
         for s in sorted(specs, key=lambda s: s.name)
     ]
-
-
-def changed_paths(before: Any, after: Any, prefix: str = "") -> list[str]:
-    """The dotted names of what differs between two argument objects (``values.status``)."""
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        paths: list[str] = []
-        for key in sorted(set(before) | set(after), key=str):
-            name = f"{prefix}{key}"
-            if key not in before or key not in after:
-                paths.append(name)
-            else:
-                paths += changed_paths(before[key], after[key], f"{name}.")
-        return paths
-    return [] if before == after else [prefix.rstrip(".") or "arguments"]
-
-
-def edit_note(
-    original: Mapping[str, Any] | None, edited: Mapping[str, Any], ran: bool = True
-) -> str:
-    """What the model reads before an edited call's result: which arguments the person
-    changed, and what the call ran with (``ran`` False: it never ran, rejected or expired,
-    so the note says only what the arguments became)."""
-    if not original:
-        return ""
-    changed = ", ".join(changed_paths(original, edited)) or "nothing"
-    shown = json.dumps(edited, ensure_ascii=False, sort_keys=True, default=str)
-    if not ran:
-        return (
-            f"The user edited your arguments (changed: {changed}) to these: {shown}; "
-            "it did not run. "
-        )
-    return (
-        f"The user edited your arguments before deciding (changed: {changed}); "
-        f"the call used these arguments instead: {shown}. "
-    )

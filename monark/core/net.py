@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import unicodedata
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -125,3 +126,31 @@ def public_addresses(url: str, setting: str) -> list[str]:
     if not addresses:
         raise Unresolvable(f"Cannot resolve the host {parts.hostname}.")
     return [str(a) for a in addresses]
+
+
+def public_only_transport(setting: str) -> Any:
+    """An ``httpx2`` transport that resolves each request's host once, refuses it unless
+    every address is public (``UnsafeAddress`` naming ``setting`` becomes a connect error),
+    and connects to those addresses themselves: no second lookup at connect time that a
+    rebinding DNS could answer otherwise."""
+    import httpx2  # the SDKs' HTTP library: imported only by a caller that uses it
+
+    class PublicOnly(httpx2.HTTPTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            url = request.url
+            try:
+                addresses = public_addresses(str(url), setting)
+            except UnsafeAddress as err:
+                raise httpx2.ConnectError(str(err), request=request) from None
+            for n, address in enumerate(addresses, start=1):
+                # The Host header and the TLS server name stay the URL's host.
+                request.url = url.copy_with(host=address)
+                request.extensions = {**request.extensions, "sni_hostname": url.host}
+                try:
+                    return super().handle_request(request)
+                except httpx2.ConnectError:
+                    if n == len(addresses):
+                        raise
+            raise httpx2.ConnectError("No address to connect to.", request=request)
+
+    return PublicOnly()

@@ -14,7 +14,6 @@ from pydantic import Field, ValidationError
 from monark.chat.llm.common import close_provider
 from monark.chat.llm.providers import endpoint_of, get_provider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock, TextDelta
-from monark.chat.models import OrgAiSettings
 from monark.core.crypto import encrypt
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
@@ -29,6 +28,7 @@ from monark.settings.ai_provider import (
     org_settings,
     resolve_row,
 )
+from monark.settings.models import OrgAiSettings
 
 NO_CHANGE = "(unchanged)"
 SETTING_FIELDS = ("provider", "model", "base_url", "max_steps", "max_tokens")

@@ -14,12 +14,12 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor, endpoint_of, get_provider
-from monark.chat.models import OrgAiSettings
 from monark.chat.runtime import Limits, ResolvedAi
 from monark.core.crypto import SecretUnreadable, decrypt
 from monark.core.net import Unresolvable, UnsafeAddress, public_addresses
 from monark.core.settings import chat_settings
 from monark.extensions import db
+from monark.settings.models import OrgAiSettings
 
 MIN_KEY = 8  # shorter is no real key, and could not be told apart from text to redact
 

@@ -13,6 +13,7 @@ from monark.chat.runtime import tool_executor
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
 from monark.core.rbac import Principal
+from monark.core.routes import RouteDescriptor
 from monark.extensions import db
 from monark.settings.services import get_org
 
@@ -24,8 +25,12 @@ def four_eyes_candidates() -> list[str]:
 
 def always_ask_candidates() -> list[ToolSpec]:
     """The write tools an admin may set to always ask: those a user could allow at all
-    (deletes and the like always ask anyway), by name."""
-    return [s for s in tool_executor().specs() if s.mutates and s.allowable]
+    (their route says so: deletes and the like always ask anyway), by name."""
+    return [s for s in tool_executor().specs() if s.mutates and _allowable(s.declared)]
+
+
+def _allowable(declared: object) -> bool:
+    return isinstance(declared, RouteDescriptor) and declared.allowable
 
 
 def update_four_eyes(principal: Principal, tools: list[str]) -> list[str]:

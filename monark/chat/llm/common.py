@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from monark.chat.llm.types import TOO_LONG, LlmEvent, LlmRequest, ProviderError, UsageReport
+from monark.core.net import public_only_transport
 
 
 def redact(text: str, secret: str) -> str:
@@ -116,37 +117,8 @@ def http_client_options(public_only: bool, org_endpoint: bool = False) -> dict[s
     hooks = [refuse_when_stopped, *([strip_deployment_headers] if org_endpoint else [])]
     options: dict[str, Any] = {"event_hooks": {"request": hooks}, "follow_redirects": False}
     if public_only:
-        options["transport"] = _public_transport()
+        options["transport"] = public_only_transport("CHAT_LLM_ALLOW_PRIVATE")
     return options
-
-
-def _public_transport() -> Any:
-    """A transport that resolves each request's host once, refuses it unless every
-    address is public, and connects to those addresses themselves: no second lookup at
-    connect time that a rebinding DNS could answer otherwise."""
-    import httpx2  # the SDKs' HTTP library, imported with them
-
-    from monark.core.net import UnsafeAddress, public_addresses
-
-    class PublicOnly(httpx2.HTTPTransport):
-        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-            url = request.url
-            try:
-                addresses = public_addresses(str(url), "CHAT_LLM_ALLOW_PRIVATE")
-            except UnsafeAddress as err:
-                raise httpx2.ConnectError(str(err), request=request) from None
-            for n, address in enumerate(addresses, start=1):
-                # The Host header and the TLS server name stay the URL's host.
-                request.url = url.copy_with(host=address)
-                request.extensions = {**request.extensions, "sni_hostname": url.host}
-                try:
-                    return super().handle_request(request)
-                except httpx2.ConnectError:
-                    if n == len(addresses):
-                        raise
-            raise httpx2.ConnectError("No address to connect to.", request=request)
-
-    return PublicOnly()
 
 
 @contextmanager

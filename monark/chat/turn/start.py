@@ -10,12 +10,10 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from monark.chat import decisions, store
-from monark.chat.gates import check_gates
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.models import MessageRole, MessageStatus, ToolCallStatus
-from monark.chat.prompt import PageContext, context_sentence
-from monark.chat.runtime import proposal_gate
+from monark.chat.runtime import access_gate, prompt_builder, proposal_gate
 from monark.chat.turn import lease
 from monark.chat.turn.progress import CallChanged, MessageSaved, Progress
 from monark.chat.turn.run import Turn, run_turn
@@ -33,7 +31,9 @@ NOTHING_TO_RETRY = "Nothing to retry: the last reply is complete. Send a message
 class SendInput(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     conversation_id: Id | None = None
-    page_context: PageContext | None = None
+    # Where the user is, as the host reads it (never the browser's own words): its prompt
+    # builder words it (``chat.host.PromptBuilder.page_note``).
+    page_context: object | None = None
 
 
 def parse_send_input(data: Mapping[str, Any]) -> SendInput:
@@ -51,7 +51,7 @@ def parse_send_input(data: Mapping[str, Any]) -> SendInput:
 
 def require_assistant(principal: Principal) -> None:
     """Refuse clearly unless all three gates are open."""
-    gate = check_gates(principal)
+    gate = access_gate().check(principal)
     if not gate.open:
         raise Forbidden(gate.reason)
 
@@ -98,7 +98,7 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
             )
             decisions.settle(principal, [settled])
             events.append(CallChanged(call.id))
-        sentence = context_sentence(data.page_context, utcnow().date())
+        sentence = prompt_builder().page_note(data.page_context, utcnow().date())
         message = store.add_message(
             conversation,
             principal,

@@ -1,4 +1,5 @@
-"""The static system prompt and the per-message page-context sentence.
+"""What the assistant is told: its static system prompt and the per-message page-context
+sentence (the host's ``chat.host.PromptBuilder``, installed by the app factory).
 
 The system prompt depends only on the assistant's name, so it is byte-identical across
 every step and turn of a conversation; what changes per message (where the user is,
@@ -9,12 +10,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from monark.approvals.edits import edit_note
+from monark.assistant.gates import assistant_name
 from monark.core.ids import Id
+from monark.core.models import Org
+from monark.core.rbac import Principal
+from monark.extensions import db
 
 SYSTEM_PROMPT = """\
 You are {name}, the AI assistant built into Monark, a business app where organizations keep \
@@ -91,3 +98,21 @@ def context_sentence(context: PageContext | None, today: date) -> str:
                 )
         parts.append(where + ".")
     return "".join(parts)
+
+
+class AssistantPrompt:
+    """The assistant's prompt, as the chat loop asks for it (``chat.host.PromptBuilder``)."""
+
+    def system(self, principal: Principal) -> str:
+        """The system prompt, under the org's name for the assistant."""
+        return system_prompt(assistant_name(db.session.get(Org, principal.org_id)))
+
+    def page_note(self, context: object | None, today: date) -> str:
+        """The page-context sentence (a mapping is read as a ``PageContext``)."""
+        if context is not None and not isinstance(context, PageContext):
+            context = PageContext.model_validate(context)
+        return context_sentence(context, today)
+
+    def edit_note(self, original: Mapping[str, Any], edited: Mapping[str, Any], ran: bool) -> str:
+        """``approvals.edits.edit_note``."""
+        return edit_note(original, edited, ran)

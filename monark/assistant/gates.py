@@ -1,13 +1,15 @@
-"""The three gates before the assistant, and its one resolved name."""
+"""The three gates before the assistant, and its one resolved name (the host's
+``chat.host.AccessGate``, installed by the app factory)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from monark.chat.host import Gate
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
 from monark.extensions import db
+
+__all__ = ["AssistantGates", "Gate", "assistant_name", "check_gates"]
 
 
 def assistant_name(org: Org | None) -> str:
@@ -15,16 +17,6 @@ def assistant_name(org: Org | None) -> str:
     if org is not None and org.branding_enabled and (org.assistant_name or "").strip():
         return org.assistant_name.strip()
     return chat_settings().assistant_name
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Whether the assistant is open to a principal; ``reason`` says why not."""
-
-    open: bool
-    code: str = "ok"
-    reason: str = ""
-    chat_open: bool = True  # the chat module itself (conversation list) is reachable
 
 
 def check_gates(principal: Principal) -> Gate:
@@ -44,3 +36,11 @@ def check_gates(principal: Principal) -> Gate:
     if user is not None and not user.ai_agent_enabled:
         return Gate(False, "ai_off_user", "You turned the AI assistant off on your profile page.")
     return Gate(True)
+
+
+class AssistantGates:
+    """The three gates, as chat asks for them (``chat.host.AccessGate``)."""
+
+    def check(self, principal: Principal) -> Gate:
+        """``check_gates``."""
+        return check_gates(principal)
