@@ -149,6 +149,46 @@ def _assistant_config() -> dict[str, Any]:
     }
 
 
+# ---- rate limits and metrics (``monark.core.ratelimit``, ``monark.core.metrics``) --------
+
+
+def _count(name: str, default: int) -> int:
+    """A whole number from the environment; the range is checked by ``core.settings``."""
+    raw = (os.environ.get(name) or str(default)).strip()
+    try:
+        return int(raw)
+    except ValueError:
+        raise RuntimeError(f"{name} must be a whole number, not {raw!r}.") from None
+
+
+def _limits_config() -> dict[str, Any]:
+    """Rate limits (Flask-Limiter's own ``RATELIMIT_*`` keys, then ours) and /metrics."""
+    return {
+        # Where the counts live: memory:// (each process counts alone) or redis://host:6379/0
+        # (shared by every worker and instance).
+        "RATELIMIT_STORAGE_URI": os.environ.get("RATELIMIT_STORAGE_URI", "").strip() or "memory://",
+        "RATELIMIT_KEY_PREFIX": os.environ.get("RATELIMIT_KEY_PREFIX", "monark").strip(),
+        "RATELIMIT_ENABLED": _bool("RATELIMIT_ENABLED", True),
+        # Failed sign-ins within the window: one email from one address, one address
+        # whatever the email, one email from anywhere (high: no lock-out by strangers).
+        "LIMIT_SIGNIN_FAILURES": _count("LIMIT_SIGNIN_FAILURES", 10),
+        "LIMIT_SIGNIN_IP_FAILURES": _count("LIMIT_SIGNIN_IP_FAILURES", 50),
+        "LIMIT_SIGNIN_ACCOUNT_FAILURES": _count("LIMIT_SIGNIN_ACCOUNT_FAILURES", 100),
+        "LIMIT_SIGNIN_WINDOW": _duration("LIMIT_SIGNIN_WINDOW", "15m"),
+        # Per minute: turns a user starts (messages, retries, decisions), calls of one API
+        # key (/api/v1, so MCP too), records_query calls of one principal; and turns running
+        # at once in one org. 0 turns a limit off.
+        "LIMIT_MESSAGES_PER_MINUTE": _count("LIMIT_MESSAGES_PER_MINUTE", 20),
+        "LIMIT_API_PER_MINUTE": _count("LIMIT_API_PER_MINUTE", 300),
+        "LIMIT_QUERIES_PER_MINUTE": _count("LIMIT_QUERIES_PER_MINUTE", 30),
+        "LIMIT_TURNS_PER_ORG": _count("LIMIT_TURNS_PER_ORG", 10),
+        # /metrics: off unless a bearer token is set or it has a bind of its own
+        # (host:port, served by gunicorn's master-side exporter, no token).
+        "METRICS_TOKEN": os.environ.get("METRICS_TOKEN", "").strip(),
+        "METRICS_BIND": os.environ.get("METRICS_BIND", "").strip(),
+    }
+
+
 def load_config(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     return {
@@ -168,6 +208,7 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # client addresses for the sign-in throttle, https links in invitations.
         "TRUSTED_PROXIES": int(os.environ.get("TRUSTED_PROXIES", "0")),
         **_assistant_config(),
+        **_limits_config(),
         # records_query: seconds one statement may run, and rows one answer shows.
         "RECORDS_QUERY_TIMEOUT": float(os.environ.get("RECORDS_QUERY_TIMEOUT", "3")),
         "RECORDS_QUERY_MAX_ROWS": int(os.environ.get("RECORDS_QUERY_MAX_ROWS", "200")),

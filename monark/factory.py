@@ -31,7 +31,7 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
-from monark.core import jobs, settings
+from monark.core import jobs, ratelimit, settings
 from monark.core import upkeep as core_upkeep  # noqa: F401  (periodic jobs)
 from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
@@ -107,6 +107,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     register_panel(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
+    ratelimit.init_app(app, api_bp)
     register_error_handlers(app)
     register_cli(app)
     install_engine()

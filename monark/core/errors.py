@@ -203,10 +203,12 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(AppError)
     def handle_app_error(err: AppError):
         db.session.rollback()
+        headers = getattr(err, "headers", None) or {}  # Retry-After of a limit, say
         if wants_json():
-            return error_json(err.code, err.message, err.status, err.details)
+            body, status = error_json(err.code, err.message, err.status, err.details)
+            return body, status, headers
         # Validation of a browser form is shown inline by its view; reaching here is unexpected.
-        return error_page(err.status, err.message), err.status
+        return error_page(err.status, err.message), err.status, headers
 
     @app.errorhandler(HTTPException)
     def handle_http_error(err: HTTPException):
