@@ -108,9 +108,12 @@ def init_app(app: Flask, api_blueprint: Any) -> Limiter:
     limiter.limit(
         lambda: f"{max(1, settings().limits.api_per_minute)}/minute",
         key_func=_api_key,
-        exempt_when=_not_a_key_call,
         error_message="Too many requests with this API key; see Retry-After.",
     )(api_blueprint)
+    # Only a key's calls of /api/v1 carry a limit of Flask-Limiter's: every other request
+    # (pages, the assistant's in-process calls) is let go before it resolves any limit.
+    name = api_blueprint.name
+    limiter.request_filter(lambda: request.blueprint != name or _not_a_key_call())
     app.extensions[_KEY] = limiter
     return limiter
 
