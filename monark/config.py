@@ -205,7 +205,7 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "WTF_CSRF_TIME_LIMIT": None,
         "PASSWORD_HASH_METHOD": os.environ.get("PASSWORD_HASH_METHOD", "scrypt"),
         # How many reverse proxies sit in front (their X-Forwarded-* headers are trusted):
-        # client addresses for the sign-in throttle, https links in invitations.
+        # client addresses for the sign-in limits, https links in invitations.
         "TRUSTED_PROXIES": int(os.environ.get("TRUSTED_PROXIES", "0")),
         **_assistant_config(),
         **_limits_config(),

@@ -55,7 +55,7 @@ def test_messages_past_the_per_minute_limit_get_a_429_notice_with_the_wait(
     assert post_stream(browser, "two", conversation_id=conversation_id).status_code == 200
     refused = post_stream(browser, "three", conversation_id=conversation_id)
     wait = assert_limit_headers(refused, 2)
-    said = f"You have sent 2 messages in the last minute; try again in {wait_words(wait)}."
+    said = f"Too many messages: 2 a minute at most; try again in {wait_words(wait)}."
     assert said in notice_text(refused)
     # Nothing of the refused message was stored.
     assert (

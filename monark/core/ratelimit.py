@@ -217,7 +217,7 @@ def check_messages(user_id: int) -> None:
         "messages",
         settings().limits.messages_per_minute,
         str(user_id),
-        "You have sent {limit} messages in the last minute; try again in {wait}.",
+        "Too many messages: {limit} a minute at most; try again in {wait}.",
     )
 
 
