@@ -22,6 +22,7 @@ from monark.chat.executor import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.chat.turn import lease
+from monark.core import metrics
 from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
@@ -131,6 +132,7 @@ def run_tool_call(
         _store_outcome(actor, call, _outcome_values(outcome, duration))
         db.session.commit()
     db.session.refresh(call)
+    metrics.tool_call(call.name, call.status)
     hooks.on_tool_call(call)
 
 

@@ -19,6 +19,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat import store
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
+from monark.core import metrics
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
@@ -126,6 +127,8 @@ def settle(
     for s in settlements:
         confirmed = s.status == ToolCallStatus.EXECUTING
         what = CallEvent.CONFIRMED if confirmed else CallEvent.REJECTED
+        if not confirmed:  # a confirmed one is counted when it has run
+            metrics.tool_call(s.call.name, s.status)
         store.tool_call_event(principal.via_assistant(s.call.conversation_id), s.call, what)
     db.session.commit()
 
