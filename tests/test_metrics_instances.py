@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
-from tests.instances import Client, deployment
+from tests.instances import HOST, Client, deployment, free_port
 from tests.llm_script import Say
 
 pytestmark = pytest.mark.instances  # starts app processes of its own
@@ -20,9 +20,9 @@ TOKEN = "two-workers-metrics-token"
 TURNS = 6
 
 
-def scrape(url: str) -> dict[str, float]:
+def scrape(url: str, path: str = "/metrics") -> dict[str, float]:
     """Samples summed by name and the labels asked for later (outcome, kind)."""
-    answer = httpx2.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    answer = httpx2.get(f"{url}{path}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
     assert answer.status_code == 200, answer.text[:300]
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(answer.text):
@@ -35,7 +35,12 @@ def scrape(url: str) -> dict[str, float]:
 def test_two_workers_counts_add_up_whichever_answers(tmp_path):
     folder = tmp_path / "prometheus"
     folder.mkdir()
-    settings = {"METRICS_TOKEN": TOKEN, "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    bind = f"{HOST}:{free_port()}"  # the master's own bind, without the token
+    settings = {
+        "METRICS_TOKEN": TOKEN,
+        "METRICS_BIND": bind,
+        "PROMETHEUS_MULTIPROC_DIR": str(folder),
+    }
     with deployment(1, broker=False, conf=True, workers=2, **settings) as running:
         url = running[0].url
         assert httpx2.get(f"{url}/metrics", timeout=30).status_code == 401
@@ -67,6 +72,10 @@ def test_two_workers_counts_add_up_whichever_answers(tmp_path):
             assert samples["monark_turns_total|done"] == TURNS
             assert samples["monark_turn_duration_seconds_count"] == TURNS
             assert samples["monark_tokens_total|input"] == stored_input > 0
+        # The separate bind (gunicorn's master) says the same, state included.
+        served = scrape(f"http://{bind}", "/")
+        assert served["monark_turns_total|done"] == TURNS
+        assert served["monark_approvals_waiting"] == 0
         # Both workers counted (one file of counts per worker process).
         writers = {p.stem.rsplit("_", 1)[-1] for p in folder.glob("histogram_*.db")}
         assert len(writers) == 2, writers
