@@ -17,12 +17,12 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import update
 
+import monark.core.metrics as metrics
 from monark.chat import store
 from monark.chat.executor import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.chat.turn import lease
-from monark.core import metrics
 from monark.core.bounds import bounded, check_depth, clip
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings

@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
+import monark.core.metrics as metrics
 from monark.chat import store
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
-from monark.core import metrics
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import monark.core.metrics as metrics
 from monark.chat import store
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
@@ -38,7 +39,6 @@ from monark.chat.prompt import system_prompt
 from monark.chat.runtime import proposal_gate, provider_for, tool_executor
 from monark.chat.streaming import Step, stream_step
 from monark.chat.transcript import build_llm_messages, tool_definitions
-from monark.core import metrics
 from monark.core.bounds import clip
 from monark.core.models import Org
 from monark.core.rbac import Principal

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import monark.core.metrics as metrics
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.types import (
     LlmProvider,
@@ -19,7 +20,6 @@ from monark.chat.llm.types import (
     ToolCallRequested,
     UsageReport,
 )
-from monark.core import metrics
 from monark.core.bounds import MAX_DEPTH, depth
 from monark.core.text import storable
 

@@ -35,29 +35,11 @@ from limits import RateLimitItemPerMinute
 from limits.storage import MovingWindowSupport
 
 from monark.core.auth import in_process
-from monark.core.errors import AppError
+from monark.core.errors import AppError, RateLimited
 from monark.core.settings import LimitSettings, settings
 
 _KEY = "monark.limiter"
 log = logging.getLogger(__name__)
-
-
-class RateLimited(AppError):
-    """Over a limit: 429 with ``Retry-After`` and the RateLimit headers."""
-
-    code, status = "rate_limited", 429
-
-    def __init__(self, message: str, retry_after: int, limit: int = 0, reset: float = 0.0):
-        super().__init__(message)
-        self.retry_after = max(1, retry_after)
-        self.headers = {"Retry-After": str(self.retry_after)}
-        if limit:
-            # Flask-Limiter's names for them, as /api/v1's own answers carry.
-            self.headers |= {
-                "X-RateLimit-Limit": str(limit),
-                "X-RateLimit-Remaining": "0",
-                "X-RateLimit-Reset": str(int(reset)),
-            }
 
 
 class LimiterDown(AppError):

@@ -18,9 +18,8 @@ from flask import Flask, current_app
 from sqlalchemy import func, select, update
 
 from monark.chat.models import Conversation, Message, MessageStatus, ToolCall, ToolCallStatus
-from monark.core.errors import Conflict
+from monark.core.errors import Conflict, RateLimited
 from monark.core.models import as_utc, utcnow
-from monark.core.ratelimit import RateLimited
 from monark.core.settings import chat_settings, settings
 from monark.extensions import db
 
