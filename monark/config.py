@@ -181,7 +181,7 @@ _DEPLOYMENT: dict[str, Default] = {
     "MAX_CONTENT_LENGTH": 1024 * 1024,
     "PASSWORD_HASH_METHOD": "scrypt",
     # How many reverse proxies sit in front (their X-Forwarded-* headers are trusted):
-    # client addresses for the sign-in throttle, https links in invitations.
+    # client addresses for the sign-in limits, https links in invitations.
     "TRUSTED_PROXIES": 0,
     # records_query: seconds one statement may run, and rows one answer shows.
     "RECORDS_QUERY_TIMEOUT": 3.0,
@@ -232,6 +232,34 @@ def _assistant_config() -> dict[str, Any]:
     }
 
 
+# Rate limits (Flask-Limiter's own ``RATELIMIT_*`` variables, then ours) and /metrics; the
+# ranges are checked by ``core.settings``.
+_LIMITS: dict[str, Default] = {
+    # Where the counts live: memory:// (each process counts alone) or redis://host:6379/0
+    # (shared by every worker and instance).
+    "RATELIMIT_STORAGE_URI": "memory://",
+    "RATELIMIT_KEY_PREFIX": "monark",
+    "RATELIMIT_ENABLED": True,
+    # Failed sign-ins within the window: one email from one address, one address
+    # whatever the email, one email from anywhere (high: no lock-out by strangers).
+    "LIMIT_SIGNIN_FAILURES": 10,
+    "LIMIT_SIGNIN_IP_FAILURES": 50,
+    "LIMIT_SIGNIN_ACCOUNT_FAILURES": 100,
+    "LIMIT_SIGNIN_WINDOW": Duration("15m"),
+    # Per minute: turns a user starts (messages, retries, decisions), calls of one API
+    # key (/api/v1, so MCP too), records_query calls of one principal; and turns running
+    # at once in one org. 0 turns a limit off.
+    "LIMIT_MESSAGES_PER_MINUTE": 20,
+    "LIMIT_API_PER_MINUTE": 300,
+    "LIMIT_QUERIES_PER_MINUTE": 30,
+    "LIMIT_TURNS_PER_ORG": 10,
+    # /metrics: off unless a bearer token is set or it has a bind of its own
+    # (host:port, served by gunicorn's master-side exporter, no token).
+    "METRICS_TOKEN": "",
+    "METRICS_BIND": "",
+}
+
+
 def load_config(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     return {
@@ -244,4 +272,5 @@ def load_config(instance_path: str) -> dict[str, Any]:
         "WTF_CSRF_TIME_LIMIT": None,
         **_environment(_DEPLOYMENT),
         **_assistant_config(),
+        **_environment(_LIMITS),
     }

@@ -17,6 +17,7 @@ from monark.api.routes import V1_ROUTES
 from monark.api.views import bp as api_bp
 from monark.approvals import upkeep as approvals_upkeep  # noqa: F401  (periodic jobs)
 from monark.approvals.allowances import AllowanceGate
+from monark.assistant import gauges
 from monark.assistant.blueprint import bp as assistant_bp
 from monark.assistant.gates import AssistantGates
 from monark.assistant.inbox import bp as approvals_bp
@@ -33,7 +34,7 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
-from monark.core import jobs, settings
+from monark.core import jobs, metrics, ratelimit, settings
 from monark.core import upkeep as core_upkeep  # noqa: F401  (periodic jobs)
 from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
@@ -104,15 +105,18 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     login_manager.login_message = "Sign in to continue."
     csrf.init_app(app)
 
+    metrics.init_app(app)  # first: its clock starts before every other hook
     register_web(app)
     install_request_log_filter()  # ``flask run``'s access log: gunicorn's rule
     register_panel(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
+    ratelimit.init_app(app, api_bp)
     register_error_handlers(app)
     register_cli(app)
     install_engine()
     jobs.init_app(app)  # after every feature declared its jobs (at import)
+    gauges.install(app)
     toolset = build_chat_toolset(ROUTES, [NavigateTool()])
     runtime.install(
         app, toolset, AllowanceGate(), ai_provider.resolve, AssistantGates(), AssistantPrompt()

@@ -6,7 +6,9 @@ fast while turns stream. bench/stream_bench.py measures how many one process hol
 """
 
 import gc
+import glob
 import os
+import tempfile
 
 from gunicorn.glogging import Logger
 
@@ -40,6 +42,23 @@ class AccessLogger(Logger):
 
 logger_class = AccessLogger
 
+# /metrics (monark.core.metrics): with it on, prometheus-client keeps each worker's counts in
+# files of one folder (its multiprocess mode), so any worker answers for all. Set before the
+# app (and so the client) is imported, which preload_app does after reading this file.
+METRICS_ON = bool(os.environ.get("METRICS_TOKEN") or os.environ.get("METRICS_BIND"))
+if METRICS_ON and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="monark-metrics-")
+
+
+def _metrics_bind() -> tuple[str, int] | None:
+    raw = os.environ.get("METRICS_BIND", "").strip()
+    if not raw:
+        return None
+    host, _, port = raw.rpartition(":")
+    if not port.isdigit():
+        raise RuntimeError(f"METRICS_BIND must be host:port, not {raw!r}.")
+    return host or "127.0.0.1", int(port)
+
 
 def on_starting(server) -> None:
     """Warm the SDK import, then exempt everything loaded so far from the cyclic GC.
@@ -50,3 +69,36 @@ def on_starting(server) -> None:
 
     import_sdk()
     gc.freeze()
+    if folder := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Counts of an earlier run of the server are not this one's.
+        for stale in glob.glob(os.path.join(folder, "*.db")):
+            os.remove(stale)
+
+
+def when_ready(server) -> None:
+    """Serve /metrics on its own bind (``METRICS_BIND``) from the master, if asked."""
+    bind = _metrics_bind()
+    if bind is None:
+        return
+    from prometheus_client import start_http_server
+
+    from monark.core.metrics import bind_registry
+
+    start_http_server(bind[1], bind[0], registry=bind_registry(server.app.wsgi()))
+
+
+def post_fork(server, worker) -> None:
+    """A worker starts with no database connection of the master's (the bind's reads)."""
+    if _metrics_bind() is not None:
+        from monark.extensions import db
+
+        with server.app.wsgi().app_context():
+            db.engine.dispose(close=False)
+
+
+def child_exit(server, worker) -> None:
+    """A worker that ended: its live gauges leave /metrics (its counts stay counted)."""
+    if METRICS_ON:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -17,8 +17,7 @@ from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
 from monark import create_app
-from monark.core import jobs
-from monark.core.throttle import login_throttle
+from monark.core import jobs, ratelimit
 from monark.extensions import db
 from tests import factories
 from tests.databases import is_postgres, new_postgres_database
@@ -116,7 +115,7 @@ def _restart_sequences() -> str:
 
 @pytest.fixture(autouse=True)
 def _clean_db(app: Flask) -> Iterator[None]:
-    login_throttle.reset()  # every test starts with no failed sign-ins counted
+    ratelimit.reset(app)  # every test starts with nothing counted (sign-ins, messages, …)
     jobs.queue(app).huey.flush()  # no job of an earlier test runs in this one
     with app.app_context():
         _empty_tables()

@@ -71,6 +71,10 @@ class Instance:
     port: int = 0
     proc: subprocess.Popen | None = None
     app: str = "app:app"  # the WSGI app gunicorn serves
+    # With ``conf``: started as the README says, on ``monark/gunicorn_conf.py`` (its hooks:
+    # /metrics' multiprocess mode), with that many workers.
+    conf: bool = False
+    workers: int = 1
 
     @property
     def url(self) -> str:
@@ -81,14 +85,22 @@ class Instance:
         command = [
             str(BIN / "gunicorn"),
             "--worker-class=gthread",
-            "--workers=1",
+            f"--workers={self.workers}",
             "--threads=32",
             f"--bind={HOST}:{self.port}",
             "--timeout=120",
             self.app,
         ]
+        env = self.env
+        if self.conf:
+            command = [str(BIN / "gunicorn"), "-c", "python:monark.gunicorn_conf", self.app]
+            env = {
+                **env,
+                "MONARK_BIND": f"{HOST}:{self.port}",
+                "WEB_CONCURRENCY": str(self.workers),
+            }
         log = open(self.log_path, "a")  # noqa: SIM115 (the child keeps it)
-        self.proc = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log, stderr=log)
+        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
         log.close()
         deadline = time.monotonic() + 60
         while True:
@@ -156,7 +168,12 @@ def flask_command(*args: str, env: dict[str, str]) -> None:
 
 @contextlib.contextmanager
 def deployment(
-    count: int = 2, broker: bool = True, app: str = "app:app", **settings: str
+    count: int = 2,
+    broker: bool = True,
+    app: str = "app:app",
+    conf: bool = False,
+    workers: int = 1,
+    **settings: str,
 ) -> Iterator[Deployment]:
     """``count`` instances of ``app`` on a fresh, migrated, seeded database."""
     fake = FakeAnthropic().start()
@@ -175,7 +192,14 @@ def deployment(
         flask_command("db", "upgrade", env=env)
         flask_command("seed-demo", env=env)
         instances = [
-            Instance(chr(ord("A") + i), env, Path(tmp) / f"{chr(ord('A') + i)}.log", app=app)
+            Instance(
+                chr(ord("A") + i),
+                env,
+                Path(tmp) / f"{chr(ord('A') + i)}.log",
+                app=app,
+                conf=conf,
+                workers=workers,
+            )
             for i in range(count)
         ]
         try:

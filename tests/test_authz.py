@@ -313,6 +313,9 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("auth.login", "POST", "wrong password", _url("/login"),
             row(signed_out=401, owner=401, admin=401, member=401, viewer=401, other=401),
             data=lambda c, who: {"email": "owner@acme.test", "password": "guess"}),
+    # Off unless METRICS_TOKEN is set; with it, only the token opens it (tests/test_metrics.py).
+    WebCase("metrics", "GET", "off", _url("/metrics"),
+            row(signed_out=404, owner=404, admin=404, member=404, viewer=404, other=404)),
     WebCase("auth.logout", "POST", "", _url("/logout"),
             row(owner=302, admin=302, member=302, viewer=302, other=302)),
     # Globex's owner is no member of Acme: the switch is refused with a flash (see tenancy).

@@ -10,6 +10,7 @@ from typing import Any
 from monark.api import schemas as s
 from monark.core.errors import ValidationFailed
 from monark.core.models import ApiKey, Org, User
+from monark.core.ratelimit import check_queries
 from monark.core.rbac import Principal
 from monark.core.routes import RouteDescriptor, RouteTable, headline
 from monark.core.settings import settings
@@ -219,6 +220,9 @@ def records_query(principal: Principal, path: None, query: s.QueryParams, body: 
     creator_id and visibility. Only the records you may see are there. Prefer aggregates
     (count, sum, GROUP BY) to long lists: at most a few hundred rows come back.
     """
+    # Per principal (a user, whether through the assistant or not, or an API key); over the
+    # limit, a tool call's result is the error, which the model and the card both show.
+    check_queries(f"{principal.org_id}:{principal.actor_kind}:{principal.actor_id}")
     result = sql.run_query(principal, query.sql)
     return s.QueryOut(
         columns=result.columns,

@@ -18,7 +18,7 @@ from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import call_view, group_of, message_view
 from monark.assistant.verdict import PanelDecision
-from monark.assistant.views import _busy, _notice, _start, bp
+from monark.assistant.views import _busy, _notice, _start, bp, turn_limited
 from monark.chat import decisions, store
 from monark.chat.models import ToolCall
 from monark.core.auth import guard, require_principal
@@ -142,6 +142,7 @@ def call_card(call_id: int):
 
 @bp.post("/decide-group")
 @guard("chat.use")
+@turn_limited
 def decide_group():
     """Confirm the selected writes of a step and reject the rest, or reject them all, then
     stream the continuation."""

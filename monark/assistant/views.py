@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ from monark.chat.models import ToolCallStatus
 from monark.chat.runtime import provider_problem
 from monark.chat.turn import lease, run
 from monark.chat.turn.start import begin_retry, begin_send, parse_send_input, require_assistant
+from monark.core import ratelimit
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.ids import form_id, parse_id
@@ -66,6 +68,27 @@ def _notice(message: str, status: int, kind: str = "error"):
     # Drawn without the page's context (it needs none): a notice must not ask the database
     # who is signed in, which may be what failed.
     return render_fragment("assistant/_notice.html", message=message, kind=kind), status
+
+
+def _refused(err: AppError):
+    """An error as a notice in the panel, with its headers (a limit's ``Retry-After``)."""
+    body, status = _notice(err.message, err.status)
+    return body, status, getattr(err, "headers", None) or {}
+
+
+def turn_limited(view: Callable[..., Any]) -> Callable[..., Any]:
+    """Count a turn the user starts (messages per minute; under ``guard``): over the limit,
+    a notice saying when to try again, and nothing is stored (the composer keeps the text)."""
+
+    @functools.wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            ratelimit.check_messages(require_principal().user_id or 0)
+        except (ratelimit.RateLimited, ratelimit.LimiterDown) as err:
+            return _refused(err)
+        return view(*args, **kwargs)
+
+    return wrapped
 
 
 def _gate_or_none(principal: Principal) -> str | None:
@@ -129,7 +152,7 @@ def conversation(conversation_id: int):
 def _panel_error(err: AppError):
     """Errors in the panel's fragments show as a notice inside the panel, not a page."""
     db.session.rollback()
-    return _notice(err.message, err.status)
+    return _refused(err)
 
 
 @bp.post("/conversations/<int:conversation_id>/rename")
@@ -310,6 +333,7 @@ def _conversation_id() -> int | None:
 
 @bp.post("/stream")
 @guard("chat.use")
+@turn_limited
 def stream():
     """Send a message and stream the turn as Server-Sent Events."""
     principal = require_principal()
@@ -327,7 +351,7 @@ def stream():
     except Conflict as err:
         return _busy(data.conversation_id, err.message)
     except AppError as err:
-        return _notice(err.message, err.status)
+        return _refused(err)
     return _start(principal, turn)
 
 
@@ -344,6 +368,7 @@ def _busy(conversation_id: int | None, message: str):
 
 @bp.post("/decide")
 @guard("chat.use")
+@turn_limited
 def decide():
     """Confirm or reject a proposed write, then stream the continuation."""
     principal = require_principal()
@@ -395,7 +420,7 @@ def decide_call(
             return _already_decided(call)
         return _busy(call.conversation_id, err.message)
     except AppError as err:
-        return _notice(err.message, err.status)
+        return _refused(err)
     return _start(principal, turn, redraw(turn) if redraw is not None else "")
 
 
@@ -441,6 +466,7 @@ def _already_decided(call):
 
 @bp.post("/retry")
 @guard("chat.use")
+@turn_limited
 def retry():
     """Run the turn again after an error, a stop or the step limit."""
     principal = require_principal()
@@ -454,7 +480,7 @@ def retry():
     except Conflict as err:
         return _busy(conversation_id, err.message)
     except AppError as err:
-        return _notice(err.message, err.status)
+        return _refused(err)
     return _start(principal, turn)
 
 

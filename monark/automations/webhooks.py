@@ -36,7 +36,7 @@ from sqlalchemy import func, or_, select, update
 
 from monark.automations import actions, signing
 from monark.automations.models import Automation, AutomationRun, WebhookAttempt, WebhookDelivery
-from monark.core import jobs
+from monark.core import jobs, metrics
 from monark.core.errors import Conflict, NotFound
 from monark.core.events import record_event
 from monark.core.models import as_utc, utcnow
@@ -316,6 +316,7 @@ def attempt(delivery_id: int, redelivered_by_id: int | None = None) -> float | N
         delivery.next_attempt_at, delivery.finished_at = None, utcnow()
     run_id = delivery.run_id
     db.session.commit()
+    metrics.webhook_attempt("delivered" if outcome.delivered else ("retry" if again else "failed"))
     if not again:
         for resume in _resume_run:
             resume(run_id)

@@ -17,6 +17,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import update
 
+import monark.core.metrics as metrics
 from monark.chat import store
 from monark.chat.executor import ChatToolExecutor, ToolOutcome, ToolSpec
 from monark.chat.hooks import TurnHooks
@@ -98,6 +99,7 @@ def run_tool_call(
         _store_outcome(actor, call, _outcome_values(outcome, duration))
         db.session.commit()
     db.session.refresh(call)
+    metrics.tool_call(call.name, call.status)
     hooks.on_tool_call(call)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
+import monark.core.metrics as metrics
 from monark.chat import store
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict
@@ -107,6 +108,8 @@ def settle(
     for s in settlements:
         confirmed = s.status == ToolCallStatus.EXECUTING
         what = CallEvent.CONFIRMED if confirmed else CallEvent.REJECTED
+        if not confirmed:  # a confirmed one is counted when it has run
+            metrics.tool_call(s.call.name, s.status)
         store.tool_call_event(principal.via_assistant(s.call.conversation_id), s.call, what)
     db.session.commit()
 

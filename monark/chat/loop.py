@@ -10,10 +10,12 @@ with its calls and previews; end, wait for the user, or run the reads and go rou
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import monark.core.metrics as metrics
 from monark.chat import store
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import ContextPolicy, fit
@@ -283,6 +285,16 @@ def _store_step(
     message.output_tokens = step.usage.output_tokens
     message.cache_read_tokens = step.usage.cache_read_tokens
     message.cache_creation_tokens = step.usage.cache_creation_tokens
+    metrics.tokens(
+        setup.provider_name,
+        setup.model,
+        {
+            "input": step.usage.input_tokens,
+            "output": step.usage.output_tokens,
+            "cache_read": step.usage.cache_read_tokens,
+            "cache_write": step.usage.cache_creation_tokens,
+        },
+    )
     store.touch(principal, conversation_id)
     for call in calls:
         call.message_id = message.id
@@ -290,6 +302,9 @@ def _store_step(
     db.session.flush()
     for call in calls:
         if call.mutates or call.status == ToolCallStatus.FAILED:
+            # For /metrics: a write proposed, a call failed at once (a read that runs is
+            # counted when it has run).
+            metrics.tool_call(call.name, call.status)
             # A call whose arguments cannot work failed at once: no card, nothing run.
             proposed = call.status == ToolCallStatus.PROPOSED
             what = CallEvent.PROPOSED if proposed else CallEvent.FAILED
@@ -329,8 +344,15 @@ def advance_conversation(
     setup = _Setup.load(principal)
     # The turn holds its adapter: dropped from the cache meanwhile, its client still serves
     # every step of the turn, and is closed when the turn ends.
-    with held(setup.provider):
-        return _run_steps(setup, principal, conversation_id, hooks)
+    started, outcome = time.monotonic(), "error"  # an exception is an error for /metrics
+    try:
+        with held(setup.provider):
+            result = _run_steps(setup, principal, conversation_id, hooks)
+        outcome = str(result.status)
+        return result
+    finally:
+        seconds = time.monotonic() - started
+        metrics.turn_ended(setup.provider_name, setup.model, outcome, seconds)
 
 
 def _run_steps(

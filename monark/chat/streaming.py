@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import monark.core.metrics as metrics
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.types import (
     LlmProvider,
@@ -101,7 +102,8 @@ def stream_step(
     nothing from the provider."""
     step = Step()
     events = _pump(provider, request)
-    last = time.monotonic()
+    last = asked = time.monotonic()
+    waiting_first = True  # for /metrics: how long the first text took
     while True:
         try:
             first = events.get(timeout=STOP_POLL_SECONDS)
@@ -129,6 +131,10 @@ def stream_step(
             text.append(_apply(step, event))
         joined = "".join(text)
         if joined:
+            if waiting_first:
+                waiting_first = False
+                name = getattr(provider, "name", None) or "unknown"
+                metrics.first_token(name, request.model, time.monotonic() - asked)
             hooks.on_text_delta(joined)
         if ended:
             return step

@@ -50,6 +50,25 @@ class Conflict(AppError):
     code, status = "conflict", 409
 
 
+class RateLimited(AppError):
+    """Over a limit: 429 with ``Retry-After`` and the RateLimit headers."""
+
+    code, status = "rate_limited", 429
+
+    def __init__(self, message: str, retry_after: int, limit: int = 0, reset: float = 0.0):
+        super().__init__(message)
+        self.retry_after = max(1, retry_after)
+        self.headers = {"Retry-After": str(self.retry_after)}
+        if limit:
+            # Flask-Limiter's names for them, as /api/v1's own answers carry
+            # (``monark.core.ratelimit``).
+            self.headers |= {
+                "X-RateLimit-Limit": str(limit),
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset": str(int(reset)),
+            }
+
+
 class ValidationFailed(AppError):
     """Input failed validation; ``details`` lists ``{"field", "message"}`` items."""
 
@@ -203,10 +222,12 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(AppError)
     def handle_app_error(err: AppError):
         db.session.rollback()
+        headers = getattr(err, "headers", None) or {}  # Retry-After of a limit, say
         if wants_json():
-            return error_json(err.code, err.message, err.status, err.details)
+            body, status = error_json(err.code, err.message, err.status, err.details)
+            return body, status, headers
         # Validation of a browser form is shown inline by its view; reaching here is unexpected.
-        return error_page(err.status, err.message), err.status
+        return error_page(err.status, err.message), err.status, headers
 
     @app.errorhandler(HTTPException)
     def handle_http_error(err: HTTPException):

@@ -106,6 +106,69 @@ class QuerySettings:
     max_columns: int
 
 
+# The largest value a limit may take: a larger one is a typo (or no limit, which is 0).
+LIMIT_CEILING = 1_000_000
+
+
+def _bounded(config: Mapping[str, Any], key: str, low: int) -> int:
+    """``config[key]`` as a whole number in [low, LIMIT_CEILING], or an error naming it."""
+    raw = config[key]
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = None
+    if (
+        value is None
+        or (isinstance(raw, float) and raw != value)
+        or not low <= value <= LIMIT_CEILING
+    ):
+        raise ValueError(
+            f"{key} must be a whole number from {low} to {LIMIT_CEILING}, not {raw!r}."
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class LimitSettings:
+    """Rate limits (``monark.core.ratelimit``; 0: off) and /metrics (``monark.core.metrics``)."""
+
+    enabled: bool
+    storage_uri: str
+    key_prefix: str
+    signin_failures: int
+    signin_ip_failures: int
+    signin_account_failures: int
+    signin_window: int  # seconds
+    messages_per_minute: int
+    api_per_minute: int
+    queries_per_minute: int
+    turns_per_org: int
+    metrics_token: str
+    metrics_bind: str
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> LimitSettings:
+        """Read and check (absurd or negative values are refused, naming the key)."""
+        window = config["LIMIT_SIGNIN_WINDOW"]
+        if not isinstance(window, int | float) or not 1 <= window <= 86400:
+            raise ValueError(f"LIMIT_SIGNIN_WINDOW must be 1 second to 1 day, not {window!r}.")
+        return cls(
+            enabled=bool(config["RATELIMIT_ENABLED"]),
+            storage_uri=str(config["RATELIMIT_STORAGE_URI"] or "memory://"),
+            key_prefix=str(config["RATELIMIT_KEY_PREFIX"] or ""),
+            signin_failures=_bounded(config, "LIMIT_SIGNIN_FAILURES", 1),
+            signin_ip_failures=_bounded(config, "LIMIT_SIGNIN_IP_FAILURES", 1),
+            signin_account_failures=_bounded(config, "LIMIT_SIGNIN_ACCOUNT_FAILURES", 1),
+            signin_window=int(window),
+            messages_per_minute=_bounded(config, "LIMIT_MESSAGES_PER_MINUTE", 0),
+            api_per_minute=_bounded(config, "LIMIT_API_PER_MINUTE", 0),
+            queries_per_minute=_bounded(config, "LIMIT_QUERIES_PER_MINUTE", 0),
+            turns_per_org=_bounded(config, "LIMIT_TURNS_PER_ORG", 0),
+            metrics_token=str(config["METRICS_TOKEN"] or ""),
+            metrics_bind=str(config["METRICS_BIND"] or ""),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the app reads of its configuration after start."""
@@ -115,6 +178,7 @@ class Settings:
     encryption_keys: tuple[str, ...]
     chat: ChatSettings
     query: QuerySettings
+    limits: LimitSettings
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -125,6 +189,7 @@ class Settings:
             encryption_keys=tuple(k.strip() for k in listed if k.strip()),
             chat=ChatSettings.from_config(config),
             query=QuerySettings(**_fields_of(QuerySettings, config, "RECORDS_QUERY_")),
+            limits=LimitSettings.from_config(config),
         )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import math
+import logging
+from dataclasses import dataclass
 
 from flask import (
     Blueprint,
@@ -17,13 +18,52 @@ from flask import (
 from flask_login import login_user, logout_user
 from sqlalchemy import func, select
 
-from monark.core.auth import current_principal, guard, memberships_of
+from monark.core.auth import current_principal, guard, memberships_of, verify_password
 from monark.core.ids import form_id
 from monark.core.models import Membership, User
-from monark.core.throttle import check_password
+from monark.core.ratelimit import signin_counts, wait_words
 from monark.extensions import db
 
 bp = Blueprint("auth", __name__)
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PasswordCheck:
+    """The outcome of a rate-limited password check."""
+
+    ok: bool
+    retry_after: int = 0  # > 0: over the limit, and the password was not even checked
+
+
+def check_password(
+    user: User | None, email: str, password: str, ip: str | None, method: str
+) -> PasswordCheck:
+    """Check a sign-in password under the failed sign-in limits (``core.ratelimit``).
+
+    A success forgets the failures of that email from that address only: the per-email
+    count keeps running, so slow guessing from many addresses does not restart each time
+    the account's owner signs in. A limiter storage that does not answer lets the check
+    go on (fail open, logged): sign-in must not depend on it.
+    """
+    counts = signin_counts()
+    keys = (f"email-ip:{email}|{ip}", f"ip:{ip}", f"email:{email}")
+    try:
+        wait = counts.retry_after(*keys)
+    except Exception as err:
+        log.warning("rate limiter storage failed (%s): sign-in not limited", type(err).__name__)
+        counts, wait = None, 0
+    if wait:
+        return PasswordCheck(ok=False, retry_after=wait)
+    ok = verify_password(user, password, method)
+    try:
+        if counts is not None and not ok:
+            counts.failed(*keys)
+        elif counts is not None:
+            counts.clear(keys[0])
+    except Exception as err:
+        log.warning("rate limiter storage failed (%s): sign-in not counted", type(err).__name__)
+    return PasswordCheck(ok=ok)
 
 
 def _safe_next(target: str | None) -> str:
@@ -70,10 +110,8 @@ def login():
 
 def _throttled(email: str, wait: int):
     """The 429 answer to a throttled sign-in (the password was not checked)."""
-    minutes = max(1, math.ceil(wait / 60))
-    error = (
-        f"Too many sign-in attempts; try again in {minutes} minute{'' if minutes == 1 else 's'}."
-    )
+    # Minutes, even under one: the rule is about minutes (a window of 15 by default).
+    error = f"Too many sign-in attempts; try again in {wait_words(max(wait, 60))}."
     page = render_template("auth/login.html", error=error, email=email)
     return page, 429, {"Retry-After": str(wait)}
 

@@ -10,7 +10,7 @@ from flask import current_app, flash, render_template, request, session
 from flask_login import current_user, login_user
 
 from monark.core.errors import AppError, ValidationFailed
-from monark.core.throttle import check_password
+from monark.core.signin import check_password
 from monark.core.web import see_other
 from monark.settings import members
 
@@ -76,7 +76,7 @@ def _accept(view: members.InviteView):
         )
         login_user(membership.user)
         return membership
-    # An existing account proves itself with its password, throttled like sign-in.
+    # An existing account proves itself with its password, limited like sign-in.
     password = request.form.get("password", "")
     check = check_password(view.account, view.invite.email, password, request.remote_addr, method)
     if check.retry_after:

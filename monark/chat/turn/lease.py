@@ -15,12 +15,12 @@ import uuid
 from datetime import timedelta
 
 from flask import Flask, current_app
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from monark.chat.models import Conversation, Message, MessageStatus, ToolCall, ToolCallStatus
-from monark.core.errors import Conflict
+from monark.core.errors import Conflict, RateLimited
 from monark.core.models import as_utc, utcnow
-from monark.core.settings import chat_settings
+from monark.core.settings import chat_settings, settings
 from monark.extensions import db
 
 BUSY = "A reply is still being written in this conversation. Wait for it, or press Stop."
@@ -69,6 +69,36 @@ def claim(conversation_id: int) -> str:
     settle(conversation_id)
     db.session.commit()
     return turn_id
+
+
+ORG_BUSY = (
+    "{limit} replies are being written in this organization at once, the most it may run;"
+    " try again in a few seconds."
+)
+
+
+def check_org_room(org_id: int) -> None:
+    """``RateLimited`` when the org runs more turns at once than ``LIMIT_TURNS_PER_ORG``.
+
+    Called after a claim committed, so the count includes it and every other instance's:
+    two claims racing for the last place both see one too many and both give way, so the
+    limit is never passed (at worst, both retry).
+    """
+    limit = settings().limits.turns_per_org
+    if not limit:
+        return
+    running = db.session.scalar(
+        select(func.count())
+        .select_from(Conversation)
+        .where(
+            Conversation.org_id == org_id,
+            Conversation.turn_id.is_not(None),
+            Conversation.turn_lease_until >= utcnow(),
+        )
+    )
+    if (running or 0) > limit:
+        wait = max(1, int(chat_settings().turn_lease_seconds))
+        raise RateLimited(ORG_BUSY.format(limit=limit), wait)
 
 
 def settle(conversation_id: int) -> None:

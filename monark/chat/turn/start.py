@@ -67,6 +67,7 @@ def claimed(
     opening gives the claim back."""
     turn_id = lease.claim(conversation_id)
     try:
+        lease.check_org_room(principal.org_id)
         # The host's first word (an idle conversation's allowances end before anything
         # makes it active again).
         proposal_gate().on_claim(principal, conversation_id)

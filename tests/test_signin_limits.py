@@ -1,23 +1,29 @@
-"""Signing in: no timing hint about which emails exist, and a throttle on failed attempts."""
+"""Signing in: no timing hint about which emails exist, and limits on failed attempts
+(Flask-Limiter's storage, ``monark.core.ratelimit``)."""
 
 from __future__ import annotations
 
 import re
+import types
 
 import pytest
 from flask import g
+from limits.storage import memory
+from limits.storage.memory import MemoryStorage
 from werkzeug import security
 
-from monark.core import auth
-from monark.core.throttle import (
-    ACCOUNT_LIMIT,
-    IP_LIMIT,
-    LIMIT,
-    WINDOW,
-    LoginThrottle,
-    login_throttle,
-)
+from monark.config import load_config
+from monark.core import auth, ratelimit
+from monark.core.ratelimit import FailureCounts
+from monark.core.settings import Settings
 from tests import factories
+
+# The deployment's defaults (monark/config.py), which the README states.
+_DEFAULTS = Settings.from_config({**load_config("/tmp"), "SECRET_KEY": "x"}).limits
+LIMIT = _DEFAULTS.signin_failures
+IP_LIMIT = _DEFAULTS.signin_ip_failures
+ACCOUNT_LIMIT = _DEFAULTS.signin_account_failures
+WINDOW = _DEFAULTS.signin_window
 
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 
@@ -53,10 +59,20 @@ def hash_checks(monkeypatch):
 
 @pytest.fixture
 def clock(monkeypatch):
-    """The throttle's clock, moved by hand: ``clock[0] += seconds``."""
+    """The limiter's clock (its in-memory storage's), moved by hand: ``clock[0] += seconds``."""
     now = [1000.0]
-    monkeypatch.setattr(login_throttle, "clock", lambda: now[0])
+    monkeypatch.setattr(memory, "time", types.SimpleNamespace(time=lambda: now[0]))
+    monkeypatch.setattr(ratelimit, "clock", lambda: now[0])
     return now
+
+
+def _counts(limit: int, window: int, limits: dict[str, int] | None = None) -> FailureCounts:
+    """Failure counts of their own, on a fresh in-memory storage."""
+    return FailureCounts(MemoryStorage(), limit, window, limits or {})
+
+
+def test_the_readme_states_the_defaults():
+    assert (LIMIT, IP_LIMIT, ACCOUNT_LIMIT, WINDOW) == (10, 50, 100, 15 * 60)
 
 
 def test_an_unknown_email_still_costs_a_hash_check(app, world, sign_in, hash_checks):
@@ -127,9 +143,8 @@ def test_a_success_clears_the_emails_count(world, sign_in, clock):
     assert sign_in("member@acme.test", ip="10.0.4.1").status_code == 302
 
 
-def test_limits_per_key_prefix():
-    now = [0.0]
-    throttle = LoginThrottle(limit=2, window=60, clock=lambda: now[0], limits={"email:": 3})
+def test_limits_per_key_prefix(clock):
+    throttle = _counts(limit=2, window=60, limits={"email:": 3})
     for _ in range(2):
         throttle.failed("ip:x", "email:a")
     assert throttle.retry_after("ip:x") == 60
@@ -138,9 +153,10 @@ def test_limits_per_key_prefix():
     assert throttle.retry_after("email:a") == 60
 
 
-def test_old_failures_leave_the_window():
-    now = [0.0]
-    throttle = LoginThrottle(limit=3, window=60, clock=lambda: now[0])
+def test_old_failures_leave_the_window(clock):
+    now = clock
+    now[0] = 0.0
+    throttle = _counts(limit=3, window=60)
     for _ in range(3):
         throttle.failed("email:a")
         now[0] += 10
@@ -153,7 +169,7 @@ def test_old_failures_leave_the_window():
     assert throttle.retry_after("email:a") == 0
 
 
-def test_behind_trusted_proxies_the_throttle_counts_the_clients_address(world, tmp_path):
+def test_behind_trusted_proxies_the_limit_counts_the_clients_address(world, tmp_path):
     from monark import create_app
     from monark.extensions import db as _db
 

@@ -1,0 +1,83 @@
+"""/metrics under gunicorn with two workers (``monark/gunicorn_conf.py``, prometheus-client's
+multiprocess mode): scraped while turns run on both, whichever worker answers, the counts
+add up to every worker's."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx2
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import create_engine, text
+
+from tests.instances import HOST, Client, deployment, free_port
+from tests.llm_script import Say
+
+pytestmark = pytest.mark.instances  # starts app processes of its own
+
+TOKEN = "two-workers-metrics-token"
+TURNS = 6
+
+
+def scrape(url: str, path: str = "/metrics") -> dict[str, float]:
+    """Samples summed by name and the labels asked for later (outcome, kind)."""
+    answer = httpx2.get(f"{url}{path}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    assert answer.status_code == 200, answer.text[:300]
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(answer.text):
+        for s in family.samples:
+            key = s.name + "".join(f"|{s.labels[k]}" for k in ("outcome", "kind") if k in s.labels)
+            out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+def test_two_workers_counts_add_up_whichever_answers(tmp_path):
+    folder = tmp_path / "prometheus"
+    folder.mkdir()
+    bind = f"{HOST}:{free_port()}"  # the master's own bind, without the token
+    settings = {
+        "METRICS_TOKEN": TOKEN,
+        "METRICS_BIND": bind,
+        "PROMETHEUS_MULTIPROC_DIR": str(folder),
+    }
+    with deployment(1, broker=False, conf=True, workers=2, **settings) as running:
+        url = running[0].url
+        assert httpx2.get(f"{url}/metrics", timeout=30).status_code == 401
+        for i in range(TURNS):
+            running.fake.script.add([Say(f"Answer number {i}.")])
+        running.fake.chunk_delay = 0.02
+
+        def turn(i: int) -> str:
+            client = Client(url)  # a connection of its own: either worker may serve it
+            try:
+                return client.send(f"Question {i}").wait_done()
+            finally:
+                client.close()
+
+        with ThreadPoolExecutor(TURNS) as pool:
+            futures = [pool.submit(turn, i) for i in range(TURNS)]
+            during = scrape(url)  # while they run
+            for f in futures:
+                assert "done" in f.result()
+        assert during.get("monark_turns_total|done", 0) <= TURNS
+        engine = create_engine(running.database_url)
+        with engine.connect() as conn:
+            stored_input = conn.execute(
+                text("SELECT coalesce(sum(input_tokens), 0) FROM chat_messages")
+            ).scalar()
+        engine.dispose()
+        for _ in range(8):  # several scrapes, whichever worker answers each
+            samples = scrape(url)
+            assert samples["monark_turns_total|done"] == TURNS
+            assert samples["monark_turn_duration_seconds_count"] == TURNS
+            assert samples["monark_tokens_total|input"] == stored_input > 0
+        # The separate bind (gunicorn's master) says the same, state included.
+        served = scrape(f"http://{bind}", "/")
+        assert served["monark_turns_total|done"] == TURNS
+        assert served["monark_approvals_waiting"] == 0
+        # Both workers counted (one file of counts per worker process).
+        writers = {p.stem.rsplit("_", 1)[-1] for p in folder.glob("histogram_*.db")}
+        assert len(writers) == 2, writers
+        log = running[0].log_path.read_text()
+        assert "Booting worker" in log and log.count("Booting worker") == 2
