@@ -206,4 +206,19 @@ def load_config(instance_path: str) -> dict[str, Any]:
         ),
         # Sweeps of one event before it is given up (its runs keep failing to start).
         "AUTOMATION_SWEEP_ATTEMPTS": int(os.environ.get("AUTOMATION_SWEEP_ATTEMPTS", "5")),
+        # Mail (``monark.core.mail``): smtp://user:pass@host:587 (STARTTLS with
+        # ``?starttls=1``) or smtps://user:pass@host:465; empty: each message is written to
+        # instance/outbox as an .eml file (and shown at /dev/outbox under ``flask run``).
+        "MAIL_URL": os.environ.get("MAIL_URL", "").strip(),
+        "MAIL_FROM": os.environ.get("MAIL_FROM", "Monark <monark@localhost>").strip(),
+        # Where links in mail point (https://monark.example.com); empty: the address the
+        # request that sends the mail came to (trust it only behind a proxy that fixes Host).
+        "PUBLIC_URL": os.environ.get("PUBLIC_URL", "").strip().rstrip("/"),
+        # The outbox folder used without MAIL_URL; empty: instance/outbox.
+        "MAIL_OUTBOX": os.environ.get("MAIL_OUTBOX", "").strip(),
+        # Tries of one message in all, and the first retry's delay (each next one waits
+        # three times longer): a server that is down or says "try later" (4xx) is tried again.
+        "MAIL_MAX_ATTEMPTS": int(os.environ.get("MAIL_MAX_ATTEMPTS", "5")),
+        "MAIL_RETRY_SECONDS": float(os.environ.get("MAIL_RETRY_SECONDS", "60")),
+        "MAIL_TIMEOUT": float(os.environ.get("MAIL_TIMEOUT", "15")),
     }
