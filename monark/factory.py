@@ -38,6 +38,7 @@ from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers
 from monark.core.jsonbody import JSONProvider
 from monark.core.outbox import bp as outbox_bp
+from monark.core.recovery import bp as account_bp
 from monark.core.signin import bp as signin_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
@@ -53,6 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BLUEPRINTS = (
     signin_bp,
+    account_bp,
     records_bp,
     settings_bp,
     settings_ai_bp,

@@ -15,12 +15,14 @@ import logging
 import os
 import secrets
 import smtplib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, current_app, url_for
+from flask import Flask, current_app, request, url_for
 from flask_mailman import EmailMultiAlternatives, Mail
 from flask_mailman.backends.base import BaseEmailBackend
 
@@ -102,6 +104,18 @@ def link(endpoint: str, **values: Any) -> str:
     if base:
         return base + url_for(endpoint, **values)
     return url_for(endpoint, _external=True, **values)
+
+
+def sending_base() -> str:
+    """The address links are made under, read in the request, for a job that makes links."""
+    return settings().mail.public_url or request.host_url.rstrip("/")
+
+
+@contextmanager
+def links_under(base: str) -> Iterator[None]:
+    """Make ``link`` work outside a request (in a job), under the address ``base``."""
+    with current_app.test_request_context("/", base_url=base):
+        yield
 
 
 def compose(kind: str, to: str, **context: Any) -> Letter:
