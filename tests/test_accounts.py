@@ -13,6 +13,7 @@ from monark.core.models import User
 from monark.extensions import db
 from tests import factories
 from tests import jobs as queued
+from tests.conftest import Browser
 
 NEW_PASSWORD = "a much better passphrase"
 
@@ -45,10 +46,13 @@ def _link_in(message, text: str) -> str:
     return parts.path
 
 
-def _password_works(app, email: str, password: str) -> bool:
-    from tests.conftest import Browser
+def _fresh(app) -> Browser:
+    """A browser of its own, signed out."""
+    return Browser(app.test_client())
 
-    client = Browser(app.test_client())
+
+def _password_works(app, email: str, password: str) -> bool:
+    client = _fresh(app)
     _opened(client, "/login")
     return client.post("/login", data={"email": email, "password": password}).status_code == 302
 
@@ -238,3 +242,27 @@ def test_a_reset_request_names_a_missing_email_and_needs_csrf(app, browser):
     browser.csrf = "forged"
     assert browser.post("/login/forgot", data={"email": "a@b.test"}).status_code == 400
     assert _queued(app) == 0
+
+
+# ---- invitations by mail ------------------------------------------------------------------
+
+
+def test_an_invitation_is_mailed_and_its_link_still_shown(app, world, login, smtp):
+    admin = login(world.a.users["admin"].email)
+    _opened(admin, "/settings")
+    answer = admin.post(
+        "/settings/invites", data={"email": "New.Person@example.test", "role": "member"}
+    )
+    assert answer.status_code == 201
+    shown = _page(answer).select_one("#invite-link").get_text()
+    assert smtp.messages == []  # sent by the queue, after the answer
+    queued.drain()
+    (message,) = smtp.messages
+    assert message["To"] == "new.person@example.test"
+    assert message["Subject"] == "Join Acme on Monark"
+    path = _link_in(message, "Join Acme")
+    assert urlsplit(shown).path == path  # the link the admin may copy is the mailed one
+    visitor = _fresh(app)
+    opened = visitor.get(path)
+    assert opened.status_code == 303
+    assert "Join Acme" in visitor.get("/invite").get_data(as_text=True)

@@ -10,7 +10,7 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_user
 from markupsafe import Markup
 
-from monark.core import accounts, keys
+from monark.core import accounts, keys, mail
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
@@ -165,7 +165,16 @@ def invite_create():
         )
     except ValidationFailed as err:
         return org_page(invite_errors=err.field_errors(), status=422)
-    link = url_for("settings.invite_link", token=token, _external=True)
+    link = mail.link("settings.invite_link", token=token)
+    mail.send(
+        "invite",
+        invite.email,
+        org=invite.org.name,
+        inviter=invite.created_by.name if invite.created_by else "An admin",
+        role=invite.role,
+        expires=f"{invite.expires_at:%Y-%m-%d %H:%M} UTC",
+        link=link,
+    )
     return _shown_once(org_page(new_invite=(invite.email, link), status=201))
 
 
