@@ -266,3 +266,91 @@ def test_an_invitation_is_mailed_and_its_link_still_shown(app, world, login, smt
     opened = visitor.get(path)
     assert opened.status_code == 303
     assert "Join Acme" in visitor.get("/invite").get_data(as_text=True)
+
+
+# ---- changing the email -----------------------------------------------------------------------
+
+
+def _ask_email_change(member, email: str, password: str = factories.PASSWORD):
+    return member.post("/profile/email", data={"email": email, "email_password": password})
+
+
+def test_a_new_email_counts_once_its_link_is_confirmed(app, world, login, smtp):
+    user = world.a.users["member"]
+    old = user.email
+    member = login(old)
+    assert _ask_email_change(member, "Member.New@Example.test").status_code == 303
+    queued.drain()
+    (message,) = smtp.messages
+    assert message["To"] == "member.new@example.test"  # the new address, not the old
+    path = _link_in(message, "Confirm member.new@example.test")
+    assert db.session.get(User, user.id).email == old  # nothing changes before the link
+    assert member.get(path).headers["Location"] == "/email/confirm"
+    confirm = _opened(member, "/email/confirm")
+    assert "member.new@example.test" in confirm.get_data(as_text=True)
+    assert member.post("/email/confirm").status_code == 303
+    db.session.expire_all()
+    assert db.session.get(User, user.id).email == "member.new@example.test"
+    assert _password_works(app, "member.new@example.test", factories.PASSWORD)
+    member.get(path)  # the same link again
+    again = member.get("/email/confirm")
+    assert again.status_code == 400
+    assert "used already" in _page(again).find(role="alert").get_text()
+
+
+@pytest.mark.parametrize(
+    ("email", "password", "field", "message"),
+    [
+        ("new@example.test", "wrong password", "email_password", "That is not your password."),
+        ("not an email", factories.PASSWORD, "email", "Give a valid email address."),
+        ("", factories.PASSWORD, "email", "Give a valid email address."),
+        ("admin@acme.test", factories.PASSWORD, "email", "Another account uses this email."),
+        ("MEMBER@acme.test", factories.PASSWORD, "email", "That is your email already."),
+    ],
+)
+def test_a_bad_email_change_names_its_field_and_sends_nothing(
+    app, world, login, email, password, field, message
+):
+    member = login(world.a.users["member"].email)
+    answer = _ask_email_change(member, email, password)
+    assert answer.status_code == 422
+    assert _field_error(answer, field) == message
+    assert _queued(app) == 0
+
+
+def test_an_email_link_is_only_for_its_own_account(app, world, login, smtp):
+    member = login(world.a.users["member"].email)
+    _ask_email_change(member, "member.new@example.test")
+    queued.drain()
+    path = _link_in(smtp.messages[0], "Confirm member.new@example.test")
+    admin = login(world.a.users["admin"].email)
+    admin.get(path)
+    answer = admin.get("/email/confirm")
+    assert answer.status_code == 400
+    assert "another account" in _page(answer).find(role="alert").get_text()
+    db.session.expire_all()
+    assert db.session.get(User, world.a.users["member"].id).email == "member@acme.test"
+    assert db.session.get(User, world.a.users["admin"].id).email == "admin@acme.test"
+
+
+def test_an_email_link_opened_signed_out_asks_to_sign_in_first(app, world, login, smtp):
+    member = login(world.a.users["member"].email)
+    _ask_email_change(member, "member.new@example.test")
+    queued.drain()
+    path = _link_in(smtp.messages[0], "Confirm member.new@example.test")
+    visitor = _fresh(app)
+    visitor.get(path)
+    answer = visitor.get("/email/confirm")
+    assert answer.status_code == 302
+    assert answer.headers["Location"].startswith("/login?next=/email/confirm")
+
+
+def test_a_password_change_kills_an_open_email_link(app, world, login, smtp):
+    member = login(world.a.users["member"].email)
+    _ask_email_change(member, "member.new@example.test")
+    queued.drain()
+    path = _link_in(smtp.messages[0], "Confirm member.new@example.test")
+    form = {"current_password": factories.PASSWORD, "new_password": NEW_PASSWORD}
+    assert member.post("/profile/password", data=form).status_code == 303
+    member.get(path)
+    assert member.get("/email/confirm").status_code == 400
