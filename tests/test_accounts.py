@@ -7,9 +7,10 @@ from urllib.parse import urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
+from sqlalchemy import select
 
 from monark.core import accounts, jobs
-from monark.core.models import User
+from monark.core.models import Event, User
 from monark.extensions import db
 from tests import factories
 from tests import jobs as queued
@@ -76,6 +77,8 @@ def test_changing_the_password_signs_out_every_other_session(app, world, login):
     assert not _signed_in(elsewhere)
     assert _password_works(app, email, NEW_PASSWORD)
     assert not _password_works(app, email, factories.PASSWORD)
+    (event,) = db.session.scalars(select(Event).where(Event.type == "user.updated")).all()
+    assert event.payload == {"fields": ["password"]}  # audited, never the password
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,9 @@ from sqlalchemy.exc import IntegrityError
 from monark.core import jobs, mail
 from monark.core.auth import hash_password, verify_password
 from monark.core.errors import AppError, Conflict, ValidationFailed
+from monark.core.events import record_event
 from monark.core.models import User
+from monark.core.rbac import Principal
 from monark.core.settings import settings
 from monark.core.throttle import login_throttle
 from monark.extensions import db
@@ -61,7 +63,7 @@ def _set_password(user: User, password: str) -> None:
     user.session_version = (user.session_version or 0) + 1
 
 
-def change_password(user: User, current: str, new: str) -> None:
+def change_password(principal: Principal, user: User, current: str, new: str) -> None:
     """Change ``user``'s password, proven with the current one; commits."""
     problems = []
     if not verify_password(user, current or "", _method()):
@@ -70,6 +72,7 @@ def change_password(user: User, current: str, new: str) -> None:
     if problems:
         raise ValidationFailed("Check the form.", problems)
     _set_password(user, new)
+    record_event(principal, "user.updated", "user", user.id, {"fields": ["password"]})
     db.session.commit()
 
 
@@ -205,12 +208,16 @@ def email_change(token: str) -> EmailChange:
     return EmailChange(_account_of(value), value[1])
 
 
-def confirm_email_change(token: str) -> EmailChange:
-    """Make the link's address the account's email (the link then stops working); commits."""
+def confirm_email_change(principal: Principal, token: str) -> EmailChange:
+    """Make the link's address the email of ``principal``'s account (the link then stops
+    working); commits."""
     change = email_change(token)
+    if change.user.id != principal.user_id:
+        raise LinkGone("This link is for another account: sign in as that one.")
     if _taken(change.new_email, change.user):
         raise Conflict("Another account uses this email now.")
     change.user.email = change.new_email
+    record_event(principal, "user.updated", "user", change.user.id, {"fields": ["email"]})
     try:
         db.session.commit()
     except IntegrityError:  # taken a moment ago

@@ -115,7 +115,7 @@ def email_confirm():
         if change.user.id != principal.user_id:
             raise accounts.LinkGone("This link is for another account: sign in as that one.")
         if request.method == "POST":
-            accounts.confirm_email_change(token)
+            accounts.confirm_email_change(principal, token)
     except AppError as err:
         session.pop(EMAIL_KEY, None)
         return _gone(err.message, "settings.profile")

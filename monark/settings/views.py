@@ -291,10 +291,14 @@ def _profile_page(errors: dict[str, str] | None = None, status: int = 200, **sho
 @guard()
 def profile_password():
     """Change the password (the current one required); the user's other sessions end."""
-    user = db.session.get(User, require_principal().user_id)
+    principal = require_principal()
+    user = db.session.get(User, principal.user_id)
     try:
         accounts.change_password(
-            user, request.form.get("current_password", ""), request.form.get("new_password", "")
+            principal,
+            user,
+            request.form.get("current_password", ""),
+            request.form.get("new_password", ""),
         )
     except ValidationFailed as err:
         return _profile_page(err.field_errors(), 422)
