@@ -260,6 +260,26 @@ _LIMITS: dict[str, Default] = {
 }
 
 
+# Mail (``monark.core.mail``) and its defaults (each read as its default's type).
+_MAIL: dict[str, Default] = {
+    # smtp://user:pass@host:587 (STARTTLS with ``?starttls=1``) or smtps://user:pass@host:465;
+    # empty: each message is written to instance/outbox as an .eml file (and shown at
+    # /dev/outbox under ``flask run``).
+    "MAIL_URL": "",
+    "MAIL_FROM": "Monark <monark@localhost>",
+    # Where links in mail point (https://monark.example.com); empty: the address the
+    # request that sends the mail came to (trust it only behind a proxy that fixes Host).
+    "PUBLIC_URL": "",
+    # The outbox folder used without MAIL_URL; empty: instance/outbox.
+    "MAIL_OUTBOX": "",
+    # Tries of one message in all, and the first retry's delay (each next one waits
+    # three times longer): a server that is down or says "try later" (4xx) is tried again.
+    "MAIL_MAX_ATTEMPTS": 5,
+    "MAIL_RETRY_SECONDS": 60.0,
+    "MAIL_TIMEOUT": 15.0,
+}
+
+
 def load_config(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     return {
@@ -273,4 +293,5 @@ def load_config(instance_path: str) -> dict[str, Any]:
         **_environment(_DEPLOYMENT),
         **_assistant_config(),
         **_environment(_LIMITS),
+        **_environment(_MAIL),
     }

@@ -34,12 +34,14 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
-from monark.core import jobs, metrics, ratelimit, settings
+from monark.core import jobs, mail, metrics, ratelimit, settings
 from monark.core import upkeep as core_upkeep  # noqa: F401  (periodic jobs)
 from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
 from monark.core.errors import register_error_handlers
 from monark.core.jsonbody import JSONProvider
+from monark.core.outbox import bp as outbox_bp
+from monark.core.recovery import bp as account_bp
 from monark.core.signin import bp as signin_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
@@ -55,6 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BLUEPRINTS = (
     signin_bp,
+    account_bp,
     records_bp,
     settings_bp,
     settings_ai_bp,
@@ -66,6 +69,7 @@ BLUEPRINTS = (
     wiki_bp,
     wiki_internal_bp,
     api_bp,
+    outbox_bp,
 )
 # Every route an agent may call, declared beside its feature's services.
 ROUTES = (*V1_ROUTES, *AUTOMATION_ROUTES, *WIKI_ROUTES)
@@ -104,6 +108,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     login_manager.login_view = "auth.login"
     login_manager.login_message = "Sign in to continue."
     csrf.init_app(app)
+    mail.init_app(app)
 
     metrics.init_app(app)  # first: its clock starts before every other hook
     register_web(app)

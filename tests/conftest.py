@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -17,11 +18,12 @@ from sqlalchemy.engine import make_url
 from werkzeug.serving import make_server
 
 from monark import create_app
-from monark.core import jobs, ratelimit
+from monark.core import jobs, mail, ratelimit
 from monark.extensions import db
 from tests import factories
 from tests.databases import is_postgres, new_postgres_database
-from tests.tuning import reconfigure
+from tests.smtp_server import SmtpServer
+from tests.tuning import configure, reconfigure
 from tests.webhook_server import WebhookServer
 
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -54,6 +56,8 @@ def app() -> Iterator[Flask]:
                 "PASSWORD_HASH_METHOD": factories.FAST_HASH,
                 # The session's own queue file, whatever the database.
                 "JOBS_URL": f"sqlite:///{tmpdir}/jobs.db",
+                # Mail goes to the session's own outbox folder unless a test sets MAIL_URL.
+                "MAIL_OUTBOX": f"{tmpdir}/outbox",
                 # One try per webhook unless a test asks for retries, and short waits then.
                 "WEBHOOK_MAX_ATTEMPTS": 1,
                 "WEBHOOK_RETRY_SECONDS": 0.05,
@@ -117,6 +121,7 @@ def _restart_sequences() -> str:
 def _clean_db(app: Flask) -> Iterator[None]:
     ratelimit.reset(app)  # every test starts with nothing counted (sign-ins, messages, …)
     jobs.queue(app).huey.flush()  # no job of an earlier test runs in this one
+    shutil.rmtree(mail.state(app).outbox, ignore_errors=True)  # nor its mail shows
     with app.app_context():
         _empty_tables()
         yield
@@ -182,6 +187,21 @@ class Browser:
         self._fresh_user()
         headers = {"X-CSRFToken": self.csrf, **kw.pop("headers", {})}
         return self.client.open(url, method=method, headers=headers, **kw)
+
+
+@pytest.fixture
+def smtp(app: Flask, monkeypatch: pytest.MonkeyPatch) -> Iterator[SmtpServer]:
+    """A real SMTP server on loopback that the app's mail goes to (``MAIL_URL``) in this test,
+    with short retry delays."""
+    server = SmtpServer().start()
+    for key in [k for k in app.config if k.startswith("MAIL_")]:
+        monkeypatch.setitem(app.config, key, app.config[key])  # restored after the test
+    for key in ("mailman", mail.EXTENSION):
+        monkeypatch.setitem(app.extensions, key, app.extensions[key])
+    configure(monkeypatch, app, MAIL_URL=server.url(), MAIL_RETRY_SECONDS=0.01)
+    mail.configure(app)
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -30,12 +30,20 @@ _UNRESOLVED = object()
 
 
 @login_manager.user_loader
-def _load_user(user_id: str) -> User | None:
+def _load_user(session_id: str) -> User | None:
     if database_down():
         # Flask-Login loads the user for every template (``current_user``), the answer
         # that says the database is down included: it is drawn signed out instead.
         return None
-    return db.session.get(User, int(user_id))
+    # ``User.get_id``: "<id>:<session version>"; a session of an older version (signed in
+    # before the password changed) is signed out. A bare id predates versions: version 0.
+    user_id, _, version = session_id.partition(":")
+    if not user_id.isdigit() or not (version or "0").isdigit():
+        return None
+    user = db.session.get(User, int(user_id))
+    if user is None or user.session_version != int(version or "0"):
+        return None
+    return user
 
 
 def hash_password(password: str, method: str = "scrypt") -> str:

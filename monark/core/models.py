@@ -49,11 +49,18 @@ class User(UserMixin, db.Model):
     password_hash: Mapped[str] = mapped_column(String(255))
     ai_agent_enabled: Mapped[bool] = mapped_column(default=True)
     assistant_panel_width: Mapped[int | None] = mapped_column(default=None)
+    # Raised when the password changes or is reset: a session signed in under another
+    # version is no longer signed in (``get_id`` carries it into every session).
+    session_version: Mapped[int] = mapped_column(server_default=text("0"))
     created_at: Mapped[CreatedAt]
 
     memberships: Mapped[list[Membership]] = relationship(
         back_populates="user", cascade="all, delete-orphan"
     )
+
+    def get_id(self) -> str:
+        """What Flask-Login keeps in the session: the id and the session version."""
+        return f"{self.id}:{self.session_version}"
 
 
 class Org(db.Model):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from flask import Flask, current_app
 
@@ -170,6 +171,51 @@ class LimitSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class MailSettings:
+    """Mail: the SMTP server of ``MAIL_URL`` (none: the outbox folder), sender, links, tries."""
+
+    host: str  # "" when no MAIL_URL: mail goes to the outbox folder
+    port: int
+    username: str
+    password: str
+    ssl: bool  # smtps:// (TLS from the first byte)
+    starttls: bool  # smtp://…?starttls=1
+    sender: str
+    public_url: str  # where links in mail point; "": the sending request's own address
+    outbox: str  # the outbox folder; "": the instance folder's ``outbox``
+    max_attempts: int
+    retry_seconds: float
+    timeout: float
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> MailSettings:
+        """Read from a config that ``monark.config.load_config`` filled."""
+        url = str(config.get("MAIL_URL") or "").strip()
+        parts = urlsplit(url)
+        if url and (parts.scheme not in ("smtp", "smtps") or not parts.hostname):
+            raise RuntimeError("MAIL_URL must be smtp://user:pass@host:port or smtps://….")
+        try:
+            port = parts.port if url else None
+        except ValueError:
+            raise RuntimeError("MAIL_URL has a port that is not a number.") from None
+        flag = parse_qs(parts.query).get("starttls", [""])[0].lower()
+        return cls(
+            host=parts.hostname or "",
+            port=port or (465 if parts.scheme == "smtps" else 25),
+            username=unquote(parts.username or ""),
+            password=unquote(parts.password or ""),
+            ssl=parts.scheme == "smtps",
+            starttls=flag in ("1", "true", "yes", "on"),
+            sender=str(config["MAIL_FROM"]),
+            public_url=str(config["PUBLIC_URL"] or "").rstrip("/"),
+            outbox=str(config.get("MAIL_OUTBOX") or ""),
+            max_attempts=max(int(config["MAIL_MAX_ATTEMPTS"]), 1),
+            retry_seconds=max(float(config["MAIL_RETRY_SECONDS"]), 0.0),
+            timeout=float(config["MAIL_TIMEOUT"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the app reads of its configuration after start."""
 
@@ -179,6 +225,7 @@ class Settings:
     chat: ChatSettings
     query: QuerySettings
     limits: LimitSettings
+    mail: MailSettings
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -190,6 +237,7 @@ class Settings:
             chat=ChatSettings.from_config(config),
             query=QuerySettings(**_fields_of(QuerySettings, config, "RECORDS_QUERY_")),
             limits=LimitSettings.from_config(config),
+            mail=MailSettings.from_config(config),
         )
 
 

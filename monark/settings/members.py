@@ -15,6 +15,7 @@ from datetime import timedelta
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from monark.core.accounts import password_problems
 from monark.core.auth import hash_password
 from monark.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event, save_new
@@ -26,7 +27,6 @@ from monark.settings.services import get_membership, lock_members
 
 INVITE_DAYS = 7
 TOKEN_PREFIX = "inv_"
-MIN_PASSWORD = 10
 # Deliberately loose: one @, something on each side, a dot in the domain. Whether the
 # address is real is the invitee's to prove by opening the link.
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -235,12 +235,7 @@ def accept_new_account(view: InviteView, name: str, password: str, method: str) 
     problems = []
     if not name or len(name) > 120:
         problems.append({"field": "name", "message": "Give your name (1-120 characters)."})
-    if len(password or "") < MIN_PASSWORD:
-        problems.append(
-            {"field": "password", "message": f"Use at least {MIN_PASSWORD} characters."}
-        )
-    elif len(password) > 200:
-        problems.append({"field": "password", "message": "Use at most 200 characters."})
+    problems += password_problems(password)
     if problems:
         raise ValidationFailed("Check the form.", problems)
     user = User(email=view.invite.email, name=name, password_hash=hash_password(password, method))

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask_login import login_user
 from markupsafe import Markup
 
-from monark.core import keys
+from monark.core import accounts, keys, mail
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
@@ -164,7 +165,16 @@ def invite_create():
         )
     except ValidationFailed as err:
         return org_page(invite_errors=err.field_errors(), status=422)
-    link = url_for("settings.invite_link", token=token, _external=True)
+    link = mail.link("settings.invite_link", token=token)
+    mail.send(
+        "invite",
+        invite.email,
+        org=invite.org.name,
+        inviter=invite.created_by.name if invite.created_by else "An admin",
+        role=invite.role,
+        expires=f"{invite.expires_at:%Y-%m-%d %H:%M} UTC",
+        link=link,
+    )
     return _shown_once(org_page(new_invite=(invite.email, link), status=201))
 
 
@@ -261,11 +271,52 @@ def api_key_revoke(key_id: int):
 @bp.route("/profile", methods=["GET", "POST"])
 @guard()
 def profile():
-    """The user's own settings: their AI assistant switch."""
+    """The user's own settings: their AI assistant switch, password and email."""
     principal = require_principal()
     if request.method == "POST":
         services.set_user_ai_agent(principal, request.form.get("ai_agent_enabled") == "on")
         flash("Profile saved.", "info")
         # The user's assistant switch opens or closes the header button and the panel.
         return redirect_full(url_for("settings.profile"))
-    return render_template("settings/profile.html", user=db.session.get(User, principal.user_id))
+    return _profile_page()
+
+
+def _profile_page(errors: dict[str, str] | None = None, status: int = 200, **shown: Any):
+    user = db.session.get(User, require_principal().user_id)
+    page = render_template("settings/profile.html", user=user, errors=errors or {}, **shown)
+    return page, status
+
+
+@bp.post("/profile/password")
+@guard()
+def profile_password():
+    """Change the password (the current one required); the user's other sessions end."""
+    principal = require_principal()
+    user = db.session.get(User, principal.user_id)
+    try:
+        accounts.change_password(
+            principal,
+            user,
+            request.form.get("current_password", ""),
+            request.form.get("new_password", ""),
+        )
+    except ValidationFailed as err:
+        return _profile_page(err.field_errors(), 422)
+    login_user(user)  # this session, under the new session version: it stays signed in
+    flash("Password changed. Your other sessions are signed out.", "info:password")
+    return see_other("settings.profile", _anchor="password")
+
+
+@bp.post("/profile/email")
+@guard()
+def profile_email():
+    """Ask to change the email: a confirmation link goes to the new address."""
+    user = db.session.get(User, require_principal().user_id)
+    try:
+        sent_to = accounts.request_email_change(
+            user, request.form.get("email", ""), request.form.get("email_password", "")
+        )
+    except ValidationFailed as err:
+        return _profile_page(err.field_errors(), 422, new_email=request.form.get("email", ""))
+    flash(f"A link to confirm {sent_to} is on its way there.", "info:email")
+    return see_other("settings.profile", _anchor="email")
