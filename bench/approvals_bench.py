@@ -37,6 +37,7 @@ from monark.chat.llm.types import (
 )
 from monark.chat.models import ToolCall
 from monark.chat.runtime import set_llm_provider
+from monark.chat.turn import start
 from monark.chat.turn.run import run_turn
 from monark.core.auth import hash_password
 from monark.core.models import Membership, Org, User
@@ -107,10 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         with app.app_context():
             owner = seed(sum(SIZES))
             ids = list(db.session.scalars(db.select(Record.id).order_by(Record.id)))
-        start = 0
+        offset = 0
         for size in SIZES:
-            provider.targets = ids[start : start + size]
-            start += size
+            provider.targets = ids[offset : offset + size]
+            offset += size
             with app.app_context():
                 with log.capture():
                     t0 = time.perf_counter()
