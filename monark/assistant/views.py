@@ -13,6 +13,7 @@ from werkzeug.datastructures import MultiDict
 from monark.approvals import handover
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
+from monark.assistant.card_view import call_view, panel_card
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.stream import (
     follow_slot,
@@ -21,7 +22,7 @@ from monark.assistant.stream import (
     turn_preface,
     watch_turn,
 )
-from monark.assistant.thread import ThreadView, call_view, thread_view
+from monark.assistant.thread import ThreadView, thread_view
 from monark.assistant.verdict import PanelDecision
 from monark.chat import decisions, store
 from monark.chat.gates import assistant_name, check_gates
@@ -427,7 +428,7 @@ def _decided_text(card) -> str:
 def _with_card(answer: tuple[str, int], call) -> tuple[str, int]:
     """An answer with the call's card redrawn as it is now."""
     body, status = answer
-    card = render_template("assistant/_call.html", c=call_view(call))
+    card = render_template("assistant/_call.html", card=panel_card(call))
     return body + partial(f"#call-{call.id}", "outerHTML", card), status
 
 
