@@ -403,7 +403,8 @@ def _call_view(call: ToolCall, looked: _Lookups, preview: dict[str, Any] | None 
         view.allow_label = allowances.offer(call, looked.specs.get(call.name))
     if undo.undoable(call):
         view.undone = call.id in looked.undone
-        view.can_undo = not view.undone and not undo.four_eyes_refusal(call)
+        refusal = undo.four_eyes_refusal(call, looked.policy(call.org_id))
+        view.can_undo = not view.undone and not refusal
     if view.waiting and call.mutates:
         _hand_over_facts(view, call, looked)
     return view
