@@ -20,7 +20,15 @@ from monark.api import cut_off, key_holds
 from monark.approvals import handover
 from monark.approvals import inbox as requests
 from monark.approvals.decision import Decision
-from monark.assistant.card_view import Card, Where, call_view, card_of, panel_card
+from monark.assistant.card_view import (
+    Card,
+    Where,
+    call_view,
+    call_views,
+    card_of,
+    panel_card,
+    user_names,
+)
 from monark.assistant.verdict import Verdict
 from monark.chat import store
 from monark.chat.calls import preview_of
@@ -30,7 +38,6 @@ from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.htmx import is_htmx
 from monark.core.ids import parse_id
-from monark.core.models import User
 from monark.core.rbac import Principal
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
@@ -59,24 +66,37 @@ class Request:
     note: str | None = None  # why it is asked again, when it is
 
 
+def _preview_as(principal: Principal, call: ToolCall, conversation: Conversation):
+    """A key's held write was drawn as the key, whose role may see records the member may
+    not (another member's private one, say): its card is drawn again as the member, so it
+    shows only what they could read. None: the stored card (a member's hand-over)."""
+    if conversation.kind != ConversationKind.API:
+        return None
+    return preview_of(tool_executor(), principal.via_assistant(conversation.id), call)
+
+
 def inbox_card(principal: Principal, call: ToolCall, conversation: Conversation) -> Card:
-    """A request's card as this member may read it. A key's held write was drawn as the
-    key, whose role may see records the member may not (another member's private one,
-    say): its card is drawn again as the member, so it shows only what they could read."""
-    preview = None
-    if conversation.kind == ConversationKind.API:
-        actor = principal.via_assistant(conversation.id)
-        preview = preview_of(tool_executor(), actor, call)
-    return card_of(call_view(call, preview=preview), Where.INBOX)
+    """A request's card as this member may read it."""
+    view = call_view(call, preview=_preview_as(principal, call, conversation))
+    return card_of(view, Where.INBOX)
 
 
-def _entry(principal, call, conversation) -> Request:
-    card = inbox_card(principal, call, conversation)
-    if conversation.kind == ConversationKind.API:
-        note = cut_off.asked_again_note(call)
-        return Request(card, conversation.title, "api_key", call.created_at, note)
-    asker = db.session.get(User, call.handed_by_id) if call.handed_by_id else None
-    return Request(card, asker.name if asker else "a member", "assistant", call.handed_at)
+def _entries(principal: Principal, rows: list[tuple[ToolCall, Conversation]]) -> list[Request]:
+    """The inbox's entries, their cards' facts read for all of them at once."""
+    calls = [c for c, _ in rows]
+    previews = {c.id: p for c, conv in rows if (p := _preview_as(principal, c, conv))}
+    views = call_views(calls, previews=previews)
+    names = user_names({c.handed_by_id for c in calls if c.handed_by_id})
+    entries = []
+    for (call, conversation), view in zip(rows, views, strict=True):
+        card = card_of(view, Where.INBOX)
+        if conversation.kind == ConversationKind.API:
+            note = cut_off.asked_again_note(call)
+            entries.append(Request(card, conversation.title, "api_key", call.created_at, note))
+        else:
+            asker = names.get(call.handed_by_id or 0, "a member")
+            entries.append(Request(card, asker, "assistant", call.handed_at))
+    return entries
 
 
 @bp.get("/approvals")
@@ -88,7 +108,7 @@ def inbox():
     rows = requests.inbox(principal, tool_executor())
     return render_template(
         "approvals/inbox.html",
-        requests=[_entry(principal, c, conv) for c, conv in rows],
+        requests=_entries(principal, rows),
         partial_badge=is_htmx(),
     )
 
