@@ -328,7 +328,7 @@ def test_the_inbox_shows_a_held_write_only_as_the_member_may_read_its_record(app
     entry = BeautifulSoup(second.get("/approvals").get_data(as_text=True), "html.parser")
     card = entry.select_one(f"#approval-{approval_id}")
     assert card is not None and "Acme private task" not in card.get_text()
-    card = second.get(f"/approvals/{approval_id}/card").get_data(as_text=True)
+    card = second.get(f"/chat/calls/{approval_id}").get_data(as_text=True)
     assert "Acme private task" not in card
     # The admin, who may see private records, reads the card as it was drawn.
     admin = login("admin@acme.test").get("/approvals").get_data(as_text=True)
@@ -343,7 +343,7 @@ def test_a_confirm_from_a_card_edited_since_it_was_opened_runs_nothing(app, worl
     seen = {i["name"]: i.get("value", "") for i in form.select("input[type=hidden]")}
     assert "shown" in seen
     # Another approver edits it while the admin still has the old card open.
-    edited = owner.post(f"/approvals/{approval['id']}/edit", {"arg.values.title": "Changed"})
+    edited = owner.post(f"/chat/calls/{approval['id']}/edit", {"arg.values.title": "Changed"})
     assert edited.status_code == 200
     response = admin.post(f"/approvals/{approval['id']}/decide", {**seen, "decision": "confirm"})
     assert response.status_code == 303

@@ -550,12 +550,14 @@ WEB_CASES: tuple[WebCase, ...] = (
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"approver_id": str(c.owner_user)}, writes="same"),
     # The approver's Edit of a request (here the key's held update of the public task).
-    WebCase("approvals.card", "GET", "key's held write", lambda c: f"/approvals/{c.held}/card",
+    # (The panel's card endpoints, which the inbox's cards use too.)
+    WebCase("assistant.call_card", "GET", "key's held write", lambda c: f"/chat/calls/{c.held}",
             row(owner=200, admin=200, member=200, viewer=403, other=404)),
-    WebCase("approvals.edit", "GET", "key's held write", lambda c: f"/approvals/{c.held}/edit",
+    WebCase("assistant.edit_call", "GET", "key's held write",
+            lambda c: f"/chat/calls/{c.held}/edit",
             row(owner=200, admin=200, member=200, viewer=403, other=404)),
-    WebCase("approvals.save_edit", "POST", "key's held write",
-            lambda c: f"/approvals/{c.held}/edit",
+    WebCase("assistant.save_edit", "POST", "key's held write",
+            lambda c: f"/chat/calls/{c.held}/edit",
             row(owner=200, admin=200, member=200, viewer=403, other=404),
             data=lambda c, who: {"arg.values.notes": f"edited by {who}"}, writes="own"),
     WebCase("settings.four_eyes", "POST", "", _url("/settings/four-eyes"),

@@ -612,7 +612,7 @@ def test_an_edit_landing_between_the_checks_and_the_confirm_runs_nothing(
     record_id = world.a.public.id
     member = world.a.principal("member")
     _, (call,) = propose(scripted, member, update_call(world, status="done"))
-    checked = decisions.check_fresh
+    checked = decisions.redrawn_ids
 
     def edit_elsewhere() -> None:
         with app.app_context():
@@ -620,12 +620,13 @@ def test_an_edit_landing_between_the_checks_and_the_confirm_runs_nothing(
             db.session.remove()
 
     def check_then_race(executor, principal, decided):
-        checked(executor, principal, decided)
+        changed = checked(executor, principal, decided)
         other = threading.Thread(target=edit_elsewhere)
         other.start()
         other.join()
+        return changed
 
-    monkeypatch.setattr(decisions, "check_fresh", check_then_race)
+    monkeypatch.setattr(decisions, "redrawn_ids", check_then_race)
     shown = shown_token(now(call).input)
     with pytest.raises(decisions.ProposalChanged):
         approval_service.begin_decision(member, call.id, True, shown=shown)

@@ -75,7 +75,7 @@ def test_an_approver_who_edits_a_four_eyes_call_hands_it_back_to_the_requester(
     member = login("member@acme.test")
     hand(member, call.id, owner_id)
     owner = login("owner@acme.test")
-    saved = owner.post(f"/approvals/{call.id}/edit", {"arg.values.status": "doing"})
+    saved = owner.post(f"/chat/calls/{call.id}/edit", {"arg.values.status": "doing"})
     assert saved.status_code in (200, 303)
     db.session.refresh(call)
     assert call.edited_by_id == owner_id and call.approver_id is None

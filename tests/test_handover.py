@@ -365,17 +365,17 @@ def test_the_approver_may_edit_a_request_and_confirm_runs_the_edit(world, script
     hand(login("member@acme.test"), call_id, owner_id)
     owner = login("owner@acme.test")
     form = BeautifulSoup(
-        owner.get(f"/approvals/{call_id}/edit").get_data(as_text=True), "html.parser"
+        owner.get(f"/chat/calls/{call_id}/edit").get_data(as_text=True), "html.parser"
     )
-    assert form.select_one("form.call-editing")["hx-post"] == f"/approvals/{call_id}/edit"
-    saved = owner.post(f"/approvals/{call_id}/edit", {"arg.values.status": "doing"})
+    assert form.select_one("form.call-editing")["hx-post"] == f"/chat/calls/{call_id}/edit"
+    saved = owner.post(f"/chat/calls/{call_id}/edit", {"arg.values.status": "doing"})
     assert saved.status_code == 200
     card = card_of(saved.get_data(as_text=True), call_id)
     assert "Edited by Acme Owner" in card.get_text()
     assert [a.get_text() for a in card.select(".after")] == ["doing"]
     assert card.find("button", string="Confirm") is not None  # still the inbox's card
     # Another member can neither open nor save the form.
-    assert login("admin@acme.test").get(f"/approvals/{call_id}/edit").status_code == 404
+    assert login("admin@acme.test").get(f"/chat/calls/{call_id}/edit").status_code == 404
     decide(owner, call_id, "confirm")
     db.session.expire_all()
     assert db.session.get(Record, record_id).values["status"] == "doing"
@@ -424,7 +424,7 @@ def test_an_inbox_confirm_from_a_card_drawn_before_an_edit_runs_nothing(world, s
     shown = page.select_one(f'form[action="/approvals/{call_id}/decide"] input[name="shown"]')
     # The approver edits it in another tab after this inbox page drew the card.
     assert (
-        owner.post(f"/approvals/{call_id}/edit", {"arg.values.status": "doing"}).status_code == 200
+        owner.post(f"/chat/calls/{call_id}/edit", {"arg.values.status": "doing"}).status_code == 200
     )
     owner.post(f"/approvals/{call_id}/decide", {"decision": "confirm", "shown": shown["value"]})
     db.session.expire_all()

@@ -154,17 +154,22 @@ def awaiting_others(principal: Principal, calls: Sequence[ToolCall]) -> set[int]
     return {c.id for c in calls if confirm_refusal(policy, principal.user_id, c, conversation)}
 
 
-def redrawn(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> bool:
-    """Read a write's target again, as the user, before it runs: when the card's before
-    side no longer holds (its digest, of the whole values, not of what the card kept),
-    store the card as it is now (the call stays PROPOSED, to be decided again) and say so."""
+def _fresh_preview(
+    executor: ChatToolExecutor, principal: Principal, call: ToolCall
+) -> dict[str, Any] | None:
+    """A write's card drawn again from its target as the user sees it now, when its
+    before side no longer holds (its digest, of the whole values, not of what the card
+    kept); None when the card still holds."""
     if not call.mutates or not call.preview:
-        return False
-    shown = call.preview
+        return None
     fresh = preview_of(executor, principal.via_assistant(call.conversation_id), call)
-    if fresh is None or before_digest(fresh) == before_digest(shown):
-        db.session.rollback()  # the preview's reads: leave nothing open
-        return False
+    if fresh is None or before_digest(fresh) == before_digest(call.preview):
+        return None
+    return fresh
+
+
+def _store_redrawn(principal: Principal, call: ToolCall, fresh: dict[str, Any]) -> None:
+    """Store the card as it is now (the call stays PROPOSED, to be decided again)."""
     changed = db.session.execute(
         update(ToolCall)
         .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
@@ -176,13 +181,20 @@ def redrawn(executor: ChatToolExecutor, principal: Principal, call: ToolCall) ->
         raise Conflict(ALREADY_DECIDED)
     store.tool_call_event(principal.via_assistant(call.conversation_id), call, CallEvent.REDRAWN)
     db.session.commit()
-    return True
 
 
-def check_fresh(executor: ChatToolExecutor, principal: Principal, call: ToolCall) -> None:
-    """``ProposalChanged`` when the call's card had to be drawn again (``redrawn``)."""
-    if redrawn(executor, principal, call):
-        raise ProposalChanged(call_ids=[call.id])
+def redrawn_ids(
+    executor: ChatToolExecutor, principal: Principal, calls: Sequence[ToolCall]
+) -> list[int]:
+    """Read each write's target again, as the user, before it runs; store the card of
+    each whose before side no longer holds and name them. The reads end once, after all
+    of them (what one card read is not read again for the next)."""
+    fresh = {c.id: _fresh_preview(executor, principal, c) for c in calls}
+    db.session.rollback()  # the previews' reads: leave nothing open
+    changed = [c for c in calls if fresh[c.id] is not None]
+    for call in changed:
+        _store_redrawn(principal, call, fresh[call.id])  # type: ignore[arg-type]
+    return [c.id for c in changed]
 
 
 def _as_checked(edited_at: Any) -> tuple[Any, ...]:
@@ -253,12 +265,7 @@ def decide(
     edited = [i for i in chosen_ids if not shows_current(as_checked[i], decision.shown.get(i))]
     if edited:
         raise ProposalChanged(EDITED_SINCE, call_ids=edited)
-    changed: list[int] = []
-    for call_id in chosen_ids:
-        try:
-            check_fresh(tool_executor(), actor, as_checked[call_id])
-        except ProposalChanged:
-            changed.append(call_id)
+    changed = redrawn_ids(tool_executor(), actor, [as_checked[i] for i in chosen_ids])
     if changed:
         raise ProposalChanged(CHANGED_MESSAGE, call_ids=changed)
 

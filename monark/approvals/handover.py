@@ -44,17 +44,28 @@ from monark.extensions import db
 ALREADY_DECIDED = decisions.ALREADY_DECIDED
 
 
-def approvers(executor: ChatToolExecutor, call: ToolCall) -> list[tuple[int, str]]:
+def approvers(
+    executor: ChatToolExecutor,
+    call: ToolCall,
+    conversation: Conversation | None = None,
+    holding: list[tuple[int, str, str]] | None = None,
+) -> list[tuple[int, str]]:
     """Whom the requester may ask to approve ``call``: the other members who hold its
     tool's permission and see its target as its card shows it (a private record only the
-    requester may read is no one else's to approve)."""
+    requester may read is no one else's to approve). ``conversation`` (the call's) and
+    ``holding`` (``holders`` of its permission) spare their reads when already loaded."""
     permission = permission_of(executor, call.name)
     if permission is None:
         return []
-    requester = db.session.scalar(
-        select(Conversation.creator_id).where(Conversation.id == call.conversation_id)
-    )
-    members = [m for m in holders(call.org_id, permission) if m[0] != requester]
+    if conversation is not None:
+        requester = conversation.creator_id
+    else:
+        requester = db.session.scalar(
+            select(Conversation.creator_id).where(Conversation.id == call.conversation_id)
+        )
+    if holding is None:
+        holding = holders(call.org_id, permission)
+    members = [m for m in holding if m[0] != requester]
     if not call.preview:  # no card to compare with: the permission decides alone
         return [(uid, name) for uid, name, _ in members]
     shown = before_digest(call.preview)

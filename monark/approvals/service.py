@@ -99,12 +99,15 @@ def begin_group_decision(
         return [CallChanged(i) for i in ids]
 
     def work(hooks: TurnHooks) -> TurnResult:
-        for call_id in confirmed_ids:
-            call = store.get_tool_call(principal, call_id)
+        # The confirmed calls in one read, then held apart from the session: each is
+        # attached only while it runs, so the commits of one write neither expire nor
+        # flush the others (settled EXECUTING above, they change only by their own run).
+        calls = store.tool_calls_of(principal, confirmed_ids)
+        db.session.expunge_all()
+        for call in calls:
+            db.session.add(call)
             hooks.on_tool_call(call)
             runner.run(call, hooks)
-            # Each write is done and committed: let its rows go, so every commit after it
-            # does not expire and flush a session that grows with the group.
             db.session.expunge_all()
         return advance_conversation(principal, conversation_id, hooks)
 

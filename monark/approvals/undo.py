@@ -89,12 +89,17 @@ def undoable(call: ToolCall) -> bool:
     )
 
 
-def four_eyes_refusal(call: ToolCall) -> str | None:
+def four_eyes_refusal(call: ToolCall, policy: ApprovalPolicy | None = None) -> str | None:
     """Why an undo may not run alone: its write is of a four-eyes tool of the org (the
-    undo of an update is an update), which needs another member's approval."""
+    undo of an update is an update), which needs another member's approval (``policy``:
+    the org's, when read already)."""
     reverse = call.undo.get("reverse") if isinstance(call.undo, dict) else None
     tool = str(reverse.get("tool")) if isinstance(reverse, dict) else None
-    if tool and ApprovalPolicy.of(call.org_id).four_eyes(tool):
+    if not tool:
+        return None
+    if policy is None:
+        policy = ApprovalPolicy.of(call.org_id)
+    if policy.four_eyes(tool):
         return (
             f"This cannot be undone here: undoing it runs {tool}, which needs another "
             "member's approval in this organization (four eyes). Ask the assistant to put "

@@ -18,8 +18,9 @@ from flask import render_template, request
 
 from monark.approvals import allowances, undo
 from monark.approvals import service as approvals
+from monark.assistant.card_view import panel_card
 from monark.assistant.stream import partial, sse
-from monark.assistant.thread import allowance_views, call_view, message_view
+from monark.assistant.thread import allowance_views, message_view
 from monark.assistant.views import _notice, _with_card, bp, decide_call, turn_limited
 from monark.chat import store
 from monark.chat.models import ToolCallStatus
@@ -90,7 +91,7 @@ def undo_call():
     original = store.get_tool_call(principal, call_id)
     note = message_view(done.message)
     note_html = render_template("assistant/_message.html", m=note)
-    card_html = render_template("assistant/_call.html", c=call_view(original))
+    card_html = render_template("assistant/_call.html", card=panel_card(original))
     if done.status == ToolCallStatus.SUCCEEDED:
         body, status = _notice("Undone.", 200, "info")
     else:

@@ -1,5 +1,8 @@
 """The Approvals inbox: writes handed to a member, and API keys' held writes, decided here.
 
+Its cards' Edit, Save and Cancel are the panel's own endpoints (``monark.assistant.cards``),
+which find a request of the member's inbox as well as a proposal of their own.
+
 Views only (parse, check, call a service, render): the services are ``monark.approvals``
 (hand-over, the inbox's queries, the decision) and ``monark.api.key_holds``. Every request
 is checked in the service too: only members whose role holds the tool's permission see or
@@ -11,25 +14,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Blueprint, flash, render_template, request, url_for
+from flask import Blueprint, flash, render_template, request
 
 from monark.api import cut_off, key_holds
-from monark.approvals import edits, handover
+from monark.approvals import handover
 from monark.approvals import inbox as requests
 from monark.approvals.decision import Decision
-from monark.approvals.expiry import expired_message
-from monark.assistant.edit_form import build_fields, read_form
-from monark.assistant.thread import CallView, call_view, group_of
+from monark.assistant.card_view import (
+    Card,
+    Where,
+    call_view,
+    call_views,
+    card_of,
+    panel_card,
+    user_names,
+)
 from monark.assistant.verdict import Verdict
-from monark.chat import decisions, store
+from monark.chat import store
 from monark.chat.calls import preview_of
-from monark.chat.models import ConversationKind
+from monark.chat.models import Conversation, ConversationKind, ToolCall
 from monark.chat.runtime import tool_executor
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
 from monark.core.htmx import is_htmx
 from monark.core.ids import parse_id
-from monark.core.models import User
+from monark.core.rbac import Principal
 from monark.core.web import page_principal, see_other
 from monark.extensions import db
 
@@ -38,7 +47,8 @@ bp = Blueprint("approvals", __name__)
 
 @bp.app_context_processor
 def _approvals_badge() -> dict[str, Any]:
-    """The header's Approvals link shows how many requests wait for the signed-in member."""
+    """The header's Approvals link shows how many requests wait for the signed-in member
+    (one query: the inbox itself is built only on its page)."""
     principal = page_principal()
     if principal is None or principal.user_id is None:
         return {}
@@ -49,30 +59,44 @@ def _approvals_badge() -> dict[str, Any]:
 class Request:
     """One inbox entry: the card, and who asks (a member via the assistant, or a key)."""
 
-    card: CallView
+    card: Card
     asked_by: str
     via: str  # "assistant" | "api_key"
     asked_at: Any
     note: str | None = None  # why it is asked again, when it is
 
 
-def _card(principal, call, conversation) -> CallView:
-    """A request's card as this member may read it. A key's held write was drawn as the
-    key, whose role may see records the member may not (another member's private one,
-    say): its card is drawn again as the member, so it shows only what they could read."""
+def _preview_as(principal: Principal, call: ToolCall, conversation: Conversation):
+    """A key's held write was drawn as the key, whose role may see records the member may
+    not (another member's private one, say): its card is drawn again as the member, so it
+    shows only what they could read. None: the stored card (a member's hand-over)."""
     if conversation.kind != ConversationKind.API:
-        return call_view(call)
-    actor = principal.via_assistant(conversation.id)
-    return call_view(call, preview=preview_of(tool_executor(), actor, call))
+        return None
+    return preview_of(tool_executor(), principal.via_assistant(conversation.id), call)
 
 
-def _entry(principal, call, conversation) -> Request:
-    card = _card(principal, call, conversation)
-    if conversation.kind == ConversationKind.API:
-        note = cut_off.asked_again_note(call)
-        return Request(card, conversation.title, "api_key", call.created_at, note)
-    asker = db.session.get(User, call.handed_by_id) if call.handed_by_id else None
-    return Request(card, asker.name if asker else "a member", "assistant", call.handed_at)
+def inbox_card(principal: Principal, call: ToolCall, conversation: Conversation) -> Card:
+    """A request's card as this member may read it."""
+    view = call_view(call, preview=_preview_as(principal, call, conversation))
+    return card_of(view, Where.INBOX)
+
+
+def _entries(principal: Principal, rows: list[tuple[ToolCall, Conversation]]) -> list[Request]:
+    """The inbox's entries, their cards' facts read for all of them at once."""
+    calls = [c for c, _ in rows]
+    previews = {c.id: p for c, conv in rows if (p := _preview_as(principal, c, conv))}
+    views = call_views(calls, previews=previews)
+    names = user_names({c.handed_by_id for c in calls if c.handed_by_id})
+    entries = []
+    for (call, conversation), view in zip(rows, views, strict=True):
+        card = card_of(view, Where.INBOX)
+        if conversation.kind == ConversationKind.API:
+            note = cut_off.asked_again_note(call)
+            entries.append(Request(card, conversation.title, "api_key", call.created_at, note))
+        else:
+            asker = names.get(call.handed_by_id or 0, "a member")
+            entries.append(Request(card, asker, "assistant", call.handed_at))
+    return entries
 
 
 @bp.get("/approvals")
@@ -84,7 +108,7 @@ def inbox():
     rows = requests.inbox(principal, tool_executor())
     return render_template(
         "approvals/inbox.html",
-        requests=[_entry(principal, c, conv) for c, conv in rows],
+        requests=_entries(principal, rows),
         partial_badge=is_htmx(),
     )
 
@@ -113,7 +137,7 @@ def decide(call_id: int):
         db.session.rollback()
         flash(err.message, "error")
         return see_other("approvals.inbox")
-    card = _card(principal, decided, conversation)
+    card = inbox_card(principal, decided, conversation).call
     if decided.status == "REJECTED":
         flash(f"Rejected: {card.headline}.", "info")
     elif decided.status == "SUCCEEDED":
@@ -144,93 +168,5 @@ def hand_over(call_id: int):
         error, status = err.message, 422
     db.session.rollback()
     call = store.get_tool_call(principal, call_id)
-    card = render_template(
-        "assistant/_call.html", c=call_view(call), group_id=group_of(call), handover_error=error
-    )
+    card = render_template("assistant/_call.html", card=panel_card(call, handover_error=error))
     return card, status
-
-
-# ---- Edit, by the approver -------------------------------------------------------------------
-
-
-def _inbox_card(principal, call, conversation) -> str:
-    card = _card(principal, call, conversation)
-    return render_template("assistant/_call.html", c=card, inbox=True)
-
-
-def _edit_form(
-    principal, call, conversation, schema, errors=None, error=None, shown=None, status: int = 200
-):
-    fields = build_fields(schema, call.input, errors, shown)
-    html = render_template(
-        "assistant/_edit.html",
-        c=_card(principal, call, conversation),
-        fields=fields,
-        error=error,
-        save_url=url_for("approvals.save_edit", call_id=call.id),
-        cancel_url=url_for("approvals.card", call_id=call.id),
-    )
-    return html, status
-
-
-def _editable(principal, call_id: int):
-    """The request and what its approver may change in it (``Conflict`` when nothing)."""
-    executor = tool_executor()
-    call, conversation = requests.get_request(principal, executor, call_id)
-    schema = None
-    if call.status == "PROPOSED":
-        actor = principal.via_assistant(call.conversation_id)
-        schema = executor.edit_schema(actor, call.name, dict(call.input))
-    if schema is None:
-        raise Conflict("This request cannot be edited: it was decided, or has nothing to edit.")
-    return executor, call, conversation, schema
-
-
-@bp.get("/approvals/<int:call_id>/card")
-@guard()
-def card(call_id: int):
-    """A request's card as it is now (Cancel on its edit form)."""
-    principal = require_principal()
-    call, conversation = requests.get_request(principal, tool_executor(), call_id)
-    return _inbox_card(principal, call, conversation)
-
-
-@bp.get("/approvals/<int:call_id>/edit")
-@guard()
-def edit(call_id: int):
-    """The approver's edit form of a request, in place of its card."""
-    principal = require_principal()
-    _, call, conversation, schema = _editable(principal, call_id)
-    return _edit_form(principal, call, conversation, schema)
-
-
-@bp.post("/approvals/<int:call_id>/edit")
-@guard()
-def save_edit(call_id: int):
-    """Store the approver's edit (checked by the route's own models) and draw the card
-    again; the request stays pending, and Confirm runs what the card shows."""
-    principal = require_principal()
-    executor, call, conversation, schema = _editable(principal, call_id)
-    if decisions.is_expired(call):
-        raise decisions.ProposalExpired(expired_message())
-    arguments, problems = read_form(schema, request.form, call.input)
-    if problems:
-        message = "Some values cannot be used; nothing was saved."
-        return _edit_form(
-            principal, call, conversation, schema, problems, message, request.form, 422
-        )
-    try:
-        edits.edit_call(executor, principal, call, arguments)
-    except ValidationFailed as err:
-        db.session.rollback()
-        errors = {str(d.get("field")): str(d.get("message")) for d in err.details}
-        return _edit_form(
-            principal, call, conversation, schema, errors, err.message, request.form, 422
-        )
-    db.session.rollback()
-    try:
-        call, conversation = requests.get_request(principal, executor, call_id)
-    except NotFound:  # four eyes: edited, it went back to the one who asked
-        flash("Edited and handed back: the member who asked confirms it now.", "info")
-        return see_other("approvals.inbox")
-    return _inbox_card(principal, call, conversation)

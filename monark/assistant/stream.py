@@ -29,11 +29,10 @@ from markupsafe import escape
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
+from monark.assistant.card_view import panel_card
 from monark.assistant.thread import (
     ThreadFoot,
     ThreadView,
-    call_view,
-    group_of,
     message_view,
     thread_tail,
     thread_view,
@@ -211,10 +210,11 @@ class _Watch:
         call = self._call(call_id)
         if call is None:
             return ""
-        view = call_view(call)
+        card = panel_card(call)
+        view = card.call
         if view.mutates and view.status == ToolCallStatus.SUCCEEDED:
             self.changed = True
-        html = render_fragment("assistant/_call.html", c=view, group_id=group_of(call))
+        html = render_fragment("assistant/_call.html", card=card)
         return sse(partial(f"#call-{view.id}", "outerHTML", html))
 
     def finish(

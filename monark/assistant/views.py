@@ -15,6 +15,7 @@ from monark.approvals import handover
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
 from monark.approvals.expiry import expired_message
+from monark.assistant.card_view import call_view, panel_card
 from monark.assistant.gates import assistant_name, check_gates
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
 from monark.assistant.prompt import PageContext
@@ -25,7 +26,7 @@ from monark.assistant.stream import (
     turn_preface,
     watch_turn,
 )
-from monark.assistant.thread import ThreadView, call_view, thread_view
+from monark.assistant.thread import ThreadView, thread_view
 from monark.assistant.verdict import PanelDecision
 from monark.chat import decisions, store
 from monark.chat.models import ToolCallStatus
@@ -453,7 +454,7 @@ def _decided_text(card) -> str:
 def _with_card(answer: tuple[str, int], call) -> tuple[str, int]:
     """An answer with the call's card redrawn as it is now."""
     body, status = answer
-    card = render_template("assistant/_call.html", c=call_view(call))
+    card = render_template("assistant/_call.html", card=panel_card(call))
     return body + partial(f"#call-{call.id}", "outerHTML", card), status
 
 

@@ -106,11 +106,16 @@ def settle(
             for name in _SETTLED:  # as stored now, without reading it back
                 set_committed_value(s.call, name, values[name])
     for s in settlements:
-        confirmed = s.status == ToolCallStatus.EXECUTING
-        what = CallEvent.CONFIRMED if confirmed else CallEvent.REJECTED
-        if not confirmed:  # a confirmed one is counted when it has run
+        if s.status != ToolCallStatus.EXECUTING:  # a confirmed one is counted when it has run
             metrics.tool_call(s.call.name, s.status)
-        store.tool_call_event(principal.via_assistant(s.call.conversation_id), s.call, what)
+    store.tool_call_events(
+        (
+            principal.via_assistant(s.call.conversation_id),
+            s.call,
+            CallEvent.CONFIRMED if s.status == ToolCallStatus.EXECUTING else CallEvent.REJECTED,
+        )
+        for s in settlements
+    )
     db.session.commit()
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, inspect, select, update
+from sqlalchemy import Select, func, inspect, select, update
 from sqlalchemy.orm import selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -23,7 +24,7 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.core.errors import NotFound, ValidationFailed
-from monark.core.events import record_event
+from monark.core.events import record_event, record_events
 from monark.core.models import utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -292,19 +293,25 @@ def tool_call_event(
 ) -> None:
     """``chat.tool_call.<what>`` with ids and the tool's name, never its input (``more``:
     ids or names to add, such as which fields an edit changed)."""
-    record_event(
-        actor,
-        CallEvent(what).event_type,
-        "tool_call",
-        call.id,
-        {
-            "conversation_id": call.conversation_id,
-            "message_id": call.message_id,
-            "tool_call_id": call.id,
-            "tool": call.name,
-            **(more or {}),
-        },
-    )
+    record_event(*_call_event(actor, call, what, more))
+
+
+def tool_call_events(rows: Iterable[tuple[Principal, ToolCall, CallEvent]]) -> None:
+    """``tool_call_event`` of each ``(actor, call, what)``, written in one statement."""
+    record_events(_call_event(actor, call, what) for actor, call, what in rows)
+
+
+def _call_event(
+    actor: Principal, call: ToolCall, what: CallEvent, more: dict[str, Any] | None = None
+) -> tuple[Principal, str, str, int | None, dict[str, Any]]:
+    payload = {
+        "conversation_id": call.conversation_id,
+        "message_id": call.message_id,
+        "tool_call_id": call.id,
+        "tool": call.name,
+        **(more or {}),
+    }
+    return actor, CallEvent(what).event_type, "tool_call", call.id, payload
 
 
 def pending_calls(conversation_id: int) -> list[ToolCall]:
@@ -344,19 +351,25 @@ def tail_state(
     return (tuple(last) if last is not None else None), waiting is not None
 
 
-def get_message(principal: Principal, message_id: int) -> Message:
-    """A message of one of the principal's own conversations; ``NotFound`` otherwise."""
-    message = db.session.scalar(
-        select(Message)
-        .join(Conversation, Conversation.id == Message.conversation_id)
+def _of_own(principal: Principal, row: type[Any]) -> Select[Any]:
+    """Rows of ``row`` (a message or a tool call) in one of the principal's own live
+    conversations of the panel (a deleted one takes no decisions; a key's held writes are
+    the inbox's alone)."""
+    return (
+        select(row)
+        .join(Conversation, Conversation.id == row.conversation_id)
         .where(
-            Message.id == message_id,
-            Message.org_id == principal.org_id,
+            row.org_id == principal.org_id,
             Conversation.creator_id == principal.user_id,
             Conversation.archived.is_(False),
-            Conversation.kind == ConversationKind.AI,  # a key's held writes: the inbox only
+            Conversation.kind == ConversationKind.AI,
         )
     )
+
+
+def get_message(principal: Principal, message_id: int) -> Message:
+    """A message of one of the principal's own conversations; ``NotFound`` otherwise."""
+    message = db.session.scalar(_of_own(principal, Message).where(Message.id == message_id))
     if message is None:
         raise NotFound("No such message.")
     return message
@@ -391,17 +404,15 @@ def proposed_calls_of(message_id: int) -> list[ToolCall]:
 
 def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
     """A tool call in one of the principal's own conversations; ``NotFound`` otherwise."""
-    call = db.session.scalar(
-        select(ToolCall)
-        .join(Conversation, Conversation.id == ToolCall.conversation_id)
-        .where(
-            ToolCall.id == tool_call_id,
-            ToolCall.org_id == principal.org_id,
-            Conversation.creator_id == principal.user_id,
-            Conversation.archived.is_(False),  # a deleted conversation takes no decisions
-            Conversation.kind == ConversationKind.AI,
-        )
-    )
+    call = db.session.scalar(_of_own(principal, ToolCall).where(ToolCall.id == tool_call_id))
     if call is None:
         raise NotFound("No such tool call.")
     return call
+
+
+def tool_calls_of(principal: Principal, tool_call_ids: list[int]) -> list[ToolCall]:
+    """Those of these calls in the principal's own conversations, in one read, in the
+    order given."""
+    stmt = _of_own(principal, ToolCall).where(ToolCall.id.in_(tool_call_ids))
+    found = {c.id: c for c in db.session.scalars(stmt)}
+    return [found[i] for i in tool_call_ids if i in found]

@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from sqlalchemy import insert
+
 from monark.core.models import Event
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -43,6 +45,29 @@ def record_event(
 
     Payloads hold ids and field names, never field values or message content.
     """
+    event = Event(**_event_values(principal, type, subject_type, subject_id, payload))
+    db.session.add(event)
+    return event
+
+
+def record_events(
+    rows: Iterable[tuple[Principal, str, str, int | None, dict[str, Any] | None]],
+) -> None:
+    """Events of one change to many rows (``record_event``'s arguments each), written in
+    one statement: nobody reads their ids back, so SQLite need not insert them one by one."""
+    values = [_event_values(*row) for row in rows]
+    if values:
+        db.session.execute(insert(Event), values)
+
+
+def _event_values(
+    principal: Principal,
+    type: str,
+    subject_type: str,
+    subject_id: int | None,
+    payload: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """An event row's columns: who acted (and for whom), about what."""
     if principal.actor_kind == "assistant":
         actor_id, on_behalf_of = principal.user_id, principal.user_id
     else:
@@ -61,20 +86,18 @@ def record_event(
     pending = type in _FOLLOWED
     if pending and (run_id := _written_by_run.get()) is not None:
         payload["run_id"] = run_id
-    event = Event(
-        org_id=principal.org_id,
-        type=type,
-        actor_kind=principal.actor_kind,
-        actor_id=actor_id,
-        on_behalf_of_id=on_behalf_of,
-        conversation_id=principal.conversation_id,
-        subject_type=subject_type,
-        subject_id=subject_id,
-        payload=payload,
-        pending=pending,
-    )
-    db.session.add(event)
-    return event
+    return {
+        "org_id": principal.org_id,
+        "type": type,
+        "actor_kind": principal.actor_kind,
+        "actor_id": actor_id,
+        "on_behalf_of_id": on_behalf_of,
+        "conversation_id": principal.conversation_id,
+        "subject_type": subject_type,
+        "subject_id": subject_id,
+        "payload": payload,
+        "pending": pending,
+    }
 
 
 Row = TypeVar("Row")

@@ -56,9 +56,20 @@ def for_update(stmt: Select[Any]) -> Select[Any]:
     # let through, instead of handing back the values read before the wait.
     stmt = stmt.execution_options(populate_existing=True)
     if db.session.get_bind().dialect.name == "sqlite":
-        db.session.execute(text("UPDATE orgs SET id = id WHERE 0"))
+        # A writing unit began with BEGIN IMMEDIATE: it holds the write lock already.
+        if writing_unit() is None:
+            db.session.execute(text("UPDATE orgs SET id = id WHERE 0"))
         return stmt
     return stmt.with_for_update()
+
+
+def writing_unit() -> UnitOfWork | None:
+    """The unit of work whose transaction ``db.session`` writes in now, if any: the locks
+    its statements take are held until that unit ends, whatever its session commits."""
+    unit = _current.get()
+    if unit is None or unit.read_only or db.session() is not unit.session:
+        return None
+    return unit
 
 
 def on_commit(callback: Callable[[], None]) -> bool:
@@ -271,8 +282,12 @@ def unit_of_work(read_only: bool = False) -> Iterator[UnitOfWork]:
                 connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
             # A plain Session: Flask-SQLAlchemy's own would pick the engine, not this
             # connection. Its commits and rollbacks are SAVEPOINTs: the transaction (and
-            # its time limit) is the unit's, and ends only with it.
-            session = Session(bind=connection, join_transaction_mode="create_savepoint")
+            # its time limit) is the unit's, and ends only with it. A commit there ends no
+            # transaction, so what the unit loaded stays as it wrote it: nothing is expired
+            # (a view answering with the row it just saved reads it again otherwise).
+            session = Session(
+                bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+            )
             db.session.registry.set(session)
             unit = UnitOfWork(session, read_only=read_only)
             token = _current.set(unit)

@@ -9,14 +9,14 @@ import re
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
-from sqlalchemy.orm import joinedload
+from sqlalchemy import Select, bindparam, event, inspect, select
+from sqlalchemy.orm import Session, joinedload
 
 from monark.core.errors import Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event, save_new
 from monark.core.models import MAX_ID
 from monark.core.rbac import Principal
-from monark.core.uow import for_update
+from monark.core.uow import for_update, writing_unit
 from monark.extensions import db
 from monark.records.index import private_to
 from monark.records.models import FIELD_TYPES, ModelField, Record, RecordModel, RecordValue
@@ -50,11 +50,38 @@ def _model_by_key() -> Select[tuple[RecordModel]]:
 def get_model(principal: Principal, key: str) -> RecordModel:
     """One model of the org by key, with fields; ``NotFound`` otherwise."""
     principal.require("records.view")
+    session = db.session()
+    known = session.info.setdefault(_MODELS, {})
+    model = known.get((principal.org_id, key))
+    if model is not None and _still_loaded(session, model):
+        return model
     params = {"org_id": principal.org_id, "key": key}
     model = db.session.execute(_model_by_key(), params).unique().scalar_one_or_none()
     if model is None:
         raise NotFound(f"No model '{key}' in this organization.")
+    known[(principal.org_id, key)] = model
     return model
+
+
+# The models a session looked up by key: a card, its undo and its write each name the
+# model, and the query would hand back this very object (from the identity map) anyway.
+_MODELS = "records.models_by_key"
+
+
+def _still_loaded(session: Any, model: RecordModel) -> bool:
+    """Whether ``model`` is what the query would give: in this session, not expired,
+    its fields loaded (a commit, a rollback or ``expire_all`` since: read it again)."""
+    state = inspect(model)
+    loaded = not state.expired_attributes and "fields" not in state.unloaded
+    return state.session is session and loaded
+
+
+@event.listens_for(Session, "after_flush")
+def _forget_changed_models(session: Session, _context: Any) -> None:
+    """A flush that adds, changes or deletes a model or a field: look models up again."""
+    rows = (*session.new, *session.dirty, *session.deleted)
+    if any(isinstance(r, RecordModel | ModelField) for r in rows):
+        session.info.pop(_MODELS, None)
 
 
 def _check_key(key: str, field: str) -> None:
@@ -242,6 +269,10 @@ def get_record(
     principal.require("records.view")
     if not 0 < record_id <= MAX_ID:  # no row has it (and PostgreSQL could not even bind it)
         raise NotFound(f"No record {record_id} in {model.name}.")
+    held = _held_rows() if lock else None
+    key = (principal, model.id, record_id)
+    if held is not None and key in held:
+        return held[key]
     stmt = select(Record).where(
         Record.id == record_id,
         Record.org_id == principal.org_id,
@@ -251,7 +282,29 @@ def get_record(
     record = db.session.scalar(for_update(stmt) if lock else stmt)
     if record is None:
         raise NotFound(f"No record {record_id} in {model.name}.")
+    if held is not None:
+        held[key] = record
     return record
+
+
+# Records a writing unit of work read locked (its undo's before-state, say): nobody else
+# may change them until it ends, so the write that follows reads each once. Forgotten at
+# any flush or rollback of the session, after which its own writes may have moved them.
+_HELD = "records.held_rows"
+
+
+def _held_rows() -> dict[Any, Record] | None:
+    """The locked records this writing unit read and has not changed since, by
+    ``(principal, model id, record id)``; None outside one."""
+    if writing_unit() is None:
+        return None
+    return db.session().info.setdefault(_HELD, {})
+
+
+@event.listens_for(Session, "after_flush")
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_held_rows(session: Session, *_: Any) -> None:
+    session.info.pop(_HELD, None)
 
 
 def _check_visibility(visibility: str | None) -> str:

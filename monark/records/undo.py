@@ -23,9 +23,10 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "…"
 
 
-def _record(principal: Principal, args: dict[str, Any]):
+def _record(principal: Principal, args: dict[str, Any], lock: bool = False):
     model = services.get_model(principal, str(args.get("model")))
-    return model, services.get_record(principal, model, int(args.get("record_id") or 0))
+    record_id = int(args.get("record_id") or 0)
+    return model, services.get_record(principal, model, record_id, lock=lock)
 
 
 def _read(args: dict[str, Any], record_id: int) -> dict[str, Any]:
@@ -42,7 +43,8 @@ def _after(result: dict[str, Any], fields: list[str]) -> list[dict[str, Any]]:
 
 
 def _update_before(principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    _, record = _record(principal, args)
+    # Locked, as the update that follows reads it: the before-state is what it changes.
+    _, record = _record(principal, args, lock=True)
     keys = list((args.get("values") or {}).keys())
     return {"values": {k: record.values.get(k) for k in keys}, "visibility": record.visibility}
 
