@@ -149,6 +149,26 @@ def _assistant_config() -> dict[str, Any]:
     }
 
 
+def _spend_config() -> dict[str, Any]:
+    """Spend (``monark.settings.budgets``): prices, and budgets' defaults and ceilings."""
+    env = os.environ.get
+    return {
+        # A TOML price table over the shipped one (``monark/chat/llm/prices.toml``, same
+        # form); empty: the shipped one alone.
+        "PRICES_FILE": env("PRICES_FILE", "").strip(),
+        # An org's budget when its admins set none (empty: none): US dollars a month, tokens
+        # a month (of models without a price), and a member's daily cap in each.
+        "BUDGET_MONTHLY_COST": env("BUDGET_MONTHLY_COST", "").strip(),
+        "BUDGET_MONTHLY_TOKENS": env("BUDGET_MONTHLY_TOKENS", "").strip(),
+        "BUDGET_USER_DAILY_COST": env("BUDGET_USER_DAILY_COST", "").strip(),
+        "BUDGET_USER_DAILY_TOKENS": env("BUDGET_USER_DAILY_TOKENS", "").strip(),
+        # The most an org's admins may set (empty: no ceiling); a monthly budget above it
+        # is refused, and a stored one counts as the ceiling.
+        "BUDGET_COST_CEILING": env("BUDGET_COST_CEILING", "").strip(),
+        "BUDGET_TOKENS_CEILING": env("BUDGET_TOKENS_CEILING", "").strip(),
+    }
+
+
 def load_config(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     return {
@@ -168,6 +188,7 @@ def load_config(instance_path: str) -> dict[str, Any]:
         # client addresses for the sign-in throttle, https links in invitations.
         "TRUSTED_PROXIES": int(os.environ.get("TRUSTED_PROXIES", "0")),
         **_assistant_config(),
+        **_spend_config(),
         # records_query: seconds one statement may run, and rows one answer shows.
         "RECORDS_QUERY_TIMEOUT": float(os.environ.get("RECORDS_QUERY_TIMEOUT", "3")),
         "RECORDS_QUERY_MAX_ROWS": int(os.environ.get("RECORDS_QUERY_MAX_ROWS", "200")),

@@ -29,6 +29,7 @@ from monark.automations.routes import AUTOMATION_ROUTES
 from monark.automations.routes import bp as automations_internal_bp
 from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
+from monark.chat.llm.prices import PriceError, price_table
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
 from monark.core import jobs, settings
@@ -91,6 +92,10 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)
     settings.install(app)  # read once, after every override
+    try:  # a deployment's price file is checked at start, not at its first reply
+        price_table(settings.spend_settings(app).prices_file)
+    except PriceError as err:
+        raise RuntimeError(f"PRICES_FILE: {err}") from None
 
     db.init_app(app)
     migrate.init_app(

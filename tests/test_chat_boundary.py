@@ -26,6 +26,7 @@ ALLOWED = (
     "monark.core.events",
     "monark.core.ids",
     "monark.core.models",
+    "monark.core.money",
     "monark.core.net",
     "monark.core.rbac",
     "monark.core.schemas",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from markupsafe import Markup
@@ -27,6 +28,7 @@ from monark.chat.turn import lease
 from monark.core.bounds import bounded, clip
 from monark.core.markdown import pretty_json, render_markdown
 from monark.core.models import User, as_utc
+from monark.core.money import money_text
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
 from monark.extensions import db
@@ -122,6 +124,7 @@ class MessageView:
     provider: str | None = None  # which provider and model wrote a reply
     model: str | None = None
     author_kind: str = "agent"
+    usage: ReplyUsage | None = None  # a reply's tokens and cost (its details)
 
     @property
     def is_step(self) -> bool:
@@ -282,6 +285,35 @@ def _approval_state(call: ToolCall) -> dict[str, Any]:
     return state
 
 
+@dataclass(frozen=True)
+class ReplyUsage:
+    """What one reply used: input (not cached), output and cached tokens, and its cost."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost: Decimal | None  # None: unknown (no price for the model, or no usage reported)
+
+    @classmethod
+    def of(cls, message: Message) -> ReplyUsage | None:
+        """A finished reply's usage, None for other messages."""
+        if message.role != MessageRole.ASSISTANT or message.status == MessageStatus.STREAMING:
+            return None
+        return cls(
+            message.input_tokens,
+            message.output_tokens,
+            message.cache_read_tokens,
+            message.cache_creation_tokens,
+            message.cost,
+        )
+
+    @property
+    def cost_text(self) -> str:
+        """The cost as people read it: dollars to the cent, or to the first figure below."""
+        return money_text(self.cost)
+
+
 def message_view(message: Message, names: dict[int, str] | None = None) -> MessageView:
     """A bubble's data; assistant text is rendered from Markdown and sanitized."""
     # A reply still streaming has no calls yet (they are stored with its end).
@@ -311,6 +343,7 @@ def message_view(message: Message, names: dict[int, str] | None = None) -> Messa
         calls=[call_view(c, names) for c in calls],
         provider=message.provider,
         model=message.model,
+        usage=ReplyUsage.of(message),
     )
 
 

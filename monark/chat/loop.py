@@ -21,6 +21,7 @@ from monark.chat.executor import ChatToolExecutor, ToolSpec
 from monark.chat.gates import assistant_name
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.common import held
+from monark.chat.llm.prices import Price
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
     CALL_NAME_MAX,
@@ -37,6 +38,7 @@ from monark.chat.prompt import system_prompt
 from monark.chat.runtime import proposal_gate, provider_for, tool_executor
 from monark.chat.streaming import Step, stream_step
 from monark.chat.transcript import build_llm_messages, tool_definitions
+from monark.chat.usage import charge
 from monark.core.bounds import clip
 from monark.core.models import Org
 from monark.core.rbac import Principal
@@ -100,6 +102,7 @@ class _Setup:
     max_steps: int
     silence: float
     context: ContextPolicy
+    price: Price | None  # of its model: None, its replies' cost is unknown
 
     @classmethod
     def load(cls, principal: Principal) -> _Setup:
@@ -123,6 +126,7 @@ class _Setup:
                 resolved.descriptor.context_window if resolved.descriptor else None,
                 chat_settings(),
             ),
+            price=resolved.price,
         )
 
 
@@ -283,10 +287,7 @@ def _store_step(
     message.status = status
     message.error = step.error.message if step.error else None
     message.stop_reason = step.stop_reason
-    message.input_tokens = step.usage.input_tokens
-    message.output_tokens = step.usage.output_tokens
-    message.cache_read_tokens = step.usage.cache_read_tokens
-    message.cache_creation_tokens = step.usage.cache_creation_tokens
+    charge(message, step.usage, setup.price, principal.user_id)
     store.touch(principal, conversation_id)
     for call in calls:
         call.message_id = message.id

@@ -1,0 +1,34 @@
+"""An org's budget for the assistant's spend."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import BigInteger, ForeignKey, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from monark.core.models import utcnow
+from monark.core.money import Money
+from monark.extensions import db
+
+
+class OrgBudget(db.Model):
+    """What an org may spend a calendar month (UTC), and each member a day; unset fields
+    fall back to the deployment's defaults. ``warned``/``tripped`` name the last period
+    whose 80% and 100% marks were crossed, so each is audited once per period."""
+
+    __tablename__ = "org_budgets"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), unique=True)
+    monthly_cost: Mapped[Decimal | None] = mapped_column(Money(), default=None)
+    monthly_tokens: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    user_daily_cost: Mapped[Decimal | None] = mapped_column(Money(), default=None)
+    user_daily_tokens: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    warned_period: Mapped[str | None] = mapped_column(String(7), default=None)  # "2026-12"
+    tripped_period: Mapped[str | None] = mapped_column(String(7), default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    updated_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
