@@ -44,6 +44,7 @@ from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
 from monark.settings import ai_provider
 from monark.settings.ai import bp as settings_ai_bp
+from monark.settings.usage_views import bp as settings_usage_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
 from monark.wiki.routes import bp as wiki_internal_bp
@@ -56,6 +57,7 @@ BLUEPRINTS = (
     records_bp,
     settings_bp,
     settings_ai_bp,
+    settings_usage_bp,
     audit_bp,
     assistant_bp,
     approvals_bp,

@@ -24,6 +24,7 @@ from monark.settings import (
     key_revocation,
     members,
     services,
+    usage,
 )
 
 bp = Blueprint("settings", __name__)
@@ -268,4 +269,9 @@ def profile():
         flash("Profile saved.", "info")
         # The user's assistant switch opens or closes the header button and the panel.
         return redirect_full(url_for("settings.profile"))
-    return render_template("settings/profile.html", user=db.session.get(User, principal.user_id))
+    return render_template(
+        "settings/profile.html",
+        user=db.session.get(User, principal.user_id),
+        report=usage.report(principal, usage.period(request.args.get("days")), own=True),
+        periods=usage.PERIODS,
+    )
