@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, Date, ForeignKey, String, UniqueConstraint
+from sqlalchemy import BigInteger, Date, ForeignKey, String, UniqueConstraint, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -96,12 +96,26 @@ def count_reply(message: Message, user_id: int | None) -> None:
         "unpriced_tokens": 0 if cost is not None else tokens,
         "unpriced_replies": 0 if cost is not None else 1,
     }
-    dialect = db.session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(UsageDay).values(**values)
-    table = UsageDay.__table__
-    statement = statement.on_conflict_do_update(
-        index_elements=["org_id", "day", "user_id", "provider", "model"],
-        set_={name: table.c[name] + statement.excluded[name] for name in _SUMS},
-    )
-    db.session.execute(statement)
+    # On the session's connection, in its transaction: the reply's own pending changes need
+    # no flush first (the commit writes them), which keeps this step's cost to one statement.
+    connection = db.session.connection()
+    connection.execute(_upsert(connection.dialect.name), values)
+
+
+_KEY = ["org_id", "day", "user_id", "provider", "model"]
+_UPSERTS: dict[str, Any] = {}
+
+
+def _upsert(dialect: str) -> Any:
+    """The day row's ``INSERT … ON CONFLICT DO UPDATE`` (adding to it), built once per
+    dialect: building it anew for every reply cost more than running it."""
+    found = _UPSERTS.get(dialect)
+    if found is None:
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        table = UsageDay.__table__
+        statement = insert(table).values({name: bindparam(name) for name in [*_KEY, *_SUMS]})
+        found = _UPSERTS[dialect] = statement.on_conflict_do_update(
+            index_elements=_KEY,
+            set_={name: table.c[name] + statement.excluded[name] for name in _SUMS},
+        )
+    return found

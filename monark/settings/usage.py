@@ -37,6 +37,9 @@ class Totals:
     cost: Decimal = Decimal(0)
     unpriced_tokens: int = 0
 
+    def __post_init__(self) -> None:
+        self.cost = Decimal(self.cost)  # a sum of no days is the int 0
+
     @property
     def tokens(self) -> int:
         return (
@@ -64,6 +67,15 @@ class Totals:
         ]
 
 
+_FIELDS = (
+    "replies",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost",
+    "unpriced_tokens",
+)
 TOTAL_COLUMNS = [
     "Replies",
     "Input tokens",
@@ -178,16 +190,16 @@ def report(principal: Principal, days: int, own: bool = False, today: date | Non
     where = [UsageDay.org_id == principal.org_id, UsageDay.day >= since, UsageDay.day <= until]
     if own:
         where.append(UsageDay.user_id == (principal.user_id or -1))
-    total_row = db.session.execute(select(*_SUMS).where(*where)).one()
-    totals = _totals(total_row, 0)
-    tables = [_daily(where, since, until), _by_model(where)]
+    daily, totals = _daily(where, since, until)
+    tables = [daily, _by_model(where)]
     if not own:
         tables.append(_by_user(where))
     tables.append(_tools(principal, since, own))
     return Report(days, since, until, totals, tables, own)
 
 
-def _daily(where: list[Any], since: date, until: date) -> Table:
+def _daily(where: list[Any], since: date, until: date) -> tuple[Table, Totals]:
+    """The table per day, and the period's totals (the sum of its days)."""
     found = {
         row[0]: _totals(row, 1)
         for row in db.session.execute(
@@ -200,6 +212,7 @@ def _daily(where: list[Any], since: date, until: date) -> Table:
         t = found.get(day) or Totals()
         rows.append([day.isoformat(), *t.cells(), _share(t)])
         day += timedelta(days=1)
+    totals = Totals(*(sum(getattr(t, f) for t in found.values()) for f in _FIELDS))
     return Table(
         "daily",
         "Per day",
@@ -208,7 +221,7 @@ def _daily(where: list[Any], since: date, until: date) -> Table:
         chart="bar",
         series=[2, 3, 4, 5],
         stacked=True,
-    )
+    ), totals
 
 
 def _share(t: Totals) -> str:
