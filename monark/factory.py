@@ -42,7 +42,7 @@ from monark.core.signin import bp as signin_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
-from monark.settings import ai_provider
+from monark.settings import ai_provider, budgets
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.usage_views import bp as settings_usage_bp
 from monark.settings.views import bp as settings_bp
@@ -119,5 +119,5 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     install_engine()
     jobs.init_app(app)  # after every feature declared its jobs (at import)
     toolset = build_chat_toolset(ROUTES, [NavigateTool()])
-    runtime.install(app, toolset, AllowanceGate(), ai_provider.resolve)
+    runtime.install(app, toolset, AllowanceGate(), ai_provider.resolve, budgets.spend_check)
     return app

@@ -1,9 +1,10 @@
-"""The three gates before the assistant, and its one resolved name."""
+"""The gates before the assistant (and the host's spend check), and its one resolved name."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from monark.chat.runtime import spend_closed
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
@@ -43,4 +44,6 @@ def check_gates(principal: Principal) -> Gate:
     user = db.session.get(User, principal.user_id) if principal.user_id else None
     if user is not None and not user.ai_agent_enabled:
         return Gate(False, "ai_off_user", "You turned the AI assistant off on your profile page.")
+    if reason := spend_closed(principal):  # a budget used up (the host's check)
+        return Gate(False, "budget", reason)
     return Gate(True)

@@ -95,10 +95,11 @@ class ResolvedAi:
 # Which model an org's turns talk to (None: the deployment's alone); the host's.
 Resolver = Callable[[int | None], ResolvedAi]
 # Why a principal's spend closes the assistant (a budget used up), or None; the host's.
-SpendCheck = Callable[[Principal], str | None]
+# ``record``: asked by the loop right after a reply was counted, in its transaction.
+SpendCheck = Callable[[Principal, bool], str | None]
 
 
-def no_limit(principal: Principal) -> str | None:
+def no_limit(principal: Principal, record: bool = False) -> str | None:
     """The spend check of a host that installed none: nothing is capped."""
     return None
 
@@ -156,9 +157,9 @@ def tool_executor() -> ChatToolExecutor:
     return runtime().executor
 
 
-def spend_closed(principal: Principal) -> str | None:
+def spend_closed(principal: Principal, record: bool = False) -> str | None:
     """Why the principal's spend closes the assistant now (read from the database), or None."""
-    return runtime().spend(principal)
+    return runtime().spend(principal, record)
 
 
 def proposal_gate() -> ProposalGate:
