@@ -13,8 +13,10 @@ to a model step.
 
 2. Accounting per model step, side by side: storing a reply's usage as the loop does
    (``chat.usage.charge``: the cost from the price table, exact, and the upsert of its day
-   row) against storing only its four token counts (accounting off), each followed by the
-   commit the loop makes, in alternating blocks. Target: the median difference under 1 ms.
+   row), then the budget check the loop makes after it (``settings.budgets.spend_check``,
+   with a monthly budget and a member's daily cap set, so it reads both sums), against
+   storing only its four token counts (accounting off), each followed by the commit the
+   loop makes, in alternating blocks. Target: the median difference under 1 ms.
 
     .venv/bin/python bench/usage_bench.py [--replies 1000000] [--database-url postgresql+psycopg://...]
 
@@ -48,7 +50,7 @@ from monark.core.auth import hash_password
 from monark.core.models import Membership, Org, User
 from monark.core.rbac import Principal
 from monark.extensions import db
-from monark.settings import usage
+from monark.settings import budgets, usage
 
 USERS = 50
 MODELS = (
@@ -283,6 +285,9 @@ def bench_accounting(app: Flask, steps: int) -> dict[str, list[float]]:
         db.session.add(message)
         db.session.commit()
         user_id = conversation.creator_id  # the loop has it as a plain value (its principal's)
+        member = Principal.for_user(user_id, conversation.org_id, "owner")
+        # Budgets far above the spend: the check reads both sums and lets the turn go on.
+        budgets.set_budget(member, {"monthly_cost": "1000000", "user_daily_cost": "100000"})
         for block in range(steps // 50):
             for mode in ("on", "off") if block % 2 == 0 else ("off", "on"):
                 for i in range(50):
@@ -290,6 +295,7 @@ def bench_accounting(app: Flask, steps: int) -> dict[str, list[float]]:
                     t0 = time.perf_counter()
                     if mode == "on":
                         charge(message, usage_, price, user_id)
+                        budgets.spend_check(member, record=True)
                     else:
                         message.input_tokens = usage_.input_tokens
                         message.output_tokens = usage_.output_tokens

@@ -16,7 +16,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.usage import UsageDay
@@ -196,31 +196,6 @@ def _mark(principal: Principal, column: str, state: Status, kind: str) -> None:
         )
 
 
-def _user_capped(principal: Principal, limits: Limits, record: bool) -> str | None:
-    if principal.user_id is None or (
-        limits.user_daily_cost is None and limits.user_daily_tokens is None
-    ):
-        return None
-    today = utcnow().date()
-    spent = _spent(
-        [
-            UsageDay.org_id == principal.org_id,
-            UsageDay.user_id == principal.user_id,
-            UsageDay.day == today,
-        ]
-    )
-    if _share(spent, limits.user_daily_cost, limits.user_daily_tokens) < 1:
-        return None
-    if record and not _user_trip_recorded(principal, today):
-        record_event(
-            principal, "budget.user_capped", "user", principal.user_id, {"day": str(today)}
-        )
-    return (
-        "You reached your daily cap on the assistant. It is paused for you until tomorrow "
-        f"(UTC), unless {_lifters(principal.org_id)} raises the cap in Settings → Usage."
-    )
-
-
 def _user_trip_recorded(principal: Principal, today: date) -> bool:
     since = datetime.combine(today, datetime.min.time())
     return (
@@ -242,8 +217,30 @@ def spend_check(principal: Principal, record: bool = False) -> str | None:
     """Why the principal's assistant is paused by spend now, or None (the gate's check).
 
     ``record``: the loop's check after a reply was counted, in that reply's transaction:
-    crossing 80% or 100% this period is audited then (once, whichever instance wins)."""
-    state = status(principal.org_id)
+    crossing 80% or 100% this period is audited then (once, whichever instance wins).
+    Two queries at most: the budget row, then the month's and the member's day's sums."""
+    today = utcnow().date()
+    start, period, renews = _period(today)
+    limits = limits_of(_row(principal.org_id))
+    org_limited = limits.monthly_cost is not None or limits.monthly_tokens is not None
+    user_limited = principal.user_id is not None and (
+        limits.user_daily_cost is not None or limits.user_daily_tokens is not None
+    )
+    if not (org_limited or user_limited):
+        return None
+    mine = (UsageDay.user_id == (principal.user_id or -1)) & (UsageDay.day == today)
+    cost, tokens, my_cost, my_tokens = db.session.execute(
+        select(
+            func.sum(UsageDay.cost),
+            func.sum(UsageDay.unpriced_tokens),
+            func.sum(case((mine, UsageDay.cost), else_=None)),
+            func.sum(case((mine, UsageDay.unpriced_tokens), else_=None)),
+        ).where(UsageDay.org_id == principal.org_id, UsageDay.day >= start)
+    ).one()
+    spent = Spent(cost if cost is not None else Decimal(0), int(tokens or 0))
+    state = Status(
+        limits, spent, _share(spent, limits.monthly_cost, limits.monthly_tokens), period, renews
+    )
     if record and state.warn:
         _mark(principal, "warned_period", state, "warned")
     if state.paused:
@@ -255,7 +252,19 @@ def spend_check(principal: Principal, record: bool = False) -> str | None:
             f"used up ({state.spent_text()}). It is paused until {state.renews.isoformat()}, "
             f"unless {_lifters(principal.org_id)} raises the budget in Settings → Usage."
         )
-    return _user_capped(principal, state.limits, record)
+    if not user_limited:
+        return None
+    day = Spent(my_cost if my_cost is not None else Decimal(0), int(my_tokens or 0))
+    if _share(day, limits.user_daily_cost, limits.user_daily_tokens) < 1:
+        return None
+    if record and not _user_trip_recorded(principal, today):
+        record_event(
+            principal, "budget.user_capped", "user", principal.user_id, {"day": str(today)}
+        )
+    return (
+        "You reached your daily cap on the assistant. It is paused for you until tomorrow "
+        f"(UTC), unless {_lifters(principal.org_id)} raises the cap in Settings → Usage."
+    )
 
 
 def banner(principal: Principal) -> Status | None:
