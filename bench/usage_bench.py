@@ -8,8 +8,10 @@ to a model step.
    transaction); the bench checks that their totals equal the replies' own sums, then times
    ``settings.usage.report`` for 30 and 90 days and the whole page (``GET /settings/usage``
    through the test client, rendering included), and, for comparison, the same totals
-   summed straight from ``chat_messages`` (what the page does not do). Target: the page
-   under 300 ms (median).
+   summed straight from ``chat_messages`` (what the page does not do). Tool calls of days
+   past the approval TTL are counted once into ``usage_tool_days`` by the first report (its
+   time is printed); later ones count only the recent days' calls. Target: the page under
+   300 ms (median).
 
 2. Accounting per model step, side by side: storing a reply's usage as the loop does
    (``chat.usage.charge``: the cost from the price table, exact, and the upsert of its day
@@ -216,7 +218,10 @@ def bench_page(app: Flask, total: int, runs: int) -> tuple[list[tuple[str, float
         stored = db.session.execute(
             select(func.count(), func.sum(Message.output_tokens), func.sum(Message.cost))
         ).one()
-        report = usage.report(owner, 90)
+        t0 = time.perf_counter()
+        report = usage.report(owner, 90)  # the first keeps the settled days' tool calls
+        first_ms = (time.perf_counter() - t0) * 1000
+        print(f"  the first report (keeping settled days' tool calls once): {first_ms:.0f} ms")
         same = (report.totals.replies, report.totals.output_tokens, report.totals.cost) == (
             stored[0],
             stored[1],

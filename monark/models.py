@@ -12,7 +12,7 @@ from monark.chat.usage import UsageDay
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
-from monark.settings.models import OrgBudget
+from monark.settings.models import OrgBudget, ToolDay
 from monark.wiki.models import WikiPage
 
 # On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and
@@ -39,6 +39,7 @@ __all__ = [
     "RecordModel",
     "RecordValue",
     "ToolCall",
+    "ToolDay",
     "UsageDay",
     "User",
     "WebhookAttempt",

@@ -113,3 +113,31 @@ def test_members_cannot_see_the_orgs_usage_but_see_their_own(
     assert profile.status_code == 200 and "Your usage" in profile.get_data(as_text=True)
     mine = list(csv.reader(io.StringIO(member.get("/profile/usage.csv").get_data(as_text=True))))
     assert all(row[1] == "0" for row in mine[1:])  # the admin's replies are not the member's
+
+
+def test_settled_days_tool_calls_are_kept_once_and_count_the_same(
+    app, world, scripted, monkeypatch
+):
+    from datetime import timedelta
+
+    from monark.core.models import utcnow
+    from monark.settings.models import ToolDay
+
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-sonnet-4-5")
+    _talk(world, scripted, "member", 3)
+    calls = list(db.session.scalars(select(ToolCall).where(ToolCall.org_id == world.a.org.id)))
+    # Two calls from a settled day, one from last week (still counted live).
+    calls[0].created_at = utcnow() - timedelta(days=40)
+    calls[1].created_at = utcnow() - timedelta(days=40)
+    calls[2].created_at = utcnow() - timedelta(days=5)
+    calls[1].status = "FAILED"
+    db.session.commit()
+    admin = world.a.principal("admin")
+    first = usage.report(admin, 90).table("tools")
+    kept = db.session.scalar(select(func.count()).select_from(ToolDay))
+    assert kept > 0
+    again = usage.report(admin, 90).table("tools")
+    assert db.session.scalar(select(func.count()).select_from(ToolDay)) == kept
+    assert first.columns == again.columns == ["Tool", "FAILED", "SUCCEEDED"]
+    assert first.rows == again.rows == [["records_list", 1, 2]]
+    assert usage.report(admin, 30).table("tools").rows == [["records_list", 1]]

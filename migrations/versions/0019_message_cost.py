@@ -1,4 +1,4 @@
-"""Spend: each reply's cost, an org's own prices, usage per day, budgets
+"""Spend: each reply's cost, an org's own prices, usage per day, budgets, tool days
 
 Revision ID: 0019_message_cost
 Revises: 0018_schedules
@@ -75,6 +75,19 @@ def upgrade():
         sa.UniqueConstraint("org_id"),
         sqlite_autoincrement=True,
     )
+    op.create_table(
+        "usage_tool_days",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("org_id", sa.Integer(), nullable=False),
+        sa.Column("day", sa.Date(), nullable=False),
+        sa.Column("name", sa.String(length=120), nullable=False),
+        sa.Column("status", sa.String(length=12), nullable=False),
+        sa.Column("calls", sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(["org_id"], ["orgs.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("org_id", "day", "name", "status"),
+        sqlite_autoincrement=True,
+    )
     # The replies stored so far, counted once (their cost was never kept: unknown).
     day = (
         "date(m.created_at)"
@@ -99,6 +112,7 @@ def upgrade():
 
 
 def downgrade():
+    op.drop_table("usage_tool_days")
     op.drop_table("org_budgets")
     op.drop_table("chat_usage_days")
     with op.batch_alter_table(

@@ -1,11 +1,11 @@
-"""An org's budget for the assistant's spend."""
+"""An org's budget for the assistant's spend, and its past days' tool calls."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 
-from sqlalchemy import BigInteger, ForeignKey, String
+from sqlalchemy import BigInteger, Date, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from monark.core.models import utcnow
@@ -32,3 +32,19 @@ class OrgBudget(db.Model):
     updated_by_id: Mapped[int | None] = mapped_column(
         ForeignKey("users.id", ondelete="SET NULL"), default=None
     )
+
+
+class ToolDay(db.Model):
+    """An org's tool calls of one past day, by tool and status, kept once the day's calls
+    can no longer change status (older than the approval TTL): the usage page reads these
+    instead of every call. A row with an empty ``name`` marks a day kept with no calls."""
+
+    __tablename__ = "usage_tool_days"
+    __table_args__ = (UniqueConstraint("org_id", "day", "name", "status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    day: Mapped[date] = mapped_column(Date)
+    name: Mapped[str] = mapped_column(String(120))
+    status: Mapped[str] = mapped_column(String(12))
+    calls: Mapped[int] = mapped_column(default=0)

@@ -7,12 +7,14 @@ beside it, and the CSV export writes the same rows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Date, cast, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.models import Conversation, ToolCall
 from monark.chat.usage import NO_USER, UsageDay
@@ -20,7 +22,9 @@ from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import User, utcnow
 from monark.core.money import money_text
 from monark.core.rbac import Principal
+from monark.core.settings import chat_settings
 from monark.extensions import db
+from monark.settings.models import ToolDay
 
 PERIODS = (30, 90)  # days a page may show
 
@@ -194,7 +198,7 @@ def report(principal: Principal, days: int, own: bool = False, today: date | Non
     tables = [daily, _by_model(where)]
     if not own:
         tables.append(_by_user(where))
-    tables.append(_tools(principal, since, own))
+    tables.append(_tools(principal, since, until, own))
     return Report(days, since, until, totals, tables, own)
 
 
@@ -254,21 +258,96 @@ def _by_user(where: list[Any]) -> Table:
     return Table("users", "By member", ["Member", *TOTAL_COLUMNS], rows, series=[6])
 
 
-def _tools(principal: Principal, since: date, own: bool) -> Table:
-    start = datetime.combine(since, datetime.min.time())
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, datetime.min.time())
+
+
+def settled_before(today: date) -> date:
+    """The first day whose calls may still change status: a proposal lives up to the
+    approval TTL (expired by the hourly upkeep), so older days are kept as they are."""
+    return today - timedelta(days=math.ceil(chat_settings().approval_ttl / 86400) + 2)
+
+
+def _keep_days(org_id: int, since: date, until: date) -> None:
+    """Count the calls of the settled days in ``[since, until)`` not kept yet, once (two
+    instances at once: the second's rows are ignored)."""
+    kept = set(
+        db.session.scalars(
+            select(ToolDay.day)
+            .where(ToolDay.org_id == org_id, ToolDay.day >= since, ToolDay.day < until)
+            .where(ToolDay.name == "")
+            .distinct()
+        )
+    )
+    missing = [since + timedelta(days=i) for i in range((until - since).days)]
+    missing = [d for d in missing if d not in kept]
+    if not missing:
+        return
+    dialect = db.session.get_bind().dialect.name
+    day_of = (
+        func.date(ToolCall.created_at) if dialect == "sqlite" else cast(ToolCall.created_at, Date)
+    )
+    found = db.session.execute(
+        select(day_of, ToolCall.name, ToolCall.status, func.count())
+        .where(
+            ToolCall.org_id == org_id,
+            ToolCall.created_at >= _midnight(missing[0]),
+            ToolCall.created_at < _midnight(missing[-1] + timedelta(days=1)),
+        )
+        .group_by(day_of, ToolCall.name, ToolCall.status)
+    ).all()
+    wanted = set(missing)
+    rows = [{"org_id": org_id, "day": d, "name": "", "status": "", "calls": 0} for d in missing]
+    for day, name, status, n in found:
+        day = day if isinstance(day, date) else date.fromisoformat(str(day))
+        if day in wanted:
+            rows.append(
+                {"org_id": org_id, "day": day, "name": name, "status": str(status), "calls": n}
+            )
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    db.session.execute(insert(ToolDay).on_conflict_do_nothing(), rows)
+    db.session.commit()
+
+
+def _tool_counts(principal: Principal, since: date, until: date, own: bool) -> list[Any]:
+    """(tool, status, calls) of the period: kept days from ``usage_tool_days``, the recent
+    ones (and a member's own) counted from the calls."""
+    live_from = since
+    counted: list[Any] = []
+    if not own:
+        live_from = max(since, min(settled_before(until), until + timedelta(days=1)))
+        if live_from > since:
+            _keep_days(principal.org_id, since, live_from)
+            counted = list(
+                db.session.execute(
+                    select(ToolDay.name, ToolDay.status, func.sum(ToolDay.calls))
+                    .where(
+                        ToolDay.org_id == principal.org_id,
+                        ToolDay.day >= since,
+                        ToolDay.day < live_from,
+                        ToolDay.name != "",
+                    )
+                    .group_by(ToolDay.name, ToolDay.status)
+                )
+            )
     query = (
         select(ToolCall.name, ToolCall.status, func.count())
-        .where(ToolCall.org_id == principal.org_id, ToolCall.created_at >= start)
+        .where(ToolCall.org_id == principal.org_id, ToolCall.created_at >= _midnight(live_from))
         .group_by(ToolCall.name, ToolCall.status)
     )
     if own:
         query = query.join(Conversation, Conversation.id == ToolCall.conversation_id).where(
             Conversation.creator_id == principal.user_id
         )
+    return counted + list(db.session.execute(query))
+
+
+def _tools(principal: Principal, since: date, until: date, own: bool) -> Table:
     counts: dict[str, dict[str, int]] = {}
     statuses: set[str] = set()
-    for name, status, n in db.session.execute(query):
-        counts.setdefault(name, {})[str(status)] = n
+    for name, status, n in _tool_counts(principal, since, until, own):
+        by = counts.setdefault(name, {})
+        by[str(status)] = by.get(str(status), 0) + int(n)
         statuses.add(str(status))
     order = sorted(statuses)
     rows = [[name, *(by.get(s, 0) for s in order)] for name, by in sorted(counts.items())]
