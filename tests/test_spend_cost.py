@@ -181,3 +181,42 @@ def test_a_replys_details_show_its_tokens_and_cost(app, world, fake_anthropic, m
     assert terms == ["Input tokens", "Output tokens", "Cached tokens", "Cost"]
     assert figures[0] == "120" and figures[2] == "90 read, 30 written"
     assert figures[3] == money_text(last.cost) and figures[3].startswith("$0.000")
+
+
+def test_an_admin_sets_the_orgs_own_price_in_the_ai_settings(app, world, login, monkeypatch):
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-sonnet-4-5")
+    admin = login("admin@acme.test")
+    typed = {
+        "price_input": "1.5",
+        "price_output": "7",
+        "price_cache_write": "2",
+        "price_cache_read": "0.15",
+    }
+    assert admin.post("/settings/ai", {"model": "claude-sonnet-4-5", **typed}).status_code == 303
+    db.session.rollback()
+    price = resolve(world.a.org.id).price
+    assert (price.input, price.output, price.cache_read) == (
+        Decimal("1.5"),
+        Decimal(7),
+        Decimal("0.15"),
+    )
+    row = db.session.scalar(select(OrgAiSettings))
+    assert row.prices["model"] == "claude-sonnet-4-5" and row.prices["provider"] == "anthropic"
+    page = BeautifulSoup(admin.get("/settings/ai").get_data(as_text=True), "html.parser")
+    assert page.select_one("#price_output")["value"] == "7"
+    # A bad one is refused naming its field; the stored price is kept.
+    refused = admin.post(
+        "/settings/ai", {"model": "claude-sonnet-4-5", **typed, "price_output": "-2"}
+    )
+    assert refused.status_code == 422
+    page = BeautifulSoup(refused.get_data(as_text=True), "html.parser")
+    assert "cannot be negative" in page.select_one("#price_output-error").get_text()
+    missing = admin.post("/settings/ai", {"model": "claude-sonnet-4-5", "price_input": "1"})
+    page = BeautifulSoup(missing.get_data(as_text=True), "html.parser")
+    assert page.select_one("#price_output-error") is not None
+    db.session.rollback()
+    assert resolve(world.a.org.id).price.output == Decimal(7)
+    # Emptied, the table's price again.
+    admin.post("/settings/ai", {"model": "claude-sonnet-4-5"})
+    db.session.rollback()
+    assert resolve(world.a.org.id).price == price_table().get("anthropic", "claude-sonnet-4-5")
