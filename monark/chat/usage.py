@@ -49,7 +49,8 @@ class UsageDay(db.Model):
     unpriced_replies: Mapped[int] = mapped_column(default=0)
 
 
-_SUMS = (
+# The columns a reply adds to (the rest are its row's key).
+SUMMED = (
     "replies",
     "input_tokens",
     "output_tokens",
@@ -113,9 +114,9 @@ def _upsert(dialect: str) -> Any:
     if found is None:
         insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         table = UsageDay.__table__
-        statement = insert(table).values({name: bindparam(name) for name in [*_KEY, *_SUMS]})
+        statement = insert(table).values({name: bindparam(name) for name in [*_KEY, *SUMMED]})
         found = _UPSERTS[dialect] = statement.on_conflict_do_update(
             index_elements=_KEY,
-            set_={name: table.c[name] + statement.excluded[name] for name in _SUMS},
+            set_={name: table.c[name] + statement.excluded[name] for name in SUMMED},
         )
     return found

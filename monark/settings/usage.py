@@ -17,7 +17,7 @@ from sqlalchemy import Date, cast, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.models import Conversation, ToolCall
-from monark.chat.usage import NO_USER, UsageDay
+from monark.chat.usage import NO_USER, SUMMED, UsageDay
 from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import User, utcnow
 from monark.core.money import money_text
@@ -71,15 +71,8 @@ class Totals:
         ]
 
 
-_FIELDS = (
-    "replies",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost",
-    "unpriced_tokens",
-)
+# What a ``Totals`` holds, in its order (a reply count without a price is not shown).
+_FIELDS = tuple(f for f in SUMMED if f != "unpriced_replies")
 TOTAL_COLUMNS = [
     "Replies",
     "Input tokens",
@@ -89,15 +82,7 @@ TOTAL_COLUMNS = [
     "Cost (USD)",
     "Tokens without a price",
 ]
-_SUMS = [
-    func.sum(UsageDay.replies),
-    func.sum(UsageDay.input_tokens),
-    func.sum(UsageDay.output_tokens),
-    func.sum(UsageDay.cache_read_tokens),
-    func.sum(UsageDay.cache_write_tokens),
-    func.sum(UsageDay.cost),
-    func.sum(UsageDay.unpriced_tokens),
-]
+_SUMS = [func.sum(getattr(UsageDay, f)) for f in _FIELDS]
 
 
 def _totals(row: Any, start: int) -> Totals:
