@@ -16,7 +16,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sqlalchemy import case, func, select, update
+from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.usage import UsageDay
@@ -108,7 +108,7 @@ def _capped(value: Any, ceiling: Decimal | None) -> Any:
     return ceiling if value is None else min(value, ceiling)
 
 
-def limits_of(row: OrgBudget | None) -> Limits:
+def limits_of(row: Any) -> Limits:
     """The org's own budget over the deployment's defaults, within its ceilings."""
     spend = spend_settings()
 
@@ -213,30 +213,58 @@ def _user_trip_recorded(principal: Principal, today: date) -> bool:
     )
 
 
+_MINE = (UsageDay.user_id == bindparam("user")) & (UsageDay.day == bindparam("today"))
+# The org's budget row and its month's (and the member's day's) sums, in one statement.
+_CHECK = (
+    select(
+        OrgBudget.monthly_cost,
+        OrgBudget.monthly_tokens,
+        OrgBudget.user_daily_cost,
+        OrgBudget.user_daily_tokens,
+        func.sum(UsageDay.cost),
+        func.sum(UsageDay.unpriced_tokens),
+        func.sum(case((_MINE, UsageDay.cost), else_=None)),
+        func.sum(case((_MINE, UsageDay.unpriced_tokens), else_=None)),
+    )
+    .select_from(Org)
+    .outerjoin(OrgBudget, OrgBudget.org_id == Org.id)
+    .outerjoin(UsageDay, (UsageDay.org_id == Org.id) & (UsageDay.day >= bindparam("start")))
+    .where(Org.id == bindparam("org"))
+    .group_by(
+        OrgBudget.monthly_cost,
+        OrgBudget.monthly_tokens,
+        OrgBudget.user_daily_cost,
+        OrgBudget.user_daily_tokens,
+    )
+)
+
+
 def spend_check(principal: Principal, record: bool = False) -> str | None:
     """Why the principal's assistant is paused by spend now, or None (the gate's check).
 
     ``record``: the loop's check after a reply was counted, in that reply's transaction:
     crossing 80% or 100% this period is audited then (once, whichever instance wins).
-    Two queries at most: the budget row, then the month's and the member's day's sums."""
+    One statement, built once, on the session's connection: this runs after every reply,
+    and building and running ORM queries cost more than the query itself."""
     today = utcnow().date()
     start, period, renews = _period(today)
-    limits = limits_of(_row(principal.org_id))
+    params = {
+        "org": principal.org_id,
+        "start": start,
+        "user": principal.user_id or -1,
+        "today": today,
+    }
+    row = db.session.connection().execute(_CHECK, params).first()
+    if row is None:  # no such org
+        return None
+    limits = limits_of(row)
     org_limited = limits.monthly_cost is not None or limits.monthly_tokens is not None
     user_limited = principal.user_id is not None and (
         limits.user_daily_cost is not None or limits.user_daily_tokens is not None
     )
     if not (org_limited or user_limited):
         return None
-    mine = (UsageDay.user_id == (principal.user_id or -1)) & (UsageDay.day == today)
-    cost, tokens, my_cost, my_tokens = db.session.execute(
-        select(
-            func.sum(UsageDay.cost),
-            func.sum(UsageDay.unpriced_tokens),
-            func.sum(case((mine, UsageDay.cost), else_=None)),
-            func.sum(case((mine, UsageDay.unpriced_tokens), else_=None)),
-        ).where(UsageDay.org_id == principal.org_id, UsageDay.day >= start)
-    ).one()
+    cost, tokens, my_cost, my_tokens = row[4:]
     spent = Spent(cost if cost is not None else Decimal(0), int(tokens or 0))
     state = Status(
         limits, spent, _share(spent, limits.monthly_cost, limits.monthly_tokens), period, renews
