@@ -1,5 +1,5 @@
 // Settings → Usage and the profile's usage: draws each table's chart with the vendored
-// Chart.js, from the page's JSON (no inline script: the CSP allows none). The tables
+// Chart.js, from the JSON in #usage-data's data-charts (no inline script: the CSP allows none). The tables
 // beside the charts hold the same figures, exactly; the charts are only a picture of them.
 (function () {
   "use strict";
@@ -8,7 +8,7 @@
   function draw() {
     var source = document.getElementById("usage-data");
     if (!source || typeof window.Chart === "undefined") return;
-    var charts = JSON.parse(source.textContent);
+    var charts = JSON.parse(source.dataset.charts);
     charts.forEach(function (spec) {
       var canvas = document.getElementById("chart-" + spec.key);
       if (!canvas || canvas.dataset.drawn) return;
