@@ -280,6 +280,25 @@ _MAIL: dict[str, Default] = {
 }
 
 
+# Spend (``monark.settings.budgets``): prices, and budgets' defaults and ceilings (blank: none;
+# the amounts are checked by ``core.settings``).
+_SPEND: dict[str, Default] = {
+    # A TOML price table over the shipped one (``monark/chat/llm/prices.toml``, same
+    # form); empty: the shipped one alone.
+    "PRICES_FILE": "",
+    # An org's budget when its admins set none (empty: none): US dollars a month, tokens
+    # a month (of models without a price), and a member's daily cap in each.
+    "BUDGET_MONTHLY_COST": "",
+    "BUDGET_MONTHLY_TOKENS": "",
+    "BUDGET_USER_DAILY_COST": "",
+    "BUDGET_USER_DAILY_TOKENS": "",
+    # The most an org's admins may set (empty: no ceiling); a monthly budget above it
+    # is refused, and a stored one counts as the ceiling.
+    "BUDGET_COST_CEILING": "",
+    "BUDGET_TOKENS_CEILING": "",
+}
+
+
 def load_config(instance_path: str) -> dict[str, Any]:
     """Build the Flask config mapping from environment variables."""
     return {
@@ -294,4 +313,5 @@ def load_config(instance_path: str) -> dict[str, Any]:
         **_assistant_config(),
         **_environment(_LIMITS),
         **_environment(_MAIL),
+        **_environment(_SPEND),
     }

@@ -32,6 +32,7 @@ from monark.automations.routes import AUTOMATION_ROUTES
 from monark.automations.routes import bp as automations_internal_bp
 from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
+from monark.chat.llm.prices import PriceError, price_table
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
 from monark.core import jobs, mail, metrics, ratelimit, settings
@@ -46,8 +47,9 @@ from monark.core.signin import bp as signin_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
-from monark.settings import ai_provider
+from monark.settings import ai_provider, budgets
 from monark.settings.ai import bp as settings_ai_bp
+from monark.settings.usage_views import bp as settings_usage_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
 from monark.wiki.routes import bp as wiki_internal_bp
@@ -61,6 +63,7 @@ BLUEPRINTS = (
     records_bp,
     settings_bp,
     settings_ai_bp,
+    settings_usage_bp,
     audit_bp,
     assistant_bp,
     approvals_bp,
@@ -98,6 +101,10 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)
     settings.install(app)  # read once, after every override
+    try:  # a deployment's price file is checked at start, not at its first reply
+        price_table(settings.spend_settings(app).prices_file)
+    except PriceError as err:
+        raise RuntimeError(f"PRICES_FILE: {err}") from None
 
     db.init_app(app)
     migrate.init_app(
@@ -124,6 +131,12 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     gauges.install(app)
     toolset = build_chat_toolset(ROUTES, [NavigateTool()])
     runtime.install(
-        app, toolset, AllowanceGate(), ai_provider.resolve, AssistantGates(), AssistantPrompt()
+        app,
+        toolset,
+        AllowanceGate(),
+        ai_provider.resolve,
+        AssistantGates(),
+        AssistantPrompt(),
+        budgets.spend_check,
     )
     return app

@@ -8,10 +8,11 @@ from monark.automations.models import (
     WebhookDelivery,
 )
 from monark.chat.models import Conversation, Message, Participant, ToolCall
+from monark.chat.usage import UsageDay
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
-from monark.settings.models import OrgAiSettings
+from monark.settings.models import OrgAiSettings, OrgBudget, ToolDay
 from monark.wiki.models import WikiPage
 
 # On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and
@@ -33,11 +34,14 @@ __all__ = [
     "ModelField",
     "Org",
     "OrgAiSettings",
+    "OrgBudget",
     "Participant",
     "Record",
     "RecordModel",
     "RecordValue",
     "ToolCall",
+    "ToolDay",
+    "UsageDay",
     "User",
     "WebhookAttempt",
     "WebhookDelivery",

@@ -112,6 +112,7 @@ def test_tool_use_and_tool_result_pair_exactly(world, fake_anthropic):
 
 def test_usage_with_cache_figures_is_stored(world, fake_anthropic):
     conversation_id = run_read_then_write_turn(world, fake_anthropic)
+    # In the order they were written (PostgreSQL returns updated rows in any order).
     replies = db.session.scalars(
         select(Message)
         .where(Message.conversation_id == conversation_id, Message.role == "assistant")

@@ -444,6 +444,16 @@ WEB_CASES: tuple[WebCase, ...] = (
             data=lambda c, who: {"provider": "openai_compatible"}),
     WebCase("settings_ai.providers", "GET", "", _url("/settings/ai/providers"),
             row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    # The org's usage and budget are admins'; a member's own usage is theirs (on the profile).
+    WebCase("settings_usage.page", "GET", "", _url("/settings/usage"),
+            row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    WebCase("settings_usage.org_csv", "GET", "", _url("/settings/usage.csv"),
+            row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    WebCase("settings_usage.own_csv", "GET", "", _url("/profile/usage.csv"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("settings_usage.budget", "POST", "", _url("/settings/usage/budget"),
+            row(owner=303, admin=303, member=403, viewer=403, other=303),
+            data=lambda c, who: {"monthly_cost": "12" if who == "admin" else "34"}, writes="own"),
     WebCase("settings.api_keys", "GET", "", _url("/settings/api-keys"),
             row(owner=200, admin=200, member=403, viewer=403, other=200)),
     # 201 and a page, not a redirect: the new token is shown once, in this answer only.

@@ -28,6 +28,7 @@ ALLOWED = (
     # The loop feeds /metrics' counters (prometheus-client, nothing of the host).
     "monark.core.metrics",
     "monark.core.models",
+    "monark.core.money",
     "monark.core.net",
     "monark.core.rbac",
     "monark.core.schemas",

@@ -89,7 +89,11 @@ def test_the_settings_header_keeps_its_buttons_together(login, world):
     head = soup_of(login("admin@acme.test").get("/settings")).select_one(".page-head")
     assert [c.name for c in head.find_all(recursive=False)] == ["h1", "div"]
     actions = head.select_one(".actions")
-    assert [a.get_text(strip=True) for a in actions.select("a.button")] == ["AI model", "API keys"]
+    assert [a.get_text(strip=True) for a in actions.select("a.button")] == [
+        "AI model",
+        "Usage",
+        "API keys",
+    ]
 
 
 # ---- members: the role given, and the automations it switched off --------------------------

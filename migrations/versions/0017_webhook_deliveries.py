@@ -82,9 +82,7 @@ def upgrade():
         sa.Column("response_excerpt", sa.Text(), nullable=True),
         sa.Column("outcome", sa.String(length=12), nullable=False),
         sa.Column("redelivered_by_id", sa.Integer(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["delivery_id"], ["webhook_deliveries.id"], ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["delivery_id"], ["webhook_deliveries.id"], ondelete="CASCADE"),
         sa.ForeignKeyConstraint(["redelivered_by_id"], ["users.id"], ondelete="SET NULL"),
         sa.PrimaryKeyConstraint("id"),
         sqlite_autoincrement=True,

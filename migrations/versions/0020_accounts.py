@@ -13,7 +13,7 @@ import sqlalchemy as sa
 # revision identifiers, used by Alembic.
 revision = "0020_accounts"
 # 0019 (spend) is written in parallel: the merge points this at it.
-down_revision = "0018_schedules"
+down_revision = "0019_message_cost"
 branch_labels = None
 depends_on = None
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from monark.chat.host import Gate
+from monark.chat.runtime import spend_closed
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
@@ -35,6 +36,8 @@ def check_gates(principal: Principal) -> Gate:
     user = db.session.get(User, principal.user_id) if principal.user_id else None
     if user is not None and not user.ai_agent_enabled:
         return Gate(False, "ai_off_user", "You turned the AI assistant off on your profile page.")
+    if reason := spend_closed(principal):  # a budget used up (the host's check)
+        return Gate(False, "budget", reason)
     return Gate(True)
 
 

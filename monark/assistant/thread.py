@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from decimal import Decimal
 
 from markupsafe import Markup
 
@@ -21,6 +22,7 @@ from monark.chat.models import (
 from monark.chat.turn import lease
 from monark.core.markdown import render_markdown
 from monark.core.models import as_utc
+from monark.core.money import money_text
 from monark.core.rbac import Principal
 
 
@@ -38,6 +40,7 @@ class MessageView:
     provider: str | None = None  # which provider and model wrote a reply
     model: str | None = None
     author_kind: str = "agent"
+    usage: ReplyUsage | None = None  # a reply's tokens and cost (its details)
 
     @property
     def is_step(self) -> bool:
@@ -65,6 +68,35 @@ class MessageView:
             card_of(c, Where.PANEL, group_id if c.kind == "write" and c.waiting else None)
             for c in self.calls
         ]
+
+
+@dataclass(frozen=True)
+class ReplyUsage:
+    """What one reply used: input (not cached), output and cached tokens, and its cost."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost: Decimal | None  # None: unknown (no price for the model, or no usage reported)
+
+    @classmethod
+    def of(cls, message: Message) -> ReplyUsage | None:
+        """A finished reply's usage, None for other messages."""
+        if message.role != MessageRole.ASSISTANT or message.status == MessageStatus.STREAMING:
+            return None
+        return cls(
+            message.input_tokens,
+            message.output_tokens,
+            message.cache_read_tokens,
+            message.cache_creation_tokens,
+            message.cost,
+        )
+
+    @property
+    def cost_text(self) -> str:
+        """The cost as people read it: dollars to the cent, or to the first figure below."""
+        return money_text(self.cost)
 
 
 def _calls_of(message: Message) -> list[ToolCall]:
@@ -101,6 +133,7 @@ def message_view(message: Message, views: dict[int, CallView] | None = None) -> 
         calls=[views[c.id] for c in calls],
         provider=message.provider,
         model=message.model,
+        usage=ReplyUsage.of(message),
     )
 
 

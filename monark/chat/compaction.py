@@ -27,6 +27,7 @@ from typing import Protocol
 from monark.chat import store
 from monark.chat.executor import ToolSpec
 from monark.chat.hooks import TurnHooks
+from monark.chat.llm.prices import Price
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
@@ -44,6 +45,7 @@ from monark.chat.models import (
 )
 from monark.chat.streaming import stream_step
 from monark.chat.transcript import build_llm_messages, row_turns, shown_rows
+from monark.chat.usage import charge
 from monark.core.rbac import Principal
 from monark.core.settings import ChatSettings
 from monark.extensions import db
@@ -107,6 +109,7 @@ class StepSetup(Protocol):
     max_tokens: int
     silence: float
     context: ContextPolicy
+    price: Price | None
 
 
 def tokens_of(chars: int) -> int:
@@ -294,11 +297,8 @@ def _compact(
         provider=setup.provider_name,
         model=setup.model,
         stop_reason=step.stop_reason,
-        input_tokens=step.usage.input_tokens,
-        output_tokens=step.usage.output_tokens,
-        cache_read_tokens=step.usage.cache_read_tokens,
-        cache_creation_tokens=step.usage.cache_creation_tokens,
     )
+    charge(summary, step.usage, setup.price, principal.user_id)
     db.session.commit()
     hooks.on_message_saved(summary)
     return True

@@ -22,6 +22,7 @@ from monark.chat.compaction import ContextPolicy, fit
 from monark.chat.executor import ChatToolExecutor, ToolSpec
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.common import held
+from monark.chat.llm.prices import Price
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
     CALL_NAME_MAX,
@@ -34,9 +35,16 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.chat.runtime import prompt_builder, proposal_gate, provider_for, tool_executor
+from monark.chat.runtime import (
+    prompt_builder,
+    proposal_gate,
+    provider_for,
+    spend_closed,
+    tool_executor,
+)
 from monark.chat.streaming import Step, stream_step
 from monark.chat.transcript import build_llm_messages, tool_definitions
+from monark.chat.usage import charge
 from monark.core.bounds import clip
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
@@ -54,6 +62,7 @@ class TurnStatus(StrEnum):
     DONE = "done"
     AWAITING_CONFIRMATION = "awaiting_confirmation"
     STEP_LIMIT = "step_limit"
+    PAUSED = "paused"  # a budget ran out (the note says which, and who can lift it)
     ERROR = "error"
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"  # its process died: a watcher finds it gone
@@ -99,6 +108,10 @@ class _Setup:
     max_steps: int
     silence: float
     context: ContextPolicy
+    price: Price | None  # of its model: None, its replies' cost is unknown
+    # Why spend pauses the turn (asked before its first step, then after each reply).
+    paused: str | None = None
+    spend_asked: bool = False
 
     @classmethod
     def load(cls, principal: Principal) -> _Setup:
@@ -121,6 +134,7 @@ class _Setup:
                 resolved.descriptor.context_window if resolved.descriptor else None,
                 chat_settings(),
             ),
+            price=resolved.price,
         )
 
 
@@ -137,18 +151,33 @@ def _stop_before_step(
     if any(c.status in PENDING_STATUSES for row in rows for c in row.tool_calls):
         result.status = TurnStatus.AWAITING_CONFIRMATION
         return None
+    if not setup.spend_asked:
+        setup.paused, setup.spend_asked = spend_closed(principal), True
+    if setup.paused:  # a budget ran out: the turn ends here, and says why
+        return _end_with_note(
+            principal, conversation, hooks, result, setup.paused, TurnStatus.PAUSED
+        )
     if _steps_this_turn(rows) < setup.max_steps:
         return rows
+    note = step_limit_note(setup.max_steps)
+    return _end_with_note(principal, conversation, hooks, result, note, TurnStatus.STEP_LIMIT)
+
+
+def _end_with_note(
+    principal: Principal,
+    conversation: Conversation,
+    hooks: TurnHooks,
+    result: TurnResult,
+    text: str,
+    status: TurnStatus,
+) -> None:
+    """End the turn with a note in the thread saying why."""
     note = store.add_message(
-        conversation,
-        principal,
-        author_kind="system",
-        role=MessageRole.NOTE,
-        text=step_limit_note(setup.max_steps),
+        conversation, principal, author_kind="system", role=MessageRole.NOTE, text=text
     )
     db.session.commit()
     hooks.on_message_saved(note)
-    result.status = TurnStatus.STEP_LIMIT
+    result.status = status
     result.message_ids.append(note.id)
     return None
 
@@ -281,10 +310,7 @@ def _store_step(
     message.status = status
     message.error = step.error.message if step.error else None
     message.stop_reason = step.stop_reason
-    message.input_tokens = step.usage.input_tokens
-    message.output_tokens = step.usage.output_tokens
-    message.cache_read_tokens = step.usage.cache_read_tokens
-    message.cache_creation_tokens = step.usage.cache_creation_tokens
+    charge(message, step.usage, setup.price, principal.user_id)
     metrics.tokens(
         setup.provider_name,
         setup.model,
@@ -295,6 +321,9 @@ def _store_step(
             "cache_write": step.usage.cache_creation_tokens,
         },
     )
+    # Counted in this reply's transaction: a budget it used up pauses the turn before its
+    # next step (on any instance: the spend is read from the database).
+    setup.paused = spend_closed(principal, record=True)
     store.touch(principal, conversation_id)
     for call in calls:
         call.message_id = message.id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -10,6 +11,7 @@ from sqlalchemy import JSON, ForeignKey, Index, String, Text, TypeDecorator, Uni
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.core.models import utcnow
+from monark.core.money import Money
 from monark.extensions import db
 
 
@@ -179,6 +181,9 @@ class Message(db.Model):
     output_tokens: Mapped[int] = mapped_column(default=0)
     cache_read_tokens: Mapped[int] = mapped_column(default=0)
     cache_creation_tokens: Mapped[int] = mapped_column(default=0)
+    # What the reply cost (US dollars, from its usage and the price table); None: unknown
+    # (a model without a price, or a provider that reported no usage).
+    cost: Mapped[Decimal | None] = mapped_column(Money(), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     tool_calls: Mapped[list[ToolCall]] = relationship(
@@ -197,6 +202,8 @@ class ToolCall(db.Model):
         Index("ix_chat_tool_calls_conversation_id_status", "conversation_id", "status"),
         # The Approvals inbox: what waits for one member, per org.
         Index("ix_chat_tool_calls_org_id_approver_id_status", "org_id", "approver_id", "status"),
+        # The usage page: an org's calls since a day, by tool and status (the index alone).
+        Index("ix_chat_tool_calls_org_id_created_at", "org_id", "created_at", "name", "status"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

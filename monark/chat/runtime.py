@@ -21,10 +21,12 @@ from flask import Flask, current_app
 from monark.chat.executor import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
 from monark.chat.host import AccessGate, Closed, PromptBuilder
 from monark.chat.llm.common import close_provider
+from monark.chat.llm.prices import Price, price_table
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
 from monark.chat.llm.types import LlmProvider
 from monark.chat.llm.unavailable import UnavailableProvider
-from monark.core.settings import chat_settings
+from monark.core.rbac import Principal
+from monark.core.settings import chat_settings, spend_settings
 
 _KEY = "monark.chat"
 
@@ -83,6 +85,8 @@ class ResolvedAi:
     limits: Limits
     problem: str | None = None  # for everyone (the chat says it)
     detail: str | None = None  # the whole reason, for admins (addresses and settings)
+    # What its model's tokens cost (the org's own price, else the table's); None: unknown.
+    price: Price | None = None
 
     @property
     def admin_problem(self) -> str | None:
@@ -91,6 +95,14 @@ class ResolvedAi:
 
 # Which model an org's turns talk to (None: the deployment's alone); the host's.
 Resolver = Callable[[int | None], ResolvedAi]
+# Why a principal's spend closes the assistant (a budget used up), or None; the host's.
+# ``record``: asked by the loop right after a reply was counted, in its transaction.
+SpendCheck = Callable[[Principal, bool], str | None]
+
+
+def no_limit(principal: Principal, record: bool = False) -> str | None:
+    """The spend check of a host that installed none: nothing is capped."""
+    return None
 
 
 def no_model(org_id: int | None) -> ResolvedAi:
@@ -104,7 +116,8 @@ def no_model(org_id: int | None) -> ResolvedAi:
         max_retries=chat.llm_max_retries,
     )
     limits = Limits(chat.max_steps, chat.llm_max_tokens)
-    return ResolvedAi(config, None, limits, "No model provider is set.")
+    price = price_table(spend_settings().prices_file).get(chat.llm_provider, chat.llm_model)
+    return ResolvedAi(config, None, limits, "No model provider is set.", price=price)
 
 
 @dataclass
@@ -114,6 +127,7 @@ class ChatRuntime:
     resolve: Resolver = no_model
     access: AccessGate = field(default_factory=Closed)
     prompt: PromptBuilder = field(default_factory=Closed)
+    spend: SpendCheck = no_limit
     # A provider for every org (tests, benchmarks); None: each org's own, as configured.
     override: LlmProvider | None = None
     adapters: AdapterCache = field(default_factory=AdapterCache)
@@ -127,11 +141,12 @@ def install(
     resolve: Resolver = no_model,
     access: AccessGate | None = None,
     prompt: PromptBuilder | None = None,
+    spend: SpendCheck = no_limit,
 ) -> None:
-    """Give ``app`` the host's tool executor, proposal gate, model resolver, access gate and
-    prompt (called by the app factory)."""
+    """Give ``app`` the host's tool executor, proposal gate, model resolver, access gate,
+    prompt and spend check (called by the app factory)."""
     app.extensions[_KEY] = ChatRuntime(
-        executor, gate or AlwaysAsk(), resolve, access or Closed(), prompt or Closed()
+        executor, gate or AlwaysAsk(), resolve, access or Closed(), prompt or Closed(), spend
     )
 
 
@@ -147,6 +162,11 @@ def runtime(app: Flask | None = None) -> ChatRuntime:
 def tool_executor() -> ChatToolExecutor:
     """The current app's tool executor."""
     return runtime().executor
+
+
+def spend_closed(principal: Principal, record: bool = False) -> str | None:
+    """Why the principal's spend closes the assistant now (read from the database), or None."""
+    return runtime().spend(principal, record)
 
 
 def proposal_gate() -> ProposalGate:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -215,6 +216,51 @@ class MailSettings:
         )
 
 
+def _amount(config: Mapping[str, Any], name: str, whole: bool = False) -> Decimal | None:
+    """A positive amount from the config (None when unset); a wrong one stops the start."""
+    raw = str(config.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        value = Decimal(-1)
+    if not value.is_finite() or value <= 0 or value > SPEND_MAX or (whole and value != int(value)):
+        kind = "a whole number" if whole else "an amount"
+        raise RuntimeError(f"{name} must be {kind} above 0 and at most {SPEND_MAX}.")
+    return value
+
+
+# Above this, a budget or a ceiling is a typo (dollars or tokens alike).
+SPEND_MAX = Decimal(10) ** 12
+
+
+@dataclass(frozen=True, slots=True)
+class SpendSettings:
+    """Prices and budgets: the deployment's price file, its default budgets and ceilings."""
+
+    prices_file: str = ""
+    monthly_cost: Decimal | None = None
+    monthly_tokens: Decimal | None = None
+    user_daily_cost: Decimal | None = None
+    user_daily_tokens: Decimal | None = None
+    cost_ceiling: Decimal | None = None
+    tokens_ceiling: Decimal | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> SpendSettings:
+        """Read and check the ``PRICES_FILE`` and ``BUDGET_*`` keys."""
+        return cls(
+            prices_file=str(config.get("PRICES_FILE") or "").strip(),
+            monthly_cost=_amount(config, "BUDGET_MONTHLY_COST"),
+            monthly_tokens=_amount(config, "BUDGET_MONTHLY_TOKENS", whole=True),
+            user_daily_cost=_amount(config, "BUDGET_USER_DAILY_COST"),
+            user_daily_tokens=_amount(config, "BUDGET_USER_DAILY_TOKENS", whole=True),
+            cost_ceiling=_amount(config, "BUDGET_COST_CEILING"),
+            tokens_ceiling=_amount(config, "BUDGET_TOKENS_CEILING", whole=True),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the app reads of its configuration after start."""
@@ -226,6 +272,7 @@ class Settings:
     query: QuerySettings
     limits: LimitSettings
     mail: MailSettings
+    spend: SpendSettings = field(default_factory=SpendSettings)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -238,6 +285,7 @@ class Settings:
             query=QuerySettings(**_fields_of(QuerySettings, config, "RECORDS_QUERY_")),
             limits=LimitSettings.from_config(config),
             mail=MailSettings.from_config(config),
+            spend=SpendSettings.from_config(config),
         )
 
 
@@ -257,3 +305,8 @@ def settings(app: Flask | None = None) -> Settings:
 def chat_settings(app: Flask | None = None) -> ChatSettings:
     """The assistant's part of them."""
     return settings(app).chat
+
+
+def spend_settings(app: Flask | None = None) -> SpendSettings:
+    """Prices and budgets."""
+    return settings(app).spend

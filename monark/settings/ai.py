@@ -39,6 +39,10 @@ LABELS = {
     "base_url": "Base URL",
     "max_steps": "Model steps per turn",
     "max_tokens": "Tokens per reply",
+    "price_input": "Input price",
+    "price_output": "Output price",
+    "price_cache_write": "Cache write price",
+    "price_cache_read": "Cache read price",
 }
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from monark.chat.llm.common import close_provider
+from monark.chat.llm.prices import FIELDS as PRICE_FIELDS
+from monark.chat.llm.prices import Price, PriceError, parse_amount, parse_price
 from monark.chat.llm.providers import endpoint_of, get_provider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock, TextDelta
 from monark.core.crypto import encrypt
@@ -44,6 +46,31 @@ class AiSettingsForm(StrictModel):
     base_url: str = Field("", max_length=500)
     max_steps: int | None = Field(None, ge=1)
     max_tokens: int | None = Field(None, ge=1)
+    # The org's own price of its model (US dollars per million tokens); all empty: the
+    # price table's.
+    price_input: str = Field("", max_length=40)
+    price_output: str = Field("", max_length=40)
+    price_cache_write: str = Field("", max_length=40)
+    price_cache_read: str = Field("", max_length=40)
+
+    def price(self) -> Price | None:
+        """The typed price (checked by ``parse_form``), or None when left empty."""
+        values = {name: getattr(self, f"price_{name}") for name in PRICE_FIELDS}
+        return parse_price(values, "price") if any(values.values()) else None
+
+
+def _price_problems(form: AiSettingsForm) -> list[dict[str, str]]:
+    """Each bad price field, by name (all four are needed once one is typed)."""
+    values = {name: getattr(form, f"price_{name}") for name in PRICE_FIELDS}
+    if not any(values.values()):
+        return []
+    problems = []
+    for name, value in values.items():
+        try:
+            parse_amount(value, f"price_{name}")
+        except PriceError as err:
+            problems.append({"field": f"price_{name}", "message": str(err).split(": ", 1)[-1]})
+    return problems
 
 
 def parse_form(data: Mapping[str, Any]) -> AiSettingsForm:
@@ -78,6 +105,7 @@ def parse_form(data: Mapping[str, Any]) -> AiSettingsForm:
         )
     elif form.api_key and len(form.api_key) < MIN_KEY:
         problems.append({"field": "api_key", "message": "That is too short to be an API key."})
+    problems += _price_problems(form)
     if form.base_url:
         try:
             check_url(form.base_url)
@@ -120,6 +148,17 @@ def save(principal: Principal, form: AiSettingsForm) -> list[str]:
         if getattr(stored, name) != value:
             setattr(stored, name, value)
             changed.append(name)
+    price = form.price()
+    # Kept with the provider and model it prices: another model the org picks later is not.
+    target = resolve_row(stored).config if price is not None else None
+    prices = (
+        {"provider": target.provider, "model": target.model, **price.as_dict()}
+        if price is not None and target is not None
+        else None
+    )
+    if stored.prices != prices:
+        stored.prices = prices
+        changed.append("prices")
     if form.api_key:  # a new key replaces the old one, removed or not
         stored.api_key_encrypted = encrypt(form.api_key)
         changed.append("api_key")

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from monark.chat.llm.prices import Price, PriceError, parse_price, price_table
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor, endpoint_of, get_provider
 from monark.chat.runtime import Limits, ResolvedAi
 from monark.core.crypto import SecretUnreadable, decrypt
 from monark.core.net import Unresolvable, UnsafeAddress, public_addresses
-from monark.core.settings import chat_settings
+from monark.core.settings import chat_settings, spend_settings
 from monark.extensions import db
 from monark.settings.models import OrgAiSettings
 
@@ -105,7 +106,20 @@ def resolve_row(own: OrgAiSettings, typed_key: str = "") -> ResolvedAi:
         detail = unsafe_url(endpoint_of(config) or "")
         if detail:
             problem = "The org's model endpoint is not allowed here: an admin checks Settings."
-    return ResolvedAi(config, descriptor, limits, problem, detail)
+    return ResolvedAi(config, descriptor, limits, problem, detail, price_of(own, provider, model))
+
+
+def price_of(own: OrgAiSettings, provider: str, model: str) -> Price | None:
+    """The org's own price of its model, else the price table's (the deployment's file over
+    the shipped one), else None: its replies' cost is unknown."""
+    stored = dict(own.prices or {})
+    # Kept with the model it was set for: another model the org switches to is not priced so.
+    if stored and (stored.pop("provider", None), stored.pop("model", None)) == (provider, model):
+        try:
+            return parse_price(stored, "prices")
+        except PriceError:  # checked when saved; a stored one gone wrong is no price
+            return None
+    return price_table(spend_settings().prices_file).get(provider, model)
 
 
 def unsafe_url(url: str) -> str | None:

@@ -1,13 +1,16 @@
-"""The settings feature's own table: which model an org talks to."""
+"""The settings feature's own tables: which model an org talks to, its budget for the
+assistant's spend, and its past days' tool calls."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal
 
-from sqlalchemy import ForeignKey, String, Text
+from sqlalchemy import JSON, BigInteger, Date, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from monark.core.models import utcnow
+from monark.core.money import Money
 from monark.extensions import db
 
 
@@ -27,7 +30,47 @@ class OrgAiSettings(db.Model):
     base_url: Mapped[str | None] = mapped_column(String(500), default=None)
     max_steps: Mapped[int | None] = mapped_column(default=None)
     max_tokens: Mapped[int | None] = mapped_column(default=None)
+    # The org's own price of its model (input, output, cache_write, cache_read per million
+    # tokens, as strings), over the price table; None: the table's.
+    prices: Mapped[dict[str, str] | None] = mapped_column(JSON, default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     updated_by_id: Mapped[int | None] = mapped_column(
         ForeignKey("users.id", ondelete="SET NULL"), default=None
     )
+
+
+class OrgBudget(db.Model):
+    """What an org may spend a calendar month (UTC), and each member a day; unset fields
+    fall back to the deployment's defaults. ``warned``/``tripped`` name the last period
+    whose 80% and 100% marks were crossed, so each is audited once per period."""
+
+    __tablename__ = "org_budgets"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), unique=True)
+    monthly_cost: Mapped[Decimal | None] = mapped_column(Money(), default=None)
+    monthly_tokens: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    user_daily_cost: Mapped[Decimal | None] = mapped_column(Money(), default=None)
+    user_daily_tokens: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    warned_period: Mapped[str | None] = mapped_column(String(7), default=None)  # "2026-12"
+    tripped_period: Mapped[str | None] = mapped_column(String(7), default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    updated_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+
+
+class ToolDay(db.Model):
+    """An org's tool calls of one past day, by tool and status, kept once the day's calls
+    can no longer change status (older than the approval TTL): the usage page reads these
+    instead of every call. A row with an empty ``name`` marks a day kept with no calls."""
+
+    __tablename__ = "usage_tool_days"
+    __table_args__ = (UniqueConstraint("org_id", "day", "name", "status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    day: Mapped[date] = mapped_column(Date)
+    name: Mapped[str] = mapped_column(String(120))
+    status: Mapped[str] = mapped_column(String(12))
+    calls: Mapped[int] = mapped_column(default=0)

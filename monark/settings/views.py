@@ -25,6 +25,7 @@ from monark.settings import (
     key_revocation,
     members,
     services,
+    usage,
 )
 
 bp = Blueprint("settings", __name__)
@@ -282,8 +283,15 @@ def profile():
 
 
 def _profile_page(errors: dict[str, str] | None = None, status: int = 200, **shown: Any):
-    user = db.session.get(User, require_principal().user_id)
-    page = render_template("settings/profile.html", user=user, errors=errors or {}, **shown)
+    principal = require_principal()
+    page = render_template(
+        "settings/profile.html",
+        user=db.session.get(User, principal.user_id),
+        errors=errors or {},
+        report=usage.report(principal, usage.period(request.args.get("days")), own=True),
+        periods=usage.PERIODS,
+        **shown,
+    )
     return page, status
 
 

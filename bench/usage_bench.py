@@ -1,0 +1,355 @@
+"""Spend at scale: the usage page over 1,000,000 stored replies, and what accounting adds
+to a model step.
+
+1. The usage page. An org with 50 members talking to 3 models over 90 days has N stored
+   replies (1,000,000 by default; ``--replies``) and a tool call for every fourth one. The
+   day rows (``chat_usage_days``) are built from the stored replies once, by one
+   ``INSERT … SELECT … GROUP BY`` (the app adds to them reply by reply, in each reply's own
+   transaction); the bench checks that their totals equal the replies' own sums, then times
+   ``settings.usage.report`` for 30 and 90 days and the whole page (``GET /settings/usage``
+   through the test client, rendering included), and, for comparison, the same totals
+   summed straight from ``chat_messages`` (what the page does not do). Tool calls of days
+   past the approval TTL are counted once into ``usage_tool_days`` by the first report (its
+   time is printed); later ones count only the recent days' calls. Target: the page under
+   300 ms (median).
+
+2. Accounting per model step, side by side: storing a reply's usage as the loop does
+   (``chat.usage.charge``: the cost from the price table, exact, and the upsert of its day
+   row), then the budget check the loop makes after it (``settings.budgets.spend_check``,
+   with a monthly budget and a member's daily cap set, so it reads both sums), against
+   storing only its four token counts (accounting off), each followed by the commit the
+   loop makes, in alternating blocks. Target: the median difference under 1 ms.
+
+    .venv/bin/python bench/usage_bench.py [--replies 1000000] [--database-url postgresql+psycopg://...]
+
+``--database-url`` names a THROWAWAY database (its tables are dropped); by default a
+temporary SQLite file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _measure import add_database_argument, throwaway_database, verdict
+from flask import Flask
+from sqlalchemy import func, insert, select, text
+
+from monark import create_app
+from monark.chat import store
+from monark.chat.llm.prices import cost_of, price_table
+from monark.chat.llm.types import UsageReport
+from monark.chat.models import Conversation, Message, ToolCall
+from monark.chat.usage import UsageDay, charge
+from monark.core.auth import hash_password
+from monark.core.models import Membership, Org, User
+from monark.core.rbac import Principal
+from monark.extensions import db
+from monark.settings import budgets, usage
+
+USERS = 50
+MODELS = (
+    ("anthropic", "claude-sonnet-4-5"),
+    ("anthropic", "claude-haiku-4-5"),
+    ("openai", "gpt-unpriced"),  # no price: its replies' cost is unknown
+)
+DAYS = 90
+BATCH = 20_000
+TOOLS = ("records_list", "records_query", "records_update", "wiki_read")
+STATUSES = ("SUCCEEDED", "SUCCEEDED", "SUCCEEDED", "FAILED", "REJECTED")
+
+
+def build_app(url: str) -> Flask:
+    return create_app({"SQLALCHEMY_DATABASE_URI": url, "SECRET_KEY": "bench"})
+
+
+def seed_org() -> tuple[Principal, list[int], list[int]]:
+    org = Org(name="Bench", slug="bench")
+    db.session.add(org)
+    users = [
+        User(email=f"u{i}@bench.test", name=f"User {i}", password_hash=hash_password("x" * 12))
+        for i in range(USERS)
+    ]
+    db.session.add_all(users)
+    db.session.flush()
+    for i, user in enumerate(users):
+        db.session.add(
+            Membership(user_id=user.id, org_id=org.id, role="owner" if i == 0 else "member")
+        )
+    conversations = [Conversation(org_id=org.id, title=f"c{u.id}", creator_id=u.id) for u in users]
+    db.session.add_all(conversations)
+    db.session.commit()
+    owner = Principal.for_user(users[0].id, org.id, "owner")
+    return owner, [u.id for u in users], [c.id for c in conversations]
+
+
+def seed_replies(org_id: int, conversations: list[int], total: int) -> None:
+    """``total`` assistant replies (and a tool call per fourth), spread over ``DAYS`` days."""
+    rng = random.Random(7)
+    table = price_table()
+    now = datetime.now(UTC).replace(tzinfo=None)
+    seqs = dict.fromkeys(conversations, 0)
+    done = 0
+    while done < total:
+        rows, calls = [], []
+        for _ in range(min(BATCH, total - done)):
+            conversation = rng.choice(conversations)
+            seqs[conversation] += 1
+            provider, model = rng.choice(MODELS)
+            usage_ = UsageReport(
+                rng.randint(50, 500),
+                rng.randint(10, 800),
+                rng.randint(0, 3000),
+                rng.randint(0, 200),
+            )
+            price = table.get(provider, model)
+            rows.append(
+                {
+                    "org_id": org_id,
+                    "conversation_id": conversation,
+                    "seq": seqs[conversation],
+                    "author_kind": "agent",
+                    "role": "assistant",
+                    "text": "ok",
+                    "content": [],
+                    "status": "complete",
+                    "provider": provider,
+                    "model": model,
+                    "input_tokens": usage_.input_tokens,
+                    "output_tokens": usage_.output_tokens,
+                    "cache_read_tokens": usage_.cache_read_tokens,
+                    "cache_creation_tokens": usage_.cache_creation_tokens,
+                    "cost": cost_of(price, usage_),
+                    "created_at": now - timedelta(seconds=rng.randint(0, (DAYS - 1) * 86400)),
+                }
+            )
+        db.session.execute(insert(Message), rows)
+        db.session.commit()
+        done += len(rows)
+    # A tool call for every fourth reply, on it.
+    ids = db.session.execute(
+        select(Message.id, Message.conversation_id, Message.created_at).where(Message.id % 4 == 0)
+    ).all()
+    for start in range(0, len(ids), BATCH):
+        calls = [
+            {
+                "org_id": org_id,
+                "conversation_id": c,
+                "message_id": m,
+                "position": 0,
+                "provider_call_id": f"call_{m}",
+                "name": rng.choice(TOOLS),
+                "input": {},
+                "mutates": False,
+                "status": rng.choice(STATUSES),
+                "created_at": at,
+            }
+            for m, c, at in ids[start : start + BATCH]
+        ]
+        db.session.execute(insert(ToolCall), calls)
+        db.session.commit()
+
+
+def build_day_rows() -> None:
+    """The day rows of the stored replies, as the app's reply-by-reply upserts leave them."""
+    dialect = db.session.get_bind().dialect.name
+    day = "date(m.created_at)" if dialect == "sqlite" else "CAST(m.created_at AS DATE)"
+    tokens = "m.input_tokens + m.output_tokens + m.cache_read_tokens + m.cache_creation_tokens"
+    db.session.execute(
+        text(
+            f"""
+            INSERT INTO chat_usage_days (org_id, day, user_id, provider, model, replies,
+                input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost,
+                unpriced_tokens, unpriced_replies)
+            SELECT m.org_id, {day}, c.creator_id, m.provider, m.model, COUNT(*),
+                SUM(m.input_tokens), SUM(m.output_tokens), SUM(m.cache_read_tokens),
+                SUM(m.cache_creation_tokens), COALESCE(SUM(m.cost), 0),
+                SUM(CASE WHEN m.cost IS NULL THEN {tokens} ELSE 0 END),
+                SUM(CASE WHEN m.cost IS NULL THEN 1 ELSE 0 END)
+            FROM chat_messages m JOIN chat_conversations c ON c.id = m.conversation_id
+            GROUP BY m.org_id, {day}, c.creator_id, m.provider, m.model
+            """
+        )
+    )
+    db.session.commit()
+    if dialect == "sqlite":
+        db.session.execute(text("ANALYZE"))
+    else:
+        db.session.execute(text("ANALYZE chat_usage_days"))
+        db.session.execute(text("ANALYZE chat_tool_calls"))
+    db.session.commit()
+
+
+def timed(fn, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return times
+
+
+def row(name: str, times: list[float]) -> tuple[str, float, float]:
+    ordered = sorted(times)
+    return (
+        name,
+        statistics.median(times),
+        ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
+    )
+
+
+def bench_page(app: Flask, total: int, runs: int) -> tuple[list[tuple[str, float, float]], bool]:
+    with app.app_context():
+        owner, _users, conversations = seed_org()
+        t0 = time.perf_counter()
+        seed_replies(owner.org_id, conversations, total)
+        build_day_rows()
+        print(f"seeded {total:,} replies in {time.perf_counter() - t0:.1f} s")
+        day_rows = db.session.scalar(select(func.count()).select_from(UsageDay))
+        calls = db.session.scalar(select(func.count()).select_from(ToolCall))
+        print(f"  {day_rows:,} day rows, {calls:,} tool calls")
+        stored = db.session.execute(
+            select(func.count(), func.sum(Message.output_tokens), func.sum(Message.cost))
+        ).one()
+        t0 = time.perf_counter()
+        report = usage.report(owner, 90)  # the first keeps the settled days' tool calls
+        first_ms = (time.perf_counter() - t0) * 1000
+        print(f"  the first report (keeping settled days' tool calls once): {first_ms:.0f} ms")
+        same = (report.totals.replies, report.totals.output_tokens, report.totals.cost) == (
+            stored[0],
+            stored[1],
+            stored[2],
+        )
+        print(f"  day rows equal the replies' sums: {same} (cost {report.totals.cost})")
+        results = [
+            row("report(), 30 days", timed(lambda: usage.report(owner, 30), runs)),
+            row("report(), 90 days", timed(lambda: usage.report(owner, 90), runs)),
+            row(
+                "for comparison: SUM over chat_messages",
+                timed(
+                    lambda: db.session.execute(
+                        select(
+                            Message.model, func.sum(Message.output_tokens), func.sum(Message.cost)
+                        )
+                        .where(Message.org_id == owner.org_id)
+                        .group_by(Message.model)
+                    ).all(),
+                    max(3, runs // 5),
+                ),
+            ),
+        ]
+    client = app.test_client()
+    app.config["WTF_CSRF_ENABLED"] = False  # the bench signs in with a plain form post
+    client.post("/login", data={"email": "u0@bench.test", "password": "x" * 12})
+    page = client.get("/settings/usage?days=90")
+    if page.status_code != 200:
+        print(f"  the page answered {page.status_code}: sign-in in the bench needs a look")
+    else:
+        results.append(
+            row(
+                "GET /settings/usage?days=90 (whole page)",
+                timed(lambda: client.get("/settings/usage?days=90"), runs),
+            )
+        )
+        results.append(
+            row(
+                "GET /settings/usage.csv (daily)",
+                timed(lambda: client.get("/settings/usage.csv?days=90"), runs),
+            )
+        )
+    return results, same
+
+
+def bench_accounting(app: Flask, steps: int) -> dict[str, list[float]]:
+    """Per step: charge() + commit (on) against the token counts + commit (off)."""
+    price = price_table().get("anthropic", "claude-sonnet-4-5")
+    times: dict[str, list[float]] = {
+        "on": [],
+        "off": [],
+        "on, before commit": [],
+        "off, before commit": [],
+    }
+    with app.app_context():
+        conversation = db.session.scalars(select(Conversation)).first()
+        message = Message(
+            org_id=conversation.org_id,
+            conversation_id=conversation.id,
+            seq=10**9,
+            author_kind="agent",
+            role="assistant",
+            provider="anthropic",
+            model="claude-sonnet-4-5",
+        )
+        db.session.add(message)
+        db.session.commit()
+        user_id = conversation.creator_id  # the loop has it as a plain value (its principal's)
+        member = Principal.for_user(user_id, conversation.org_id, "owner")
+        # Budgets far above the spend: the check reads both sums and lets the turn go on.
+        budgets.set_budget(member, {"monthly_cost": "1000000", "user_daily_cost": "100000"})
+        for block in range(steps // 50):
+            for mode in ("on", "off") if block % 2 == 0 else ("off", "on"):
+                for i in range(50):
+                    usage_ = UsageReport(120 + i, 40 + block, 900, 30)
+                    t0 = time.perf_counter()
+                    if mode == "on":
+                        charge(message, usage_, price, user_id)
+                        budgets.spend_check(member, record=True)
+                    else:
+                        message.input_tokens = usage_.input_tokens
+                        message.output_tokens = usage_.output_tokens
+                        message.cache_read_tokens = usage_.cache_read_tokens
+                        message.cache_creation_tokens = usage_.cache_creation_tokens
+                    t1 = time.perf_counter()
+                    store.end_transaction(message)  # the loop's commit, the reply kept loaded
+                    times[mode].append((time.perf_counter() - t0) * 1000)
+                    times[f"{mode}, before commit"].append((t1 - t0) * 1000)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_database_argument(parser)
+    parser.add_argument("--replies", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=2000)
+    args = parser.parse_args(argv)
+    with throwaway_database(args.database_url, build_app) as (app, _log):
+        results, same = bench_page(app, args.replies, args.runs)
+        steps = bench_accounting(app, args.steps)
+    print()
+    print(f"{'case':<46} {'median ms':>10} {'p95 ms':>10}")
+    for name, median, p95 in results:
+        print(f"{name:<46} {median:>10.2f} {p95:>10.2f}")
+    on, off = statistics.median(steps["on"]), statistics.median(steps["off"])
+    print()
+    print(f"{'per model step (store + commit)':<46} {'median ms':>10} {'p95 ms':>10}")
+    for mode in ("off", "on", "off, before commit", "on, before commit"):
+        name, median, p95 = row(f"accounting {mode}", steps[mode])
+        print(f"{name:<46} {median:>10.3f} {p95:>10.3f}")
+    print(f"{'accounting adds (with the commit)':<46} {on - off:>10.3f}")
+    alone = statistics.median(steps["on, before commit"]) - statistics.median(
+        steps["off, before commit"]
+    )
+    print(f"{'accounting adds (its own statements)':<46} {alone:>10.3f}")
+    page = next((m for n, m, _ in results if n.startswith("GET /settings/usage?")), None)
+    checks = [
+        ("the day rows equal the stored replies' sums", same),
+        (
+            f"the usage page over {args.replies:,} replies under 300 ms (median)",
+            page is not None and page < 300,
+        ),
+        ("accounting adds under 1 ms per model step (median, on vs off)", on - off < 1.0),
+        ("its own work (cost, upsert) under 1 ms before the commit too", alone < 1.0),
+    ]
+    return verdict(checks)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""Budgets that close the assistant's gate: per org a monthly budget (US dollars, and
+tokens of models without a price), per member an optional daily cap in each; unset, the
+deployment's defaults (``BUDGET_*``), never above its ceilings.
+
+What was spent is read from the day rows (``chat.usage.UsageDay``) in the database, so
+every instance sees the same spend. At 80% admins see a banner; at 100% the org's assistant
+pauses (``spend_check``, installed in the chat runtime: the gate says why and who can lift
+it, and a running turn ends after its step). A new month (UTC) starts fresh. Each change is
+audited, and so is each crossing of 80% and 100%, once per period.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from sqlalchemy import bindparam, case, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from monark.chat.usage import UsageDay
+from monark.core.errors import Forbidden, ValidationFailed
+from monark.core.events import record_event
+from monark.core.models import Event, Membership, Org, User, utcnow
+from monark.core.money import exact, money_text
+from monark.core.rbac import Principal
+from monark.core.settings import SPEND_MAX, spend_settings
+from monark.extensions import db
+from monark.settings.models import OrgBudget
+
+WARN_AT = Decimal("0.8")
+FIELDS = {
+    "monthly_cost": "Monthly budget (US dollars)",
+    "monthly_tokens": "Monthly tokens of models without a price",
+    "user_daily_cost": "Daily cap per member (US dollars)",
+    "user_daily_tokens": "Daily tokens per member (models without a price)",
+}
+_COST_FIELDS = ("monthly_cost", "user_daily_cost")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The budget in force (None: no limit of that kind)."""
+
+    monthly_cost: Decimal | None
+    monthly_tokens: int | None
+    user_daily_cost: Decimal | None
+    user_daily_tokens: int | None
+
+
+@dataclass(frozen=True)
+class Spent:
+    cost: Decimal
+    unpriced_tokens: int
+
+
+@dataclass(frozen=True)
+class Status:
+    """An org's month: the budget, what was spent, the share of it used (the higher of
+    cost and tokens), and the period."""
+
+    limits: Limits
+    spent: Spent
+    share: Decimal  # 0 with no budget
+    period: str  # "2026-12"
+    renews: date
+
+    @property
+    def warn(self) -> bool:
+        return self.share >= WARN_AT
+
+    @property
+    def paused(self) -> bool:
+        return self.share >= 1
+
+    @property
+    def percent(self) -> int:
+        return int(self.share * 100)
+
+    def spent_text(self) -> str:
+        """What was spent of what, as people read it."""
+        parts = []
+        if self.limits.monthly_cost is not None:
+            parts.append(f"{money_text(self.spent.cost)} of {money_text(self.limits.monthly_cost)}")
+        if self.limits.monthly_tokens is not None:
+            parts.append(
+                f"{self.spent.unpriced_tokens:,} of {self.limits.monthly_tokens:,} tokens "
+                "of models without a price"
+            )
+        return "; ".join(parts)
+
+
+def _period(day: date) -> tuple[date, str, date]:
+    start = day.replace(day=1)
+    renews = (start + timedelta(days=32)).replace(day=1)
+    return start, start.strftime("%Y-%m"), renews
+
+
+def _row(org_id: int) -> OrgBudget | None:
+    return db.session.scalar(select(OrgBudget).where(OrgBudget.org_id == org_id))
+
+
+def _capped(value: Any, ceiling: Decimal | None) -> Any:
+    """``value`` kept at or under the deployment's ceiling (a ceiling alone is the limit)."""
+    if ceiling is None:
+        return value
+    return ceiling if value is None else min(value, ceiling)
+
+
+def limits_of(row: Any) -> Limits:
+    """The org's own budget over the deployment's defaults, within its ceilings."""
+    spend = spend_settings()
+
+    def own(name: str, default: Decimal | None) -> Any:
+        value = getattr(row, name, None) if row is not None else None
+        return value if value is not None else default
+
+    tokens = _capped(own("monthly_tokens", spend.monthly_tokens), spend.tokens_ceiling)
+    user_tokens = own("user_daily_tokens", spend.user_daily_tokens)
+    return Limits(
+        monthly_cost=_capped(own("monthly_cost", spend.monthly_cost), spend.cost_ceiling),
+        monthly_tokens=int(tokens) if tokens is not None else None,
+        user_daily_cost=own("user_daily_cost", spend.user_daily_cost),
+        user_daily_tokens=int(user_tokens) if user_tokens is not None else None,
+    )
+
+
+def _spent(where: list[Any]) -> Spent:
+    cost, tokens = db.session.execute(
+        select(func.sum(UsageDay.cost), func.sum(UsageDay.unpriced_tokens)).where(*where)
+    ).one()
+    return Spent(cost if cost is not None else Decimal(0), int(tokens or 0))
+
+
+def _share(spent: Spent, cost: Decimal | None, tokens: int | None) -> Decimal:
+    shares = [Decimal(0)]
+    if cost is not None:
+        shares.append(spent.cost / cost if cost > 0 else Decimal(1))
+    if tokens is not None:
+        shares.append(Decimal(spent.unpriced_tokens) / tokens if tokens > 0 else Decimal(1))
+    return max(shares)
+
+
+def status(org_id: int, today: date | None = None) -> Status:
+    """The org's month so far against its budget."""
+    start, period, renews = _period(today or utcnow().date())
+    limits = limits_of(_row(org_id))
+    if limits.monthly_cost is None and limits.monthly_tokens is None:
+        return Status(limits, Spent(Decimal(0), 0), Decimal(0), period, renews)
+    spent = _spent([UsageDay.org_id == org_id, UsageDay.day >= start])
+    return Status(
+        limits, spent, _share(spent, limits.monthly_cost, limits.monthly_tokens), period, renews
+    )
+
+
+def _lifters(org_id: int) -> str:
+    """Who can lift a pause: the org's admins and owners, by name (a few)."""
+    names = db.session.scalars(
+        select(User.name)
+        .join(Membership, Membership.user_id == User.id)
+        .where(Membership.org_id == org_id, Membership.role.in_(("owner", "admin")))
+        .order_by(User.name)
+        .limit(4)
+    ).all()
+    shown = ", ".join(names[:3]) + (" and others" if len(names) > 3 else "")
+    return f"an admin ({shown})" if shown else "an admin"
+
+
+def _ensure_row(org_id: int) -> None:
+    """The org's budget row, made if missing (its trips are marked on it)."""
+    dialect = db.session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    values = {"org_id": org_id, "updated_at": utcnow()}
+    db.session.execute(insert(OrgBudget).values(**values).on_conflict_do_nothing())
+
+
+def _mark(principal: Principal, column: str, state: Status, kind: str) -> None:
+    """Audit one crossing once per period, across instances: a conditional update wins."""
+    _ensure_row(principal.org_id)
+    column_of = getattr(OrgBudget, column)
+    won = db.session.execute(
+        update(OrgBudget)
+        .where(OrgBudget.org_id == principal.org_id)
+        .where((column_of.is_(None)) | (column_of != state.period))
+        .values({column: state.period})
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if won:
+        record_event(
+            principal,
+            f"budget.{kind}",
+            "org",
+            principal.org_id,
+            {"period": state.period, "percent": state.percent},
+        )
+
+
+def _user_trip_recorded(principal: Principal, today: date) -> bool:
+    since = datetime.combine(today, datetime.min.time())
+    return (
+        db.session.scalar(
+            select(Event.id)
+            .where(
+                Event.org_id == principal.org_id,
+                Event.type == "budget.user_capped",
+                Event.subject_id == principal.user_id,
+                Event.created_at >= since,
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
+_MINE = (UsageDay.user_id == bindparam("user")) & (UsageDay.day == bindparam("today"))
+# The org's budget row and its month's (and the member's day's) sums, in one statement.
+_CHECK = (
+    select(
+        OrgBudget.monthly_cost,
+        OrgBudget.monthly_tokens,
+        OrgBudget.user_daily_cost,
+        OrgBudget.user_daily_tokens,
+        func.sum(UsageDay.cost),
+        func.sum(UsageDay.unpriced_tokens),
+        func.sum(case((_MINE, UsageDay.cost), else_=None)),
+        func.sum(case((_MINE, UsageDay.unpriced_tokens), else_=None)),
+    )
+    .select_from(Org)
+    .outerjoin(OrgBudget, OrgBudget.org_id == Org.id)
+    .outerjoin(UsageDay, (UsageDay.org_id == Org.id) & (UsageDay.day >= bindparam("start")))
+    .where(Org.id == bindparam("org"))
+    .group_by(
+        OrgBudget.monthly_cost,
+        OrgBudget.monthly_tokens,
+        OrgBudget.user_daily_cost,
+        OrgBudget.user_daily_tokens,
+    )
+)
+
+
+def spend_check(principal: Principal, record: bool = False) -> str | None:
+    """Why the principal's assistant is paused by spend now, or None (the gate's check).
+
+    ``record``: the loop's check after a reply was counted, in that reply's transaction:
+    crossing 80% or 100% this period is audited then (once, whichever instance wins).
+    One statement, built once, on the session's connection: this runs after every reply,
+    and building and running ORM queries cost more than the query itself."""
+    today = utcnow().date()
+    start, period, renews = _period(today)
+    params = {
+        "org": principal.org_id,
+        "start": start,
+        "user": principal.user_id or -1,
+        "today": today,
+    }
+    row = db.session.connection().execute(_CHECK, params).first()
+    if row is None:  # no such org
+        return None
+    limits = limits_of(row)
+    org_limited = limits.monthly_cost is not None or limits.monthly_tokens is not None
+    user_limited = principal.user_id is not None and (
+        limits.user_daily_cost is not None or limits.user_daily_tokens is not None
+    )
+    if not (org_limited or user_limited):
+        return None
+    cost, tokens, my_cost, my_tokens = row[4:]
+    spent = Spent(cost if cost is not None else Decimal(0), int(tokens or 0))
+    state = Status(
+        limits, spent, _share(spent, limits.monthly_cost, limits.monthly_tokens), period, renews
+    )
+    if record and state.warn:
+        _mark(principal, "warned_period", state, "warned")
+    if state.paused:
+        if record:
+            _mark(principal, "tripped_period", state, "tripped")
+        org = db.session.get(Org, principal.org_id)
+        return (
+            f"{org.name if org else 'This organization'}'s monthly budget for the assistant is "
+            f"used up ({state.spent_text()}). It is paused until {state.renews.isoformat()}, "
+            f"unless {_lifters(principal.org_id)} raises the budget in Settings → Usage."
+        )
+    if not user_limited:
+        return None
+    day = Spent(my_cost if my_cost is not None else Decimal(0), int(my_tokens or 0))
+    if _share(day, limits.user_daily_cost, limits.user_daily_tokens) < 1:
+        return None
+    if record and not _user_trip_recorded(principal, today):
+        record_event(
+            principal, "budget.user_capped", "user", principal.user_id, {"day": str(today)}
+        )
+    return (
+        "You reached your daily cap on the assistant. It is paused for you until tomorrow "
+        f"(UTC), unless {_lifters(principal.org_id)} raises the cap in Settings → Usage."
+    )
+
+
+def banner(principal: Principal) -> Status | None:
+    """For admins, the month's status once it reaches 80% of the budget."""
+    if not principal.can("org.manage"):
+        return None
+    state = status(principal.org_id)
+    return state if state.warn else None
+
+
+# ---- the admins' form ----------------------------------------------------------------------
+
+
+def parse_limit(raw: str | None, name: str) -> Decimal | int | None:
+    """One field of the form: blank (the deployment's default), or a number above 0 and at
+    most the ceiling; an error names the field."""
+    label = FIELDS[name]
+    text = (raw or "").strip().replace(",", "")
+    if not text:
+        return None
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise _invalid(name, f"{label}: '{raw}' is not a number.") from None
+    if not value.is_finite() or value <= 0:
+        raise _invalid(name, f"{label}: must be above 0 (leave it empty for no limit).")
+    if value > SPEND_MAX:
+        raise _invalid(name, f"{label}: {value:,} is not a budget.")
+    spend = spend_settings()
+    ceiling = {"monthly_cost": spend.cost_ceiling, "monthly_tokens": spend.tokens_ceiling}.get(name)
+    if ceiling is not None and value > ceiling:
+        raise _invalid(name, f"{label}: at most {ceiling:,} on this server.")
+    if name in _COST_FIELDS:
+        if value != exact(value):
+            raise _invalid(name, f"{label}: too many decimal places.")
+        return value
+    if value != int(value):
+        raise _invalid(name, f"{label}: a whole number of tokens.")
+    return int(value)
+
+
+def _invalid(name: str, message: str) -> ValidationFailed:
+    return ValidationFailed(message, [{"field": name, "message": message}])
+
+
+def set_budget(principal: Principal, form: dict[str, str]) -> list[str]:
+    """Store the org's budget from the form (all fields checked before any is written);
+    the changed field names, audited."""
+    if not principal.can("org.manage"):
+        raise Forbidden("Only admins set the organization's budget.")
+    values = {name: parse_limit(form.get(name), name) for name in FIELDS}
+    _ensure_row(principal.org_id)
+    row = _row(principal.org_id)
+    assert row is not None
+    changed = [name for name, value in values.items() if getattr(row, name) != value]
+    for name in changed:
+        setattr(row, name, values[name])
+    if changed:
+        row.updated_by_id = principal.user_id
+        # A raised budget lifts a pause at once; crossing again this month is audited again.
+        row.warned_period = row.tripped_period = None
+        record_event(principal, "budget.updated", "org", principal.org_id, {"fields": changed})
+    db.session.commit()
+    return changed
+
+
+def stored(principal: Principal) -> OrgBudget | None:
+    """The org's own budget row (admins' form)."""
+    return _row(principal.org_id)

@@ -1,0 +1,188 @@
+"""Budgets close the assistant's gate: a turn paused mid-conversation, the gate and the
+header, audited trips and changes, a new month fresh, bad input refused by name."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from decimal import Decimal
+
+import pytest
+from bs4 import BeautifulSoup
+from monark.chat.gates import check_gates
+from sqlalchemy import select
+
+from monark.chat.models import Message
+from monark.chat.turn.start import SendInput, send_message
+from monark.chat.usage import UsageDay
+from monark.core.errors import Forbidden, ValidationFailed
+from monark.core.models import Event
+from monark.extensions import db
+from monark.settings import budgets
+from tests.llm_script import Call, Say
+from tests.tuning import configure
+
+STEP = Decimal("0.000624")  # the scripted step's usage (100 in, 20 out, 80 cached) at Sonnet 4.5
+
+
+@pytest.fixture
+def priced(app, monkeypatch):
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-sonnet-4-5")
+
+
+def _events(org_id: int, kind: str) -> list[Event]:
+    return list(db.session.scalars(select(Event).where(Event.org_id == org_id, Event.type == kind)))
+
+
+def test_a_budget_tripping_mid_conversation_pauses_after_its_step(world, scripted, priced):
+    admin, member = world.a.principal("admin"), world.a.principal("member")
+    budgets.set_budget(admin, {"monthly_cost": "0.001"})
+    scripted.script.add(
+        [Say("Looking."), Call("records_list", {"model": "tasks", "limit": 2})],
+        [Call("records_list", {"model": "tasks", "limit": 3})],
+        [Say("Never said: the budget ran out before this step.")],
+    )
+    result = send_message(member, SendInput(text="List them twice"))
+    assert result.status == "paused"
+    rows = list(
+        db.session.scalars(
+            select(Message)
+            .where(Message.conversation_id == result.conversation_id)
+            .order_by(Message.seq)
+        )
+    )
+    roles = [m.role for m in rows]
+    assert roles == ["user", "assistant", "assistant", "note"]
+    # The step that used the budget up finished: its read ran.
+    assert [c.status for c in rows[2].tool_calls] == ["SUCCEEDED"]
+    note = rows[-1].text
+    assert "monthly budget for the assistant is used up" in note
+    assert "Acme Admin" in note and "Settings → Usage" in note
+    assert scripted.script.remaining == 1  # the third step was never asked for
+    # The gate is closed for everyone in the org, and says why and who can lift it.
+    gate = check_gates(member)
+    assert not gate.open and gate.code == "budget" and "Acme Owner" in gate.reason
+    with pytest.raises(Forbidden, match="budget"):
+        send_message(member, SendInput(text="Again?"))
+    # Crossing 80% and 100% was audited once each; the other org is not affected.
+    assert len(_events(world.a.org.id, "budget.warned")) == 1
+    tripped = _events(world.a.org.id, "budget.tripped")
+    assert len(tripped) == 1 and tripped[0].payload["period"] == date.today().strftime("%Y-%m")
+    assert check_gates(world.b.principal("member")).open
+    # Raising the budget lifts the pause at once (audited).
+    assert budgets.set_budget(admin, {"monthly_cost": "5"}) == ["monthly_cost"]
+    assert check_gates(member).open
+    assert [e.payload["fields"] for e in _events(world.a.org.id, "budget.updated")][-1] == [
+        "monthly_cost"
+    ]
+
+
+def test_a_new_month_starts_fresh(world, priced):
+    admin = world.a.principal("admin")
+    budgets.set_budget(admin, {"monthly_cost": "1"})
+    last_month = date.today().replace(day=1) - timedelta(days=1)
+    db.session.add(
+        UsageDay(
+            org_id=world.a.org.id,
+            day=last_month,
+            user_id=admin.user_id,
+            provider="x",
+            model="y",
+            replies=1,
+            cost=Decimal(3),
+        )
+    )
+    db.session.commit()
+    assert budgets.status(world.a.org.id, last_month).paused
+    assert not budgets.status(world.a.org.id).paused
+    assert check_gates(admin).open
+
+
+def test_tokens_of_models_without_a_price_and_a_members_daily_cap(
+    world, scripted, app, monkeypatch
+):
+    configure(monkeypatch, app, CHAT_LLM_MODEL="no-price-model")
+    admin, member = world.a.principal("admin"), world.a.principal("member")
+    budgets.set_budget(admin, {"user_daily_tokens": "150"})
+    scripted.script.add([Say("One.")], [Say("Two.")])
+    assert send_message(member, SendInput(text="One")).status == "done"  # 200 tokens: capped
+    gate = check_gates(member)
+    assert gate.code == "budget" and "daily cap" in gate.reason
+    assert check_gates(admin).open  # a member's cap is theirs alone
+    assert len(_events(world.a.org.id, "budget.user_capped")) == 1
+    budgets.set_budget(admin, {"user_daily_tokens": "", "monthly_tokens": "100"})
+    assert check_gates(admin).code == "budget"  # the org's tokens are used up
+
+
+def test_the_deployments_default_and_ceiling(world, app, monkeypatch):
+    configure(monkeypatch, app, BUDGET_MONTHLY_COST="10", BUDGET_COST_CEILING="50")
+    admin = world.a.principal("admin")
+    assert budgets.status(world.a.org.id).limits.monthly_cost == Decimal(10)
+    with pytest.raises(ValidationFailed) as refused:
+        budgets.set_budget(admin, {"monthly_cost": "80"})
+    assert refused.value.details[0]["field"] == "monthly_cost"
+    budgets.set_budget(admin, {"monthly_cost": "40"})
+    assert budgets.status(world.a.org.id).limits.monthly_cost == Decimal(40)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("monthly_cost", "-5"),
+        ("monthly_cost", "abc"),
+        ("monthly_cost", "1e20"),
+        ("monthly_tokens", "12.5"),
+        ("user_daily_cost", "0"),
+        ("user_daily_tokens", "NaN"),
+        ("monthly_cost", "0.000000000001"),
+    ],
+)
+def test_bad_budgets_are_refused_naming_the_field_and_nothing_is_written(world, name, raw):
+    admin = world.a.principal("admin")
+    budgets.set_budget(admin, {"monthly_cost": "7"})
+    with pytest.raises(ValidationFailed) as refused:
+        budgets.set_budget(admin, {"monthly_cost": "9", name: raw})
+    assert refused.value.details[0]["field"] == name
+    assert budgets.FIELDS[name] in refused.value.message
+    db.session.rollback()
+    assert budgets.status(world.a.org.id).limits.monthly_cost == Decimal(7)
+
+
+def test_bad_deployment_budgets_stop_the_start(monkeypatch):
+    from monark.factory import create_app
+
+    monkeypatch.setenv("BUDGET_MONTHLY_COST", "-1")
+    with pytest.raises(RuntimeError, match="BUDGET_MONTHLY_COST"):
+        create_app({"SQLALCHEMY_DATABASE_URI": "sqlite://", "SECRET_KEY": "x"})
+
+
+def test_the_page_banner_header_and_form(world, scripted, priced, login):
+    admin = world.a.principal("admin")
+    budgets.set_budget(admin, {"monthly_cost": "0.0007"})
+    scripted.script.add([Say("Hi.")])
+    send_message(world.a.principal("member"), SendInput(text="Hi"))  # 89%
+    browser = login("admin@acme.test")
+    soup = BeautifulSoup(browser.get("/models").get_data(as_text=True), "html.parser")
+    assert "89% of this month's budget" in soup.select_one(".spend-banner").get_text()
+    member = login("member@acme.test")
+    soup = BeautifulSoup(member.get("/models").get_data(as_text=True), "html.parser")
+    assert soup.select_one(".spend-banner") is None  # admins alone
+    assert soup.select_one("#assistant-toggle").get("data-gate") is None
+    # An admin's bad value is drawn by its field; the stored budget is unchanged.
+    page = browser.post("/settings/usage/budget", {"monthly_cost": "-3"})
+    assert page.status_code == 400
+    soup = BeautifulSoup(page.get_data(as_text=True), "html.parser")
+    assert "cannot" not in soup.select_one("#monthly_cost-error").get_text()
+    assert "must be above 0" in soup.select_one("#monthly_cost-error").get_text()
+    scripted.script.add([Say("Again.")])
+    send_message(world.a.principal("member"), SendInput(text="Again"))  # 178%: paused
+    soup = BeautifulSoup(member.get("/models").get_data(as_text=True), "html.parser")
+    toggle = soup.select_one("#assistant-toggle")
+    assert toggle["data-gate"] == "budget" and "paused" in toggle.get_text()
+    assert "monthly budget" in toggle["title"]
+    panel = soup.select_one("#assistant").get_text(" ", strip=True)
+    assert "monthly budget for the assistant is used up" in panel and "Acme Admin" in panel
+    assert "switch your own" not in panel
+    assert member.post("/settings/usage/budget", {"monthly_cost": "100"}).status_code == 403
+    ok = browser.post("/settings/usage/budget", {"monthly_cost": "100"})
+    assert ok.status_code in (200, 303)
+    assert budgets.status(world.a.org.id).limits.monthly_cost == Decimal(100)
