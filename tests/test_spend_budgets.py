@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 from bs4 import BeautifulSoup
-from monark.chat.gates import check_gates
 from sqlalchemy import select
 
+from monark.assistant.gates import check_gates
 from monark.chat.models import Message
 from monark.chat.turn.start import SendInput, send_message
 from monark.chat.usage import UsageDay

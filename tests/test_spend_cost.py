@@ -10,13 +10,14 @@ from sqlalchemy import select
 
 from monark.chat.llm.prices import PriceError, parse_price, price_table
 from monark.chat.llm.types import UsageReport
-from monark.chat.models import Message, OrgAiSettings
+from monark.chat.models import Message
 from monark.chat.runtime import set_llm_provider
 from monark.chat.turn.start import SendInput, send_message
 from monark.chat.usage import UsageDay
 from monark.core.money import money_text
 from monark.extensions import db
 from monark.settings.ai_provider import resolve
+from monark.settings.models import OrgAiSettings
 from tests.llm_script import Say, ScriptedProvider
 from tests.test_anthropic_provider import run_read_then_write_turn
 from tests.tuning import configure
