@@ -609,3 +609,83 @@ def test_a_run_whose_webhook_ended_but_never_went_on_is_taken_up(acme, webhook, 
     run = _run(automation)
     assert run.status == "succeeded" and step(run, "after")["status"] == "succeeded"
     assert leases.settle_cut_off.func() == 0
+
+
+# ---- faults nobody foresaw: every try logged, no delivery left open -------------------
+
+LONG_LABEL_URL = "http://" + "a" * 300 + ".example.com/"
+
+
+def test_a_step_saved_before_a_rule_it_breaks_fails_at_once_with_the_reason(acme, webhook):
+    """A host name DNS cannot carry, saved before Save checked host names: no delivery."""
+    automation = _hooked(acme, webhook.url)
+    stored = json.loads(json.dumps(automation.graph))
+    next(n for n in stored["nodes"] if n["id"] == "hook")["config"]["url"] = LONG_LABEL_URL
+    db.session.execute(
+        update(Automation).where(Automation.id == automation.id).values(graph=stored)
+    )
+    db.session.commit()
+    _save(acme)
+    drain()
+    run = _run(automation)
+    assert run.status == "failed" and step(run, "hook")["error"] == engine.STALE_CONFIG
+    assert webhooks.deliveries_of(run.id) == []
+
+
+def test_an_unexpected_error_in_a_try_is_a_logged_failed_try_never_an_open_delivery(
+    acme, webhook, tries, monkeypatch
+):
+    """The walkthrough's fault: ``UnicodeError`` (the IDNA codec) from deep in the HTTP
+    library, no ``HTTPError``. Each try is logged, retried, then the delivery ends."""
+    import httpx2
+
+    from monark.automations import actions
+
+    def far_end(request: httpx2.Request) -> httpx2.Response:
+        raise UnicodeError("encoding with 'idna' codec failed (label empty or too long)")
+
+    monkeypatch.setattr(
+        actions,
+        "webhook_client",
+        lambda timeout: httpx2.Client(transport=httpx2.MockTransport(far_end), timeout=timeout),
+    )
+    tries(2)
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    jobs.drain_scheduled(_app())
+    run = _run(automation)
+    delivery = _delivery(run)
+    assert (delivery.status, delivery.attempts, delivery.max_attempts) == ("failed", 2, 2)
+    assert [t.outcome for t in delivery.tries] == ["retry", "failed"]
+    assert all("Unexpected error: UnicodeError" in t.error for t in delivery.tries)
+    assert run.status == "failed" and "UnicodeError" in step(run, "hook")["error"]
+    health = webhooks.queue_health(acme.org.id)
+    assert health.deliveries_waiting == 0 and health.deliveries_failed_24h == 1
+
+
+def test_a_last_try_cut_off_ends_the_delivery_and_tries_never_pass_the_maximum(
+    acme, webhook, tries, monkeypatch
+):
+    tries(2)
+    webhook.status = 500
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    drain()
+    delivery = _delivery(_run(automation))
+    # The worker making the last try died: the delivery says "sending", its lease is past.
+    db.session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == delivery.id)
+        .values(status="sending", attempts=2, lease_until=utcnow() - timedelta(seconds=1))
+    )
+    db.session.commit()
+    for _ in range(3):  # each lease expiry used to take it up again: "tried 3 of 2 times"
+        webhooks.sweep_deliveries.func()
+        drain()
+    delivery = _delivery(_run(automation))
+    assert (delivery.status, delivery.attempts, delivery.max_attempts) == ("failed", 2, 2)
+    assert [t.outcome for t in delivery.tries] == ["retry", "failed"]
+    assert "cut off" in delivery.tries[-1].error and len(webhook.received) == 1
+    run = _run(automation)
+    assert run.status == "failed" and step(run, "after")["reason"] == "An earlier step failed."
+    assert webhooks.sweep_deliveries.func() == 0

@@ -51,6 +51,7 @@ EXCERPT_CHARS = 500  # of an answer's body, kept per try
 RETRY_STATUSES = frozenset({408, 429})
 STALE_GRACE_SECONDS = 30.0  # a delivery this late for its try lost its job: queue it again
 SENDING_SLACK_SECONDS = 30.0  # a try's lease: its timeout and this
+PRIVATE_SETTING = "AUTOMATION_WEBHOOK_ALLOW_PRIVATE"  # private hosts allowed
 
 
 class DeliveryStatus(StrEnum):
@@ -174,6 +175,8 @@ def _claim(delivery_id: int) -> bool:
                 WebhookDelivery.next_attempt_at.is_(None),
                 WebhookDelivery.next_attempt_at <= now + timedelta(seconds=1),
             ),
+            # Tries never go past the maximum: a last try cut off is ended (``_end_cut_off``).
+            WebhookDelivery.attempts < WebhookDelivery.max_attempts,
         )
         .values(
             status=DeliveryStatus.SENDING,
@@ -184,6 +187,47 @@ def _claim(delivery_id: int) -> bool:
     )
     db.session.commit()
     return claimed.rowcount == 1
+
+
+def _end_cut_off(delivery_id: int) -> int | None:
+    """End a delivery whose last allowed try was cut off (its worker died, its lease ran
+    out) as failed, with that try logged; the run's id when it did, else None."""
+    now = utcnow()
+    error = "The last try was cut off (its worker stopped) and no tries are left."
+    ended = db.session.execute(
+        update(WebhookDelivery)
+        .where(
+            WebhookDelivery.id == delivery_id,
+            WebhookDelivery.status == DeliveryStatus.SENDING,
+            WebhookDelivery.lease_until < now,
+            WebhookDelivery.attempts >= WebhookDelivery.max_attempts,
+        )
+        .values(
+            status=DeliveryStatus.FAILED,
+            error=error,
+            status_code=None,
+            lease_until=None,
+            next_attempt_at=None,
+            finished_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if ended.rowcount != 1:
+        db.session.rollback()
+        return None
+    delivery = db.session.get(WebhookDelivery, delivery_id)
+    db.session.add(
+        WebhookAttempt(
+            delivery_id=delivery_id,
+            number=delivery.attempts,
+            attempted_at=now,
+            error=error,
+            outcome="failed",
+        )
+    )
+    run_id = delivery.run_id
+    db.session.commit()
+    return run_id
 
 
 def _error_of(err: httpx2.HTTPError) -> str:
@@ -245,10 +289,10 @@ def _judge(url: str, code: int, excerpt: str) -> Outcome:
 
 def _try(delivery: WebhookDelivery) -> Outcome:
     """One try: the address checked now, the body signed now, sent."""
-    allow_private = bool(current_app.config.get("AUTOMATION_WEBHOOK_ALLOW_PRIVATE"))
+    allow_private = bool(current_app.config.get(PRIVATE_SETTING))
     try:
         addresses: list[str | None] = (
-            [None] if allow_private else list(public_addresses(delivery.url, _SETTING))
+            [None] if allow_private else list(public_addresses(delivery.url, PRIVATE_SETTING))
         )
     except Unresolvable as err:  # DNS may come back
         return Outcome(None, str(err), None, retry=True)
@@ -260,8 +304,6 @@ def _try(delivery: WebhookDelivery) -> Outcome:
         db.session.commit()
     return _post(delivery, addresses, signing.signing_secrets(automation))
 
-
-_SETTING = "AUTOMATION_WEBHOOK_ALLOW_PRIVATE"
 
 # Called with a run's id when one of its deliveries ended (``engine.resume``, injected by
 # the engine so that this module needs no import of it).
@@ -277,10 +319,22 @@ def attempt(delivery_id: int, redelivered_by_id: int | None = None) -> float | N
     """Make the delivery's next try now if it is due and no one else makes it; the seconds
     until the next try when it is to be retried, else None."""
     if not _claim(delivery_id):
+        ended = _end_cut_off(delivery_id)
+        if ended is not None:
+            _resumed(ended)
         return None
     delivery = db.session.get(WebhookDelivery, delivery_id)
     started, clock = utcnow(), perf_counter()
-    outcome = _try(delivery)
+    try:
+        outcome = _try(delivery)
+    except Exception as err:
+        # Never an unended delivery: a fault nobody foresaw (a codec, a library bug) is
+        # logged as this try's error and retried like a network failure.
+        log.exception("webhook delivery %s: unexpected error", delivery_id)
+        db.session.rollback()
+        delivery = db.session.get(WebhookDelivery, delivery_id)
+        error = f"Unexpected error: {type(err).__name__}: {err}"[:EXCERPT_CHARS]
+        outcome = Outcome(None, error, None, retry=True)
     duration = round((perf_counter() - clock) * 1000, 1)
     settings = WebhookSettings.from_app(current_app)
     again = outcome.retry and delivery.attempts < delivery.max_attempts
@@ -317,9 +371,13 @@ def attempt(delivery_id: int, redelivered_by_id: int | None = None) -> float | N
     run_id = delivery.run_id
     db.session.commit()
     if not again:
-        for resume in _resume_run:
-            resume(run_id)
+        _resumed(run_id)
     return delay
+
+
+def _resumed(run_id: int) -> None:
+    for resume in _resume_run:
+        resume(run_id)
 
 
 @jobs.job("automations.deliver_webhook")
