@@ -18,7 +18,7 @@ from flask import Flask
 from sqlalchemy import select, update
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from monark.automations import engine, leases, webhook_services, webhooks
+from monark.automations import engine, leases, signing, webhook_services, webhooks
 from monark.automations.models import Automation, AutomationRun, WebhookAttempt, WebhookDelivery
 from monark.core import jobs
 from monark.core.models import Event, utcnow
@@ -79,7 +79,7 @@ def _delivery(run: AutomationRun) -> WebhookDelivery:
 
 
 def _secret(acme, automation: Automation) -> str:
-    return webhook_services.rotate_secret(acme.principal("admin"), automation.id)
+    return webhook_services.rotate_secret(acme.principal("admin"), automation.id).secret
 
 
 def _verify(secret: str, received: dict[str, Any]) -> Any:
@@ -162,6 +162,110 @@ def test_the_secret_is_shown_once_to_the_admin_who_made_it(acme, webhook, login)
         select(Event.type).where(Event.type.like("automation.webhook_secret%"))
     ).all()
     assert kinds == ["automation.webhook_secret_created"]
+
+
+def _signatures(received: dict[str, Any]) -> list[str]:
+    return received["headers"]["webhook-signature"].split(" ")
+
+
+def test_every_secret_rotated_out_in_the_last_24_hours_still_signs(acme, webhook):
+    """A→B→C within a day: a receiver still holding A (or B) goes on verifying."""
+    automation = _hooked(acme, webhook.url)
+    a, b, c = _secret(acme, automation), _secret(acme, automation), _secret(acme, automation)
+    _save(acme)
+    drain()
+    during = webhook.received[-1]
+    assert len(_signatures(during)) == 3
+    assert _verify(a, during) and _verify(b, during) and _verify(c, during)
+
+
+def test_each_rotated_out_secret_signs_for_24_hours_from_its_own_rotation(acme, app):
+    automation = make_automation(acme, graph(CREATED), name="Clock")
+    t0 = utcnow()
+    a = signing.rotate(automation, now=t0)  # created
+    b = signing.rotate(automation, now=t0 + timedelta(hours=1))  # A signs until t0+25h
+    c = signing.rotate(automation, now=t0 + timedelta(hours=21))  # B until t0+45h
+    at = t0 + timedelta(hours=24)
+    assert signing.signing_secrets(automation, at) == [c, b, a]
+    assert signing.signing_secrets(automation, at + timedelta(hours=2)) == [c, b]
+    assert signing.signing_secrets(automation, t0 + timedelta(hours=46)) == [c]
+
+
+def test_the_secrets_that_still_sign_are_a_bounded_list(acme, app):
+    automation = make_automation(acme, graph(CREATED), name="Many")
+    made = [signing.rotate(automation) for _ in range(signing.MAX_RETIRED + 4)]
+    assert signing.signing_secrets(automation) == made[::-1][: signing.MAX_RETIRED + 1]
+
+
+def test_a_secret_kept_the_old_way_still_signs_until_its_time(acme, app):
+    """One previous secret stored whole (before several were kept) reads as that one."""
+    from monark.core import crypto
+
+    automation = make_automation(acme, graph(CREATED), name="Old")
+    current, old = signing.new_secret(), signing.new_secret()
+    automation.webhook_secret, automation.webhook_secret_previous = (
+        crypto.encrypt(current),
+        crypto.encrypt(old),
+    )
+    automation.webhook_secret_previous_until = utcnow() + timedelta(hours=3)
+    assert signing.signing_secrets(automation) == [current, old]
+    fresh = signing.rotate(automation)
+    assert signing.signing_secrets(automation) == [fresh, current, old]
+
+
+def _secret_shown(answer) -> str:
+    soup = BeautifulSoup(answer.get_data(as_text=True), "html.parser")
+    return soup.select_one(".secret-once code").get_text()
+
+
+def _rotation_token(admin, page: str) -> str:
+    soup = BeautifulSoup(admin.get(page).get_data(as_text=True), "html.parser")
+    return soup.select_one("#signing input[name=rotation_token]")["value"]
+
+
+def test_the_same_rotate_form_sent_twice_rotates_once_and_shows_the_same_secret(
+    acme, webhook, login
+):
+    """A double click (or a resubmitted page) sends the form twice: one rotation."""
+    automation = _hooked(acme, webhook.url)
+    admin = login("admin@acme.test")
+    page = f"/automations/{automation.id}"
+    first = _secret(acme, automation)
+    token = _rotation_token(admin, page)
+    once = admin.post(f"{page}/signing-secret", data={"rotation_token": token})
+    twice = admin.post(f"{page}/signing-secret", data={"rotation_token": token})
+    assert once.status_code == twice.status_code == 200
+    second = _secret_shown(once)
+    assert _secret_shown(twice) == second != first
+    _save(acme)
+    drain()
+    received = webhook.received[-1]
+    assert len(_signatures(received)) == 2  # the second and the first: nothing dropped
+    assert _verify(first, received) and _verify(second, received)
+    kinds = db.session.scalars(
+        select(Event.type).where(Event.type.like("automation.webhook_secret%"))
+    ).all()
+    assert kinds == ["automation.webhook_secret_created", "automation.webhook_secret_rotated"]
+    # The next form (a new token) rotates again.
+    third = admin.post(
+        f"{page}/signing-secret", data={"rotation_token": _rotation_token(admin, page)}
+    )
+    assert _secret_shown(third) not in (first, second)
+
+
+def test_after_rotating_the_address_bar_shows_the_automations_page(acme, webhook, login):
+    """No POST-only address is left to reload (it answered 405); the secret is in no URL."""
+    automation = _hooked(acme, webhook.url)
+    admin = login("admin@acme.test")
+    page = f"/automations/{automation.id}"
+    boosted = {"HX-Request": "true", "HX-Boosted": "true"}
+    made = admin.post(f"{page}/signing-secret", headers=boosted)
+    assert made.status_code == 200 and made.headers["HX-Push-Url"] == page
+    assert _secret_shown(made) not in made.headers["HX-Push-Url"]
+    reloaded = admin.get(f"{page}/signing-secret")
+    assert reloaded.status_code == 303 and reloaded.headers["Location"].endswith(f"{page}#signing")
+    assert login("member@acme.test").get(f"{page}/signing-secret").status_code == 303
+    assert login("admin@globex.test").get(f"{page}/signing-secret").status_code == 404
 
 
 # ---- retries and endings --------------------------------------------------------------
