@@ -513,6 +513,60 @@ def test_an_admin_redelivers_an_ended_webhook_audited(acme, webhook, login):
     assert audit.payload["delivery_id"] == delivery.id
 
 
+def _delivery_line(page) -> str:
+    soup = BeautifulSoup(page.get_data(as_text=True), "html.parser")
+    return " ".join(soup.select_one(".delivery .step-head").get_text(" ").split())
+
+
+def test_a_redelivery_counts_its_own_tries_against_the_maximum(acme, webhook, tries, login):
+    """Ended at try 2 of 4 (a 404 after a 500), then redelivered: never "tried 3 of 3"."""
+    tries(4)
+    webhook.answers = [500, 404, 503]
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    jobs.drain_scheduled(_app())
+    run = _run(automation)
+    admin = login("admin@acme.test")
+    url = f"/automations/{automation.id}/runs/{run.id}"
+    assert "tried 2 of 4 times" in _delivery_line(admin.get(url))
+    admin.post(f"{url}/deliveries/{_delivery(run).id}/redeliver")
+    drain()  # its first try: a 503, so it is tried again, as any delivery is
+    delivery = _delivery(run)
+    assert (delivery.status, delivery.attempts, delivery.max_attempts) == ("retrying", 1, 4)
+    assert "redelivered: tried 1 of 4 times · next try at" in _delivery_line(admin.get(url))
+    jobs.drain_scheduled(_app())
+    delivery = _delivery(run)
+    assert (delivery.status, delivery.attempts) == ("delivered", 2)
+    assert [(t.number, t.outcome, t.redelivered_by_id is not None) for t in delivery.tries] == [
+        (1, "retry", False),
+        (2, "failed", False),
+        (1, "retry", True),
+        (2, "delivered", True),
+    ]
+    assert "redelivered: tried 2 of 4 times" in _delivery_line(admin.get(url))
+
+
+def test_the_run_page_shows_times_to_the_second_like_the_runs_list(acme, webhook, tries, login):
+    import re
+
+    tries(3)
+    webhook.status = 500
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    drain()
+    run = _run(automation)
+    member = login("member@acme.test")
+    page = member.get(f"/automations/{automation.id}/runs/{run.id}")
+    soup = BeautifulSoup(page.get_data(as_text=True), "html.parser")
+    seconds = re.compile(r"\d\d:\d\d:\d\d UTC")
+    assert seconds.search(soup.h1.select_one(".status").get_text())  # next try at
+    assert seconds.search(_delivery_line(page).split("next try at", 1)[1])
+    [when] = [row.select("td")[1].get_text() for row in soup.select(".delivery tbody tr")]
+    assert seconds.fullmatch(when.split(" ", 1)[1])
+    listing = member.get(f"/automations/{automation.id}/runs").get_data(as_text=True)
+    assert seconds.search(listing)
+
+
 def test_redeliver_needs_an_admin_a_csrf_token_and_the_orgs_run(acme, world, webhook, login):
     automation, run = _failed_once(acme, webhook)
     delivery = _delivery(run)

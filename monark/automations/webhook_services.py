@@ -93,6 +93,19 @@ class DeliveryShown:
         """Whether it ended (delivered or failed): then it may be redelivered."""
         return self.status in webhooks.FINAL
 
+    @property
+    def redelivered(self) -> bool:
+        """Whether an admin redelivered it: its count is then the redelivery's own."""
+        return any(t.redelivered for t in self.tries)
+
+    @property
+    def count_text(self) -> str:
+        """ "tried 2 of 4 times", or "redelivered: tried 1 of 4 times": the tries of the
+        current round (the first sending, or the last redelivery) against its maximum."""
+        said = f"tried {self.attempts} of {self.max_attempts} time"
+        said += "" if self.max_attempts == 1 else "s"
+        return f"redelivered: {said}" if self.redelivered else said
+
 
 def shown_deliveries(principal: Principal, run: AutomationRun) -> list[DeliveryShown]:
     """The deliveries of a run the principal may read (``services.get_run``)."""

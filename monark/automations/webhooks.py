@@ -440,7 +440,8 @@ def waiting_for(run_ids: list[int]) -> dict[int, WebhookDelivery]:
 
 
 def redeliver(principal: Principal, run: AutomationRun, delivery_id: int) -> WebhookDelivery:
-    """Send an ended delivery once more (same ``webhook-id``, signed anew); audited.
+    """Send an ended delivery once more (same ``webhook-id``, signed anew); audited. A
+    redelivery starts its own count: tried as the first time, up to ``max_attempts``.
 
     ``run`` is one the principal may read (``services.get_run``); managing automations is
     the right this needs.
@@ -460,7 +461,8 @@ def redeliver(principal: Principal, run: AutomationRun, delivery_id: int) -> Web
         .where(WebhookDelivery.id == delivery.id, WebhookDelivery.status.in_(FINAL))
         .values(
             status=DeliveryStatus.QUEUED,
-            max_attempts=WebhookDelivery.attempts + 1,
+            attempts=0,
+            max_attempts=WebhookSettings.from_app(current_app).max_attempts,
             next_attempt_at=None,
             finished_at=None,
         )
