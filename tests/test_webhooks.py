@@ -477,6 +477,28 @@ def test_admins_see_the_orgs_queue_health_on_the_automations_page(acme, webhook,
     assert "Queue health" not in member
 
 
+def test_queue_health_counts_committed_changes_no_worker_took_up_yet(acme, app, login, monkeypatch):
+    """The queue's storage refused the job: the change waits for the sweep, and says so."""
+    make_automation(acme, NOTE_ONLY)
+    monkeypatch.setattr(engine, "SWEEP_GRACE_SECONDS", 0.0)
+    engine.sweep.func()  # the world's own changes, settled
+    drain()
+    assert webhooks.queue_health(acme.org.id).events_waiting == 0
+    tasks = jobs.queue(app).tasks
+    kept = tasks["automations.run_events"]
+    monkeypatch.setitem(tasks, "automations.run_events", _refused)
+    _save(acme)
+    assert webhooks.queue_health(acme.org.id).events_waiting == 1
+    page = login("admin@acme.test").get("/automations").get_data(as_text=True)
+    health = BeautifulSoup(page, "html.parser").select_one(".queue-health").get_text(" ")
+    assert "Waiting: 1 change not yet taken up, 0 runs" in " ".join(health.split())
+    assert webhooks.queue_health(acme.org.id + 1000).events_waiting == 0  # this org's only
+    tasks["automations.run_events"] = kept  # the storage is back
+    engine.sweep.func()
+    drain()
+    assert webhooks.queue_health(acme.org.id).events_waiting == 0 and _notes() == 1
+
+
 # ---- redeliver ------------------------------------------------------------------------
 
 

@@ -39,7 +39,7 @@ from monark.automations.models import Automation, AutomationRun, WebhookAttempt,
 from monark.core import jobs
 from monark.core.errors import Conflict, NotFound
 from monark.core.events import record_event
-from monark.core.models import as_utc, utcnow
+from monark.core.models import Event, as_utc, utcnow
 from monark.core.net import Unresolvable, UnsafeAddress, public_addresses
 from monark.core.rbac import Principal
 from monark.core.uow import on_commit
@@ -516,6 +516,7 @@ def sweep_deliveries() -> int:
 class QueueHealth:
     """An org's work outside the request: what waits, and what failed in the last day."""
 
+    events_waiting: int  # committed changes whose automations have not run yet (the outbox)
     runs_waiting: int  # queued, running or retrying
     deliveries_waiting: int
     runs_failed_24h: int
@@ -531,6 +532,7 @@ def queue_health(org_id: int, now: datetime | None = None) -> QueueHealth:
         return int(db.session.scalar(stmt) or 0)
 
     return QueueHealth(
+        events_waiting=count(Event, Event.pending.is_(True)),
         runs_waiting=count(
             AutomationRun, AutomationRun.status.in_(["queued", "running", "retrying"])
         ),
