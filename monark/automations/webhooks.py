@@ -12,6 +12,9 @@ the steps after it run when it ends (``engine.resume``). Each try checks the add
   tried again after ``WebhookSettings.delay`` (exponential backoff with jitter, by Huey's
   own ``RetryTask``), until ``max_attempts``; then failed.
 * any other answer (a 3xx redirect, another 4xx) or an address refused: failed at once.
+* any other fault of a try (an exception nobody foresaw): logged as that try's error and
+  tried again like a lost connection. A delivery always ends: tries never pass
+  ``max_attempts``, and a last try whose worker died is ended as failed (``_end_cut_off``).
 
 A try is claimed by one conditional update, so a duplicate job (the sweep re-queueing a
 delivery whose job was lost) never sends twice at once.
