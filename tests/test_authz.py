@@ -644,6 +644,9 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("automations.rotate_secret", "POST", "acme's",
             lambda c: f"/automations/{_automation(c)}/signing-secret",
             row(owner=200, admin=200, member=403, viewer=403, other=404), writes="same"),
+    WebCase("automations.signing_secret_page", "GET", "acme's",
+            lambda c: f"/automations/{_automation(c)}/signing-secret",
+            row(owner=303, admin=303, member=303, viewer=303, other=404)),
     WebCase("automations.redeliver", "POST", "acme's, a failed webhook",
             lambda c: f"/automations/{_automation(c)}/runs/{_run(c)}/deliveries/"
             f"{_ended_delivery(c)}/redeliver",

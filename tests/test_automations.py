@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from monark.automations.graph import validate_graph
 from monark.automations.models import Automation, AutomationRun
 from monark.automations.nodes import REGISTRY
 from monark.automations.references import load_org_schema
+from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import Event
 from monark.core.uow import unit_of_work
@@ -123,6 +125,11 @@ def test_validate_reports_invalid_config_per_field(acme):
         ({"url": "http://[fe80::1%25eth0]/"}, "url", "zone"),
         ({"url": "http://[fe80::1%25eth0]:11434/v1"}, "url", "zone"),
         ({"url": "https://user:pw@example.com/"}, "url", "passwords"),
+        # Host names DNS cannot carry: a part over 63 characters, an empty part, 253 in all.
+        ({"url": "http://" + "a" * 300 + ".example.com/"}, "url", "1-63 characters"),
+        ({"url": "http://" + "ü" * 60 + ".example.com/"}, "url", "1-63 characters"),
+        ({"url": "http://hooks..example.com/"}, "url", "1-63 characters"),
+        ({"url": "http://" + ".".join(["a" * 60] * 5) + "/"}, "url", "at most 253"),
         (
             {"url": "https://hooks.example.com/", "timeout_seconds": float("nan")},
             "timeout_seconds",
@@ -139,6 +146,49 @@ def test_a_webhook_no_run_could_send_is_refused_at_save(acme, config, field, say
     found = problems(acme, graph(CREATED, ("hook", "send_webhook", config), edges=[("t", "hook")]))
     assert list(found) == [f"nodes[hook].config.{field}"]
     assert says in found[f"nodes[hook].config.{field}"]
+
+
+def _saved_problems(acme, url: str) -> dict[str, str]:
+    hook = graph(CREATED, ("hook", "send_webhook", {"url": url}), edges=[("t", "hook")])
+    found = services.check_automation(acme.principal("owner"), "Hook", hook)
+    return {p["field"]: p["message"] for p in found}
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://127.0.0.1:8080/hook", "127.0.0.1 is a non-public address"),
+        ("http://[::1]/hook", "::1 is a non-public address"),
+        ("http://169.254.169.254/latest", "non-public address"),
+        ("http://10.1.2.3/", "AUTOMATION_WEBHOOK_ALLOW_PRIVATE allows others"),
+    ],
+)
+def test_a_webhook_to_a_non_public_ip_written_out_is_refused_at_save(acme, url, says):
+    found = _saved_problems(acme, url)
+    assert list(found) == ["nodes[hook].config.url"] and says in found["nodes[hook].config.url"]
+    with pytest.raises(ValidationFailed):
+        services.create_automation(
+            acme.principal("owner"),
+            "Hook",
+            graph(CREATED, ("hook", "send_webhook", {"url": url}), edges=[("t", "hook")]),
+        )
+
+
+def test_a_non_public_ip_is_saved_when_the_deployment_allows_it(acme, app, monkeypatch):
+    monkeypatch.setitem(app.config, "AUTOMATION_WEBHOOK_ALLOW_PRIVATE", True)
+    assert _saved_problems(acme, "http://127.0.0.1:8080/hook") == {}
+    assert _saved_problems(acme, "https://hooks.example.com/in") == {}
+
+
+@pytest.mark.parametrize(
+    "name", ["Pay\u202eexe.txt", "Tab\there", "Iso\u2066late\u2069", "Bell\x07"]
+)
+def test_a_name_with_a_control_or_bidi_override_character_is_refused(acme, name):
+    with pytest.raises(ValidationFailed) as caught:
+        services.create_automation(acme.principal("owner"), name, graph(CREATED))
+    [problem] = caught.value.details
+    assert problem["field"] == "name" and "bidirectional overrides" in problem["message"]
+    assert problem["message"].startswith("Name:")
 
 
 def _update(record_id: Any) -> dict[str, Any]:
@@ -529,12 +579,25 @@ def test_a_webhook_to_a_closed_port_fails_its_step(acme, app, monkeypatch):
     assert "ConnectError" in step(run, "hook")["error"]
 
 
+@contextmanager
+def _saved_while_private_allowed(app):
+    """Save refuses a non-public IP written out; one saved while the deployment allowed
+    private webhooks, which it no longer does, meets the check at each try."""
+    app.config["AUTOMATION_WEBHOOK_ALLOW_PRIVATE"] = True
+    try:
+        yield
+    finally:
+        app.config["AUTOMATION_WEBHOOK_ALLOW_PRIVATE"] = False
+
+
 def test_webhooks_to_private_addresses_are_refused_by_default(acme, app):
     assert not app.config["AUTOMATION_WEBHOOK_ALLOW_PRIVATE"]
     server = WebhookServer().start()
     try:
         raw = graph(CREATED, ("hook", "send_webhook", {"url": server.url}), edges=[("t", "hook")])
-        automation = make_automation(acme, raw)
+        with _saved_while_private_allowed(app):
+            automation = make_automation(acme, raw)
+        assert not app.config["AUTOMATION_WEBHOOK_ALLOW_PRIVATE"]
         records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Probe"})
         drain()
     finally:
@@ -545,8 +608,11 @@ def test_webhooks_to_private_addresses_are_refused_by_default(acme, app):
 
 
 @pytest.mark.parametrize("url", ["http://224.0.0.1:9/in", "http://[ff02::1]:9/in"])
-def test_webhooks_to_multicast_addresses_are_refused(acme, url):
-    hook = _hook_run(acme, url)
+def test_webhooks_to_multicast_addresses_are_refused(acme, app, url):
+    assert "non-public address" in _saved_problems(acme, url)["nodes[hook].config.url"]
+    with _saved_while_private_allowed(app):
+        automation = _hook_automation(acme, url)
+    hook = _hook_run(acme, url, automation)
     assert hook["status"] == "failed" and "non-public address" in hook["error"]
 
 
@@ -566,10 +632,14 @@ def _fake_network(monkeypatch, dns, answer) -> None:
     )
 
 
-def _hook_run(acme, url: str) -> dict[str, Any]:
-    """Create a record that fires one webhook to ``url``; that step of the run."""
+def _hook_automation(acme, url: str) -> Automation:
     raw = graph(CREATED, ("hook", "send_webhook", {"url": url}), edges=[("t", "hook")])
-    automation = make_automation(acme, raw)
+    return make_automation(acme, raw)
+
+
+def _hook_run(acme, url: str, automation: Automation | None = None) -> dict[str, Any]:
+    """Create a record that fires one webhook to ``url``; that step of the run."""
+    automation = automation or _hook_automation(acme, url)
     records.create_record(acme.principal("member"), model(acme, "tasks"), {"title": "Probe"})
     drain()
     [run] = runs_of(automation.id)
@@ -1007,3 +1077,8 @@ def test_webhook_urls_show_whole_to_managers_only(acme, webhook, login):
         assert "s3cr3t-key" in json.dumps(admin.api("GET", url).get_json()), url
         body = json.dumps(viewer.api("GET", url).get_json())
         assert "s3cr3t" not in body and "127.0.0.1" in body, url
+
+
+def test_the_webhook_nodes_help_says_it_is_retried():
+    said = REGISTRY["send_webhook"].description
+    assert "tried again" in said and "anything but a 2xx" not in said

@@ -18,7 +18,7 @@ from flask import Flask
 from sqlalchemy import select, update
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from monark.automations import engine, leases, webhook_services, webhooks
+from monark.automations import engine, leases, signing, webhook_services, webhooks
 from monark.automations.models import Automation, AutomationRun, WebhookAttempt, WebhookDelivery
 from monark.core import jobs
 from monark.core.models import Event, utcnow
@@ -79,7 +79,7 @@ def _delivery(run: AutomationRun) -> WebhookDelivery:
 
 
 def _secret(acme, automation: Automation) -> str:
-    return webhook_services.rotate_secret(acme.principal("admin"), automation.id)
+    return webhook_services.rotate_secret(acme.principal("admin"), automation.id).secret
 
 
 def _verify(secret: str, received: dict[str, Any]) -> Any:
@@ -162,6 +162,110 @@ def test_the_secret_is_shown_once_to_the_admin_who_made_it(acme, webhook, login)
         select(Event.type).where(Event.type.like("automation.webhook_secret%"))
     ).all()
     assert kinds == ["automation.webhook_secret_created"]
+
+
+def _signatures(received: dict[str, Any]) -> list[str]:
+    return received["headers"]["webhook-signature"].split(" ")
+
+
+def test_every_secret_rotated_out_in_the_last_24_hours_still_signs(acme, webhook):
+    """A→B→C within a day: a receiver still holding A (or B) goes on verifying."""
+    automation = _hooked(acme, webhook.url)
+    a, b, c = _secret(acme, automation), _secret(acme, automation), _secret(acme, automation)
+    _save(acme)
+    drain()
+    during = webhook.received[-1]
+    assert len(_signatures(during)) == 3
+    assert _verify(a, during) and _verify(b, during) and _verify(c, during)
+
+
+def test_each_rotated_out_secret_signs_for_24_hours_from_its_own_rotation(acme, app):
+    automation = make_automation(acme, graph(CREATED), name="Clock")
+    t0 = utcnow()
+    a = signing.rotate(automation, now=t0)  # created
+    b = signing.rotate(automation, now=t0 + timedelta(hours=1))  # A signs until t0+25h
+    c = signing.rotate(automation, now=t0 + timedelta(hours=21))  # B until t0+45h
+    at = t0 + timedelta(hours=24)
+    assert signing.signing_secrets(automation, at) == [c, b, a]
+    assert signing.signing_secrets(automation, at + timedelta(hours=2)) == [c, b]
+    assert signing.signing_secrets(automation, t0 + timedelta(hours=46)) == [c]
+
+
+def test_the_secrets_that_still_sign_are_a_bounded_list(acme, app):
+    automation = make_automation(acme, graph(CREATED), name="Many")
+    made = [signing.rotate(automation) for _ in range(signing.MAX_RETIRED + 4)]
+    assert signing.signing_secrets(automation) == made[::-1][: signing.MAX_RETIRED + 1]
+
+
+def test_a_secret_kept_the_old_way_still_signs_until_its_time(acme, app):
+    """One previous secret stored whole (before several were kept) reads as that one."""
+    from monark.core import crypto
+
+    automation = make_automation(acme, graph(CREATED), name="Old")
+    current, old = signing.new_secret(), signing.new_secret()
+    automation.webhook_secret, automation.webhook_secret_previous = (
+        crypto.encrypt(current),
+        crypto.encrypt(old),
+    )
+    automation.webhook_secret_previous_until = utcnow() + timedelta(hours=3)
+    assert signing.signing_secrets(automation) == [current, old]
+    fresh = signing.rotate(automation)
+    assert signing.signing_secrets(automation) == [fresh, current, old]
+
+
+def _secret_shown(answer) -> str:
+    soup = BeautifulSoup(answer.get_data(as_text=True), "html.parser")
+    return soup.select_one(".secret-once code").get_text()
+
+
+def _rotation_token(admin, page: str) -> str:
+    soup = BeautifulSoup(admin.get(page).get_data(as_text=True), "html.parser")
+    return soup.select_one("#signing input[name=rotation_token]")["value"]
+
+
+def test_the_same_rotate_form_sent_twice_rotates_once_and_shows_the_same_secret(
+    acme, webhook, login
+):
+    """A double click (or a resubmitted page) sends the form twice: one rotation."""
+    automation = _hooked(acme, webhook.url)
+    admin = login("admin@acme.test")
+    page = f"/automations/{automation.id}"
+    first = _secret(acme, automation)
+    token = _rotation_token(admin, page)
+    once = admin.post(f"{page}/signing-secret", data={"rotation_token": token})
+    twice = admin.post(f"{page}/signing-secret", data={"rotation_token": token})
+    assert once.status_code == twice.status_code == 200
+    second = _secret_shown(once)
+    assert _secret_shown(twice) == second != first
+    _save(acme)
+    drain()
+    received = webhook.received[-1]
+    assert len(_signatures(received)) == 2  # the second and the first: nothing dropped
+    assert _verify(first, received) and _verify(second, received)
+    kinds = db.session.scalars(
+        select(Event.type).where(Event.type.like("automation.webhook_secret%"))
+    ).all()
+    assert kinds == ["automation.webhook_secret_created", "automation.webhook_secret_rotated"]
+    # The next form (a new token) rotates again.
+    third = admin.post(
+        f"{page}/signing-secret", data={"rotation_token": _rotation_token(admin, page)}
+    )
+    assert _secret_shown(third) not in (first, second)
+
+
+def test_after_rotating_the_address_bar_shows_the_automations_page(acme, webhook, login):
+    """No POST-only address is left to reload (it answered 405); the secret is in no URL."""
+    automation = _hooked(acme, webhook.url)
+    admin = login("admin@acme.test")
+    page = f"/automations/{automation.id}"
+    boosted = {"HX-Request": "true", "HX-Boosted": "true"}
+    made = admin.post(f"{page}/signing-secret", headers=boosted)
+    assert made.status_code == 200 and made.headers["HX-Push-Url"] == page
+    assert _secret_shown(made) not in made.headers["HX-Push-Url"]
+    reloaded = admin.get(f"{page}/signing-secret")
+    assert reloaded.status_code == 303 and reloaded.headers["Location"].endswith(f"{page}#signing")
+    assert login("member@acme.test").get(f"{page}/signing-secret").status_code == 303
+    assert login("admin@globex.test").get(f"{page}/signing-secret").status_code == 404
 
 
 # ---- retries and endings --------------------------------------------------------------
@@ -373,6 +477,28 @@ def test_admins_see_the_orgs_queue_health_on_the_automations_page(acme, webhook,
     assert "Queue health" not in member
 
 
+def test_queue_health_counts_committed_changes_no_worker_took_up_yet(acme, app, login, monkeypatch):
+    """The queue's storage refused the job: the change waits for the sweep, and says so."""
+    make_automation(acme, NOTE_ONLY)
+    monkeypatch.setattr(engine, "SWEEP_GRACE_SECONDS", 0.0)
+    engine.sweep.func()  # the world's own changes, settled
+    drain()
+    assert webhooks.queue_health(acme.org.id).events_waiting == 0
+    tasks = jobs.queue(app).tasks
+    kept = tasks["automations.run_events"]
+    monkeypatch.setitem(tasks, "automations.run_events", _refused)
+    _save(acme)
+    assert webhooks.queue_health(acme.org.id).events_waiting == 1
+    page = login("admin@acme.test").get("/automations").get_data(as_text=True)
+    health = BeautifulSoup(page, "html.parser").select_one(".queue-health").get_text(" ")
+    assert "Waiting: 1 change not yet taken up, 0 runs" in " ".join(health.split())
+    assert webhooks.queue_health(acme.org.id + 1000).events_waiting == 0  # this org's only
+    tasks["automations.run_events"] = kept  # the storage is back
+    engine.sweep.func()
+    drain()
+    assert webhooks.queue_health(acme.org.id).events_waiting == 0 and _notes() == 1
+
+
 # ---- redeliver ------------------------------------------------------------------------
 
 
@@ -407,6 +533,60 @@ def test_an_admin_redelivers_an_ended_webhook_audited(acme, webhook, login):
     ).all()
     assert audit.actor_id == acme.users["admin"].id
     assert audit.payload["delivery_id"] == delivery.id
+
+
+def _delivery_line(page) -> str:
+    soup = BeautifulSoup(page.get_data(as_text=True), "html.parser")
+    return " ".join(soup.select_one(".delivery .step-head").get_text(" ").split())
+
+
+def test_a_redelivery_counts_its_own_tries_against_the_maximum(acme, webhook, tries, login):
+    """Ended at try 2 of 4 (a 404 after a 500), then redelivered: never "tried 3 of 3"."""
+    tries(4)
+    webhook.answers = [500, 404, 503]
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    jobs.drain_scheduled(_app())
+    run = _run(automation)
+    admin = login("admin@acme.test")
+    url = f"/automations/{automation.id}/runs/{run.id}"
+    assert "tried 2 of 4 times" in _delivery_line(admin.get(url))
+    admin.post(f"{url}/deliveries/{_delivery(run).id}/redeliver")
+    drain()  # its first try: a 503, so it is tried again, as any delivery is
+    delivery = _delivery(run)
+    assert (delivery.status, delivery.attempts, delivery.max_attempts) == ("retrying", 1, 4)
+    assert "redelivered: tried 1 of 4 times · next try at" in _delivery_line(admin.get(url))
+    jobs.drain_scheduled(_app())
+    delivery = _delivery(run)
+    assert (delivery.status, delivery.attempts) == ("delivered", 2)
+    assert [(t.number, t.outcome, t.redelivered_by_id is not None) for t in delivery.tries] == [
+        (1, "retry", False),
+        (2, "failed", False),
+        (1, "retry", True),
+        (2, "delivered", True),
+    ]
+    assert "redelivered: tried 2 of 4 times" in _delivery_line(admin.get(url))
+
+
+def test_the_run_page_shows_times_to_the_second_like_the_runs_list(acme, webhook, tries, login):
+    import re
+
+    tries(3)
+    webhook.status = 500
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    drain()
+    run = _run(automation)
+    member = login("member@acme.test")
+    page = member.get(f"/automations/{automation.id}/runs/{run.id}")
+    soup = BeautifulSoup(page.get_data(as_text=True), "html.parser")
+    seconds = re.compile(r"\d\d:\d\d:\d\d UTC")
+    assert seconds.search(soup.h1.select_one(".status").get_text())  # next try at
+    assert seconds.search(_delivery_line(page).split("next try at", 1)[1])
+    [when] = [row.select("td")[1].get_text() for row in soup.select(".delivery tbody tr")]
+    assert seconds.fullmatch(when.split(" ", 1)[1])
+    listing = member.get(f"/automations/{automation.id}/runs").get_data(as_text=True)
+    assert seconds.search(listing)
 
 
 def test_redeliver_needs_an_admin_a_csrf_token_and_the_orgs_run(acme, world, webhook, login):
@@ -609,3 +789,83 @@ def test_a_run_whose_webhook_ended_but_never_went_on_is_taken_up(acme, webhook, 
     run = _run(automation)
     assert run.status == "succeeded" and step(run, "after")["status"] == "succeeded"
     assert leases.settle_cut_off.func() == 0
+
+
+# ---- faults nobody foresaw: every try logged, no delivery left open -------------------
+
+LONG_LABEL_URL = "http://" + "a" * 300 + ".example.com/"
+
+
+def test_a_step_saved_before_a_rule_it_breaks_fails_at_once_with_the_reason(acme, webhook):
+    """A host name DNS cannot carry, saved before Save checked host names: no delivery."""
+    automation = _hooked(acme, webhook.url)
+    stored = json.loads(json.dumps(automation.graph))
+    next(n for n in stored["nodes"] if n["id"] == "hook")["config"]["url"] = LONG_LABEL_URL
+    db.session.execute(
+        update(Automation).where(Automation.id == automation.id).values(graph=stored)
+    )
+    db.session.commit()
+    _save(acme)
+    drain()
+    run = _run(automation)
+    assert run.status == "failed" and step(run, "hook")["error"] == engine.STALE_CONFIG
+    assert webhooks.deliveries_of(run.id) == []
+
+
+def test_an_unexpected_error_in_a_try_is_a_logged_failed_try_never_an_open_delivery(
+    acme, webhook, tries, monkeypatch
+):
+    """The walkthrough's fault: ``UnicodeError`` (the IDNA codec) from deep in the HTTP
+    library, no ``HTTPError``. Each try is logged, retried, then the delivery ends."""
+    import httpx2
+
+    from monark.automations import actions
+
+    def far_end(request: httpx2.Request) -> httpx2.Response:
+        raise UnicodeError("encoding with 'idna' codec failed (label empty or too long)")
+
+    monkeypatch.setattr(
+        actions,
+        "webhook_client",
+        lambda timeout: httpx2.Client(transport=httpx2.MockTransport(far_end), timeout=timeout),
+    )
+    tries(2)
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    jobs.drain_scheduled(_app())
+    run = _run(automation)
+    delivery = _delivery(run)
+    assert (delivery.status, delivery.attempts, delivery.max_attempts) == ("failed", 2, 2)
+    assert [t.outcome for t in delivery.tries] == ["retry", "failed"]
+    assert all("Unexpected error: UnicodeError" in t.error for t in delivery.tries)
+    assert run.status == "failed" and "UnicodeError" in step(run, "hook")["error"]
+    health = webhooks.queue_health(acme.org.id)
+    assert health.deliveries_waiting == 0 and health.deliveries_failed_24h == 1
+
+
+def test_a_last_try_cut_off_ends_the_delivery_and_tries_never_pass_the_maximum(
+    acme, webhook, tries, monkeypatch
+):
+    tries(2)
+    webhook.status = 500
+    automation = _hooked(acme, webhook.url)
+    _save(acme)
+    drain()
+    delivery = _delivery(_run(automation))
+    # The worker making the last try died: the delivery says "sending", its lease is past.
+    db.session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == delivery.id)
+        .values(status="sending", attempts=2, lease_until=utcnow() - timedelta(seconds=1))
+    )
+    db.session.commit()
+    for _ in range(3):  # each lease expiry used to take it up again: "tried 3 of 2 times"
+        webhooks.sweep_deliveries.func()
+        drain()
+    delivery = _delivery(_run(automation))
+    assert (delivery.status, delivery.attempts, delivery.max_attempts) == ("failed", 2, 2)
+    assert [t.outcome for t in delivery.tries] == ["retry", "failed"]
+    assert "cut off" in delivery.tries[-1].error and len(webhook.received) == 1
+    run = _run(automation)
+    assert run.status == "failed" and step(run, "after")["reason"] == "An earlier step failed."
+    assert webhooks.sweep_deliveries.func() == 0

@@ -517,7 +517,7 @@ def _advance(
             "automation": context.get("automation") or {},
             "nodes": {},
         },
-        allow_private_webhooks=bool(current_app.config.get("AUTOMATION_WEBHOOK_ALLOW_PRIVATE")),
+        allow_private_webhooks=bool(current_app.config.get(webhooks.PRIVATE_SETTING)),
         sends_private=automation.private_records == privacy.PrivateRecords.SEND,
         run_id=run_id,
         send_webhook=partial(_send_webhook, inline=run.is_test),
@@ -640,6 +640,12 @@ def resume_job(run_id: int) -> None:
 webhooks.on_delivery_end(resume)
 
 
+STALE_CONFIG = (
+    "This step's settings break a rule added since the automation was saved: open it, fix "
+    "what Save points out, and save it again."
+)
+
+
 def _error_text(err: Exception) -> str:
     if isinstance(err, AppError):
         details = "; ".join(f"{d.get('field')}: {d.get('message')}" for d in err.details)
@@ -652,6 +658,8 @@ def _error_text(err: Exception) -> str:
 def _run_node(node: Node, ctx: RunContext) -> tuple[str, Any, str | None]:
     """Execute one node: (status, output, error). A node's failure is its step's, only;
     a node withheld by the privacy rule is ``withheld``, its error the reason."""
+    if node.config is None:  # saved before a rule it breaks (a host name DNS cannot carry)
+        return "failed", None, STALE_CONFIG
     try:
         return "succeeded", node.node_type.run(node.config, ctx), None
     except StepWithheld as err:

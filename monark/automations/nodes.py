@@ -102,7 +102,9 @@ _TYPES = (
     NodeType(
         "send_webhook",
         "action",
-        "POST JSON to an http(s) URL; anything but a 2xx answer in time fails the step.",
+        "POST JSON (signed) to an http(s) URL. A 2xx answer succeeds; a timeout, a lost "
+        "connection, 408, 429 or 5xx is tried again with growing waits (WEBHOOK_MAX_ATTEMPTS "
+        "tries in all) before the step fails; a redirect or another 4xx fails it at once.",
         configs.SendWebhookConfig,
         ("status_code",),
         actions.send_webhook,

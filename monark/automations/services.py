@@ -6,8 +6,10 @@ import copy
 from typing import Any
 from urllib.parse import urlsplit
 
+from flask import current_app
 from sqlalchemy import func, select
 
+from monark.automations import webhooks
 from monark.automations.engine import Trigger, admits, execute, readers_of
 from monark.automations.graph import parse_graph, validate_graph
 from monark.automations.models import Automation, AutomationRun
@@ -17,7 +19,9 @@ from monark.automations.privacy import PrivateRecords
 from monark.automations.references import OrgSchema, load_org_schema
 from monark.core.errors import Conflict, NotFound, ValidationFailed
 from monark.core.events import record_event, save_new
+from monark.core.net import UnsafeAddress, check_literal_address
 from monark.core.rbac import Principal
+from monark.core.text import ONE_LINE_RULE, unsafe_in_one_line
 from monark.core.uow import for_update
 from monark.extensions import db
 from monark.records import queries
@@ -188,6 +192,8 @@ def check_automation(
         clean = name.strip()
         if not clean or len(clean) > NAME_MAX or "\n" in clean:
             problems.append({"field": "name", "message": f"Give 1-{NAME_MAX} characters."})
+        elif unsafe_in_one_line(clean):
+            problems.append({"field": "name", "message": f"Name: {ONE_LINE_RULE}"})
         else:
             taken = db.session.scalar(
                 select(Automation.id).where(
@@ -201,6 +207,22 @@ def check_automation(
                 problems.append({"field": "name", "message": message})
     org = load_org_schema(principal.org_id)
     problems += [p.as_detail() for p in validate_graph(graph, REGISTRY, org)]
+    return problems + _private_webhook_addresses(graph)
+
+
+def _private_webhook_addresses(graph: Any) -> list[dict[str, str]]:
+    """A webhook URL naming a non-public IP address outright, refused at save unless the
+    deployment allows private webhooks (every try checks what a host name resolves to)."""
+    if current_app.config.get(webhooks.PRIVATE_SETTING):
+        return []
+    problems = []
+    for node in parse_graph(graph, REGISTRY)[0].nodes.values():
+        if node.type_key != WEBHOOK or node.config is None:
+            continue  # not a webhook, or its config has problems of its own already
+        try:
+            check_literal_address(node.config.url, webhooks.PRIVATE_SETTING)
+        except UnsafeAddress as err:
+            problems.append({"field": f"{node.where}.config.url", "message": str(err)})
     return problems
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Blueprint, current_app, flash, render_template, request
+from flask import Blueprint, current_app, flash, make_response, render_template, request, url_for
 
-from monark.automations import schedules, services, webhook_services
+from monark.automations import schedules, services, signing, webhook_services
 from monark.automations.models import Automation
 from monark.automations.nodes import REGISTRY
 from monark.automations.ownership import owner_of
@@ -15,6 +15,7 @@ from monark.automations.privacy import PrivateRecords
 from monark.core import jobs, jsonbody
 from monark.core.auth import guard, require_principal
 from monark.core.errors import Conflict, ValidationFailed
+from monark.core.htmx import push_url
 from monark.core.ids import form_id
 from monark.core.rbac import Principal
 from monark.core.web import see_other
@@ -131,6 +132,7 @@ def _detail(
         "automations/detail.html",
         automation=automation,
         new_secret=new_secret,
+        rotation_token=signing.form_token(),
         has_webhooks=any(n.get("type") == services.WEBHOOK for n in automation.graph["nodes"]),
         run_states=webhook_services.run_states(runs),
         schedule=schedules.described(automation),
@@ -262,11 +264,27 @@ def delete(automation_id: int):
 @bp.post("/<int:automation_id>/signing-secret")
 @guard("automation.manage")
 def rotate_secret(automation_id: int):
-    """Make or rotate the webhooks' signing secret, and show it this once."""
+    """Make or rotate the webhooks' signing secret, and show it this once (a repeat of the
+    same form shows the same secret, rotating nothing)."""
     principal, _ = _automation(automation_id)
-    secret = webhook_services.rotate_secret(principal, automation_id)
-    response = _detail(services.get_automation(principal, automation_id), new_secret=secret)
-    return response[0], response[1], {"Cache-Control": "no-store"}
+    made = webhook_services.rotate_secret(
+        principal, automation_id, request.form.get("rotation_token") or None
+    )
+    body, status = _detail(
+        services.get_automation(principal, automation_id), new_secret=made.secret
+    )
+    response = make_response(body, status, {"Cache-Control": "no-store"})
+    # The address bar shows the automation's page, never this POST-only address (F5 there
+    # was a 405); the secret is in the page only, never in a URL.
+    return push_url(response, url_for("automations.detail", automation_id=automation_id))
+
+
+@bp.get("/<int:automation_id>/signing-secret")
+@guard("automation.view")
+def signing_secret_page(automation_id: int):
+    """The address of the form, opened (a reload, a bookmark): the automation's page."""
+    _automation(automation_id)
+    return _to_detail(automation_id, "signing")
 
 
 @bp.get("/<int:automation_id>/runs")

@@ -16,13 +16,29 @@ from monark.core.rbac import Principal
 from monark.extensions import db
 
 
-def rotate_secret(principal: Principal, automation_id: int) -> str:
+@dataclass(frozen=True)
+class NewSecret:
+    """A Create/Rotate's answer: the secret to show, and whether the form was a repeat (the
+    same form sent again: nothing rotated, the same secret shown)."""
+
+    secret: str
+    repeated: bool = False
+
+
+def rotate_secret(principal: Principal, automation_id: int, token: str | None = None) -> NewSecret:
     """Make or rotate the automation's signing secret; the new one in clear, to be shown
-    once (it is kept encrypted). The old one still signs for 24 hours."""
+    once (it is kept encrypted). Those rotated out in the last 24 hours still sign; a repeat
+    of the same form (``token``) rotates nothing (``signing``)."""
     principal.require("automation.manage")
-    automation = services.get_automation(principal, automation_id)
+    # Locked: two sends of one form (a double click) run one after the other, and the
+    # second sees the first's token.
+    automation = services.get_automation(principal, automation_id, lock=True)
+    if signing.is_repeat(automation, token):
+        secret = signing.current_secret(automation)
+        db.session.commit()
+        return NewSecret(secret, repeated=True)
     rotated = automation.webhook_secret is not None
-    secret = signing.rotate(automation)
+    secret = signing.rotate(automation, token)
     record_event(
         principal,
         "automation.webhook_secret_rotated" if rotated else "automation.webhook_secret_created",
@@ -31,7 +47,7 @@ def rotate_secret(principal: Principal, automation_id: int) -> str:
         {"automation_id": automation.id},
     )
     db.session.commit()
-    return secret
+    return NewSecret(secret)
 
 
 def redeliver(
@@ -76,6 +92,19 @@ class DeliveryShown:
     def ended(self) -> bool:
         """Whether it ended (delivered or failed): then it may be redelivered."""
         return self.status in webhooks.FINAL
+
+    @property
+    def redelivered(self) -> bool:
+        """Whether an admin redelivered it: its count is then the redelivery's own."""
+        return any(t.redelivered for t in self.tries)
+
+    @property
+    def count_text(self) -> str:
+        """ "tried 2 of 4 times", or "redelivered: tried 1 of 4 times": the tries of the
+        current round (the first sending, or the last redelivery) against its maximum."""
+        said = f"tried {self.attempts} of {self.max_attempts} time"
+        said += "" if self.max_attempts == 1 else "s"
+        return f"redelivered: {said}" if self.redelivered else said
 
 
 def shown_deliveries(principal: Principal, run: AutomationRun) -> list[DeliveryShown]:

@@ -12,6 +12,9 @@ the steps after it run when it ends (``engine.resume``). Each try checks the add
   tried again after ``WebhookSettings.delay`` (exponential backoff with jitter, by Huey's
   own ``RetryTask``), until ``max_attempts``; then failed.
 * any other answer (a 3xx redirect, another 4xx) or an address refused: failed at once.
+* any other fault of a try (an exception nobody foresaw): logged as that try's error and
+  tried again like a lost connection. A delivery always ends: tries never pass
+  ``max_attempts``, and a last try whose worker died is ended as failed (``_end_cut_off``).
 
 A try is claimed by one conditional update, so a duplicate job (the sweep re-queueing a
 delivery whose job was lost) never sends twice at once.
@@ -39,7 +42,7 @@ from monark.automations.models import Automation, AutomationRun, WebhookAttempt,
 from monark.core import jobs, metrics
 from monark.core.errors import Conflict, NotFound
 from monark.core.events import record_event
-from monark.core.models import as_utc, utcnow
+from monark.core.models import Event, as_utc, utcnow
 from monark.core.net import Unresolvable, UnsafeAddress, public_addresses
 from monark.core.rbac import Principal
 from monark.core.uow import on_commit
@@ -51,6 +54,7 @@ EXCERPT_CHARS = 500  # of an answer's body, kept per try
 RETRY_STATUSES = frozenset({408, 429})
 STALE_GRACE_SECONDS = 30.0  # a delivery this late for its try lost its job: queue it again
 SENDING_SLACK_SECONDS = 30.0  # a try's lease: its timeout and this
+PRIVATE_SETTING = "AUTOMATION_WEBHOOK_ALLOW_PRIVATE"  # private hosts allowed
 
 
 class DeliveryStatus(StrEnum):
@@ -174,6 +178,8 @@ def _claim(delivery_id: int) -> bool:
                 WebhookDelivery.next_attempt_at.is_(None),
                 WebhookDelivery.next_attempt_at <= now + timedelta(seconds=1),
             ),
+            # Tries never go past the maximum: a last try cut off is ended (``_end_cut_off``).
+            WebhookDelivery.attempts < WebhookDelivery.max_attempts,
         )
         .values(
             status=DeliveryStatus.SENDING,
@@ -184,6 +190,47 @@ def _claim(delivery_id: int) -> bool:
     )
     db.session.commit()
     return claimed.rowcount == 1
+
+
+def _end_cut_off(delivery_id: int) -> int | None:
+    """End a delivery whose last allowed try was cut off (its worker died, its lease ran
+    out) as failed, with that try logged; the run's id when it did, else None."""
+    now = utcnow()
+    error = "The last try was cut off (its worker stopped) and no tries are left."
+    ended = db.session.execute(
+        update(WebhookDelivery)
+        .where(
+            WebhookDelivery.id == delivery_id,
+            WebhookDelivery.status == DeliveryStatus.SENDING,
+            WebhookDelivery.lease_until < now,
+            WebhookDelivery.attempts >= WebhookDelivery.max_attempts,
+        )
+        .values(
+            status=DeliveryStatus.FAILED,
+            error=error,
+            status_code=None,
+            lease_until=None,
+            next_attempt_at=None,
+            finished_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if ended.rowcount != 1:
+        db.session.rollback()
+        return None
+    delivery = db.session.get(WebhookDelivery, delivery_id)
+    db.session.add(
+        WebhookAttempt(
+            delivery_id=delivery_id,
+            number=delivery.attempts,
+            attempted_at=now,
+            error=error,
+            outcome="failed",
+        )
+    )
+    run_id = delivery.run_id
+    db.session.commit()
+    return run_id
 
 
 def _error_of(err: httpx2.HTTPError) -> str:
@@ -245,10 +292,10 @@ def _judge(url: str, code: int, excerpt: str) -> Outcome:
 
 def _try(delivery: WebhookDelivery) -> Outcome:
     """One try: the address checked now, the body signed now, sent."""
-    allow_private = bool(current_app.config.get("AUTOMATION_WEBHOOK_ALLOW_PRIVATE"))
+    allow_private = bool(current_app.config.get(PRIVATE_SETTING))
     try:
         addresses: list[str | None] = (
-            [None] if allow_private else list(public_addresses(delivery.url, _SETTING))
+            [None] if allow_private else list(public_addresses(delivery.url, PRIVATE_SETTING))
         )
     except Unresolvable as err:  # DNS may come back
         return Outcome(None, str(err), None, retry=True)
@@ -260,8 +307,6 @@ def _try(delivery: WebhookDelivery) -> Outcome:
         db.session.commit()
     return _post(delivery, addresses, signing.signing_secrets(automation))
 
-
-_SETTING = "AUTOMATION_WEBHOOK_ALLOW_PRIVATE"
 
 # Called with a run's id when one of its deliveries ended (``engine.resume``, injected by
 # the engine so that this module needs no import of it).
@@ -277,10 +322,22 @@ def attempt(delivery_id: int, redelivered_by_id: int | None = None) -> float | N
     """Make the delivery's next try now if it is due and no one else makes it; the seconds
     until the next try when it is to be retried, else None."""
     if not _claim(delivery_id):
+        ended = _end_cut_off(delivery_id)
+        if ended is not None:
+            _resumed(ended)
         return None
     delivery = db.session.get(WebhookDelivery, delivery_id)
     started, clock = utcnow(), perf_counter()
-    outcome = _try(delivery)
+    try:
+        outcome = _try(delivery)
+    except Exception as err:
+        # Never an unended delivery: a fault nobody foresaw (a codec, a library bug) is
+        # logged as this try's error and retried like a network failure.
+        log.exception("webhook delivery %s: unexpected error", delivery_id)
+        db.session.rollback()
+        delivery = db.session.get(WebhookDelivery, delivery_id)
+        error = f"Unexpected error: {type(err).__name__}: {err}"[:EXCERPT_CHARS]
+        outcome = Outcome(None, error, None, retry=True)
     duration = round((perf_counter() - clock) * 1000, 1)
     settings = WebhookSettings.from_app(current_app)
     again = outcome.retry and delivery.attempts < delivery.max_attempts
@@ -318,9 +375,13 @@ def attempt(delivery_id: int, redelivered_by_id: int | None = None) -> float | N
     db.session.commit()
     metrics.webhook_attempt("delivered" if outcome.delivered else ("retry" if again else "failed"))
     if not again:
-        for resume in _resume_run:
-            resume(run_id)
+        _resumed(run_id)
     return delay
+
+
+def _resumed(run_id: int) -> None:
+    for resume in _resume_run:
+        resume(run_id)
 
 
 @jobs.job("automations.deliver_webhook")
@@ -383,7 +444,8 @@ def waiting_for(run_ids: list[int]) -> dict[int, WebhookDelivery]:
 
 
 def redeliver(principal: Principal, run: AutomationRun, delivery_id: int) -> WebhookDelivery:
-    """Send an ended delivery once more (same ``webhook-id``, signed anew); audited.
+    """Send an ended delivery once more (same ``webhook-id``, signed anew); audited. A
+    redelivery starts its own count: tried as the first time, up to ``max_attempts``.
 
     ``run`` is one the principal may read (``services.get_run``); managing automations is
     the right this needs.
@@ -403,7 +465,8 @@ def redeliver(principal: Principal, run: AutomationRun, delivery_id: int) -> Web
         .where(WebhookDelivery.id == delivery.id, WebhookDelivery.status.in_(FINAL))
         .values(
             status=DeliveryStatus.QUEUED,
-            max_attempts=WebhookDelivery.attempts + 1,
+            attempts=0,
+            max_attempts=WebhookSettings.from_app(current_app).max_attempts,
             next_attempt_at=None,
             finished_at=None,
         )
@@ -457,6 +520,7 @@ def sweep_deliveries() -> int:
 class QueueHealth:
     """An org's work outside the request: what waits, and what failed in the last day."""
 
+    events_waiting: int  # committed changes whose automations have not run yet (the outbox)
     runs_waiting: int  # queued, running or retrying
     deliveries_waiting: int
     runs_failed_24h: int
@@ -472,6 +536,7 @@ def queue_health(org_id: int, now: datetime | None = None) -> QueueHealth:
         return int(db.session.scalar(stmt) or 0)
 
     return QueueHealth(
+        events_waiting=count(Event, Event.pending.is_(True)),
         runs_waiting=count(
             AutomationRun, AutomationRun.status.in_(["queued", "running", "retrying"])
         ),

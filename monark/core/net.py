@@ -44,7 +44,31 @@ def check_url(url: str) -> str:
                 "of this machine, never a public host."
             )
         raise UnsafeAddress("Write the host name as it is, without %-escapes.")
+    _check_host_name(parts.hostname)
     return url
+
+
+HOST_LABEL_MAX = 63  # DNS (RFC 1035): each part between dots
+HOST_NAME_MAX = 253  # and the whole name, in its ASCII (IDNA) form
+
+
+def _check_host_name(host: str) -> None:
+    """Refuse a host name DNS cannot carry (an empty part, a part over 63 characters, over
+    253 in all, once in its ASCII form): the lookup and the request would fail at every try."""
+    try:
+        ipaddress.ip_address(host)
+        return  # an IP literal has no labels
+    except ValueError:
+        pass
+    label_rule = f"Give a valid host name: each part between dots is 1-{HOST_LABEL_MAX} characters."
+    try:
+        ascii_name = host.encode("idna").decode("ascii").rstrip(".")
+    except UnicodeError:  # a part empty or too long, in its ASCII form
+        raise UnsafeAddress(label_rule) from None
+    if any(not 1 <= len(label) <= HOST_LABEL_MAX for label in ascii_name.split(".")):
+        raise UnsafeAddress(label_rule)
+    if len(ascii_name) > HOST_NAME_MAX:
+        raise UnsafeAddress(f"Give a valid host name: at most {HOST_NAME_MAX} characters in all.")
 
 
 NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix (RFC 6052)
@@ -98,6 +122,22 @@ def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
         if isinstance(one, ipaddress.IPv6Address) and _is_anycast(one):
             return False
     return True
+
+
+def check_literal_address(url: str, setting: str) -> None:
+    """Refuse ``url`` when its host is an IP address written out that is not public
+    (loopback, private, link-local…): known at once, before any lookup; ``UnsafeAddress``
+    naming ``setting``, the deployment setting that allows them."""
+    host = urlsplit(url).hostname or ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return  # a name: it is looked up (and checked) at each request
+    if not is_public(address):
+        raise UnsafeAddress(
+            f"{host} is a non-public address; only public hosts are allowed "
+            f"({setting} allows others)."
+        )
 
 
 def public_addresses(url: str, setting: str) -> list[str]:

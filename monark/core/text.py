@@ -9,6 +9,7 @@ template outputs goes through ``scrub`` (installed as the Jinja environment's ``
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -64,3 +65,19 @@ def storable(value: T) -> T:
     """``scrub``, and NUL (which PostgreSQL text and JSON cannot hold) replaced by U+FFFD:
     for text from outside that is stored as it came (a model's replies and tool calls)."""
     return _each_string(value, _storable_str)
+
+
+# Characters that make one line of text read otherwise than it is stored: the bidirectional
+# embeddings, overrides and isolates (a name "\u202egnp.exe" shows as "exe.png") and the
+# controls (a tab, a line break, an escape) that a one-line label never holds.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+ONE_LINE_RULE = (
+    "Leave out control characters (a tab, a line break) and bidirectional overrides "
+    "(U+202A-U+202E, U+2066-U+2069)."
+)
+
+
+def unsafe_in_one_line(text: str) -> bool:
+    """Whether ``text`` holds a control character, a line or paragraph separator, or a
+    bidirectional override: what a name or title shown on one line must not hold."""
+    return any(ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)

@@ -66,9 +66,10 @@ def _page_context() -> dict[str, Any]:
     }
 
 
-def _when(value: datetime | None) -> str:
+def _when(value: datetime | None, seconds: bool = False) -> str:
     value = as_utc(value)
-    return value.strftime("%Y-%m-%d %H:%M UTC") if value else "—"
+    # ``seconds``: where tries a few seconds apart must read apart (a webhook's log).
+    return value.strftime(f"%Y-%m-%d %H:%M{':%S' if seconds else ''} UTC") if value else "—"
 
 
 def register_web(app: Flask) -> None:
