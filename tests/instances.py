@@ -187,6 +187,12 @@ def deployment(
             "CHAT_BROKER_URL": REDIS_URL if broker else "",
             "CHAT_TURN_LEASE_SECONDS": "3",
             "CHAT_LLM_MAX_RETRIES": "0",
+            # A deployment lives for a whole test file, so its per-minute counts would carry
+            # from one test to the next: the limits are off unless a test sets its own.
+            "LIMIT_MESSAGES_PER_MINUTE": "0",
+            "LIMIT_TURNS_PER_ORG": "0",
+            "LIMIT_API_PER_MINUTE": "0",
+            "LIMIT_QUERIES_PER_MINUTE": "0",
             **settings,
         }
         flask_command("db", "upgrade", env=env)
