@@ -243,7 +243,7 @@ def test_the_same_rotate_form_sent_twice_rotates_once_and_shows_the_same_secret(
     assert len(_signatures(received)) == 2  # the second and the first: nothing dropped
     assert _verify(first, received) and _verify(second, received)
     kinds = db.session.scalars(
-        select(Event.type).where(Event.type.like("automation.webhook_secret%"))
+        select(Event.type).where(Event.type.like("automation.webhook_secret%")).order_by(Event.id)
     ).all()
     assert kinds == ["automation.webhook_secret_created", "automation.webhook_secret_rotated"]
     # The next form (a new token) rotates again.

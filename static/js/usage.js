@@ -7,7 +7,13 @@
 
   function draw() {
     var source = document.getElementById("usage-data");
-    if (!source || typeof window.Chart === "undefined") return;
+    if (!source) return;
+    if (typeof window.Chart === "undefined") {
+      // Swapped in by htmx, the two scripts load in either order: draw once Chart.js has.
+      var tag = document.querySelector('script[src*="chart.umd"]');
+      if (tag) tag.addEventListener("load", draw, { once: true });
+      return;
+    }
     var charts = JSON.parse(source.dataset.charts);
     charts.forEach(function (spec) {
       var canvas = document.getElementById("chart-" + spec.key);
