@@ -393,6 +393,7 @@ def _app(running: Deployment):
             "SECRET_KEY": "fault-bench",
             "ANTHROPIC_API_KEY": "sk-test-not-real",
             "CHAT_LLM_MAX_RETRIES": 0,
+            "RATELIMIT_ENABLED": False,  # faults are measured here, not the limits
         }
     )
     app.logger.disabled = True  # the refused writes are logged with tracebacks: expected here
