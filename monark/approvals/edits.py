@@ -1,7 +1,7 @@
 """Editing a proposed write before it is decided: the person changes the arguments, the
 card is drawn again from them, and Confirm runs exactly what the card then shows.
 
-What may change is what the tool's edit schema offers (``ChatToolExecutor.edit_schema``);
+What may change is what the tool's edit schema offers (``Editable.edit_schema``);
 the tool and its locked arguments (``ToolSpec.locked``: the path params that name the
 target) never change, so an edit can never move the write to a record the card did not
 name. The new arguments are checked by the route's own models (the tool's precheck) before
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy import update
 
@@ -33,6 +33,28 @@ from monark.extensions import db
 
 NOT_EDITABLE = "This action cannot be edited: Confirm or Reject it as it is."
 ALREADY_DECIDED = "This action was already decided, so it can no longer be edited."
+
+
+@runtime_checkable
+class Editable(Protocol):
+    """A tool executor whose proposed calls a person may edit (the host's toolset)."""
+
+    def edit_schema(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The JSON Schema of what a person may change in a proposed call (its locked
+        arguments left out), typed for the call's target; None: it cannot be edited."""
+        ...
+
+
+def edit_schema(
+    executor: object, principal: Principal, name: str, arguments: dict[str, Any]
+) -> dict[str, Any] | None:
+    """What a person may change in a proposed call of ``executor`` (None: nothing, as for
+    every call of an executor that edits none)."""
+    if not isinstance(executor, Editable):
+        return None
+    return executor.edit_schema(principal, name, arguments)
 
 
 def edited_arguments(
@@ -61,7 +83,7 @@ def edit_call(
     if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         raise Conflict(ALREADY_DECIDED if call.status != ToolCallStatus.PROPOSED else NOT_EDITABLE)
     actor = principal.via_assistant(call.conversation_id)
-    if executor.edit_schema(actor, call.name, dict(call.input)) is None:
+    if edit_schema(executor, actor, call.name, dict(call.input)) is None:
         raise Conflict(NOT_EDITABLE)
     spec = next((s for s in executor.specs() if s.name == call.name), None)
     arguments = storable(edited_arguments(spec, call.input, edited))

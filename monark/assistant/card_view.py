@@ -335,8 +335,8 @@ def _shown(value: Any) -> str:
 
 def _changes_shown(changes: Any) -> list[dict[str, Any]]:
     """A card's before → after rows, within ``CHAT_CARD_MAX`` (bounded when stored, by
-    ``kept_preview``, and again here for a card stored before every storer did); a cut's
-    marker is a row of its own, saying what was left out."""
+    ``approvals.shown.kept_preview``, and again here for a card stored before every storer
+    did); a cut's marker is a row of its own, saying what was left out."""
     kept = bounded(changes if isinstance(changes, list) else [], chat_settings().card_max)
     return [c if isinstance(c, dict) else {"field": "…", "after": str(c)} for c in kept]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from monark.api.dispatch import dispatch_route
+from monark.approvals.shown import kept_preview
 from monark.approvals.undo_plan import run_keeping_undo
 from monark.chat.executor import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
@@ -156,7 +157,7 @@ class ChatToolset:
     ) -> dict[str, Any] | None:
         tool = self._tools.get(name)
         if tool is None:
-            return {"headline": f"run a tool nobody registered (“{name}”)"}
+            return kept_preview({"headline": f"run a tool nobody registered (“{name}”)"})
         preview = tool.preview(principal, arguments)
         permission = tool.spec.permission
         if tool.spec.mutates and permission and not principal.can(permission):
@@ -164,7 +165,7 @@ class ChatToolset:
             preview["warning"] = (
                 f"Your role ({principal.role}) lacks {permission}: confirming will be refused."
             )
-        return preview
+        return kept_preview(preview)  # stored as every card is, with what it showed
 
     def precheck(
         self, principal: Principal, name: str, arguments: dict[str, Any]

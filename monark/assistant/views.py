@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl
 from flask import Blueprint, Response, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
 
-from monark.approvals import handover
+from monark.approvals import handover, own_calls
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
 from monark.approvals.expiry import expired_message
@@ -243,7 +243,7 @@ def await_decision(conversation_id: int):
         turn_id = lease.live_turn_id(conversation)
         if turn_id is not None:
             return watch_turn(principal, conversation_id, turn_id, snapshot=True)
-        if store.settled_any(conversation_id, awaited):
+        if own_calls.settled_any(conversation_id, awaited):
             break
         db.session.rollback()  # no connection held while it waits; the next look is fresh
         if time.monotonic() >= deadline:
@@ -400,7 +400,7 @@ def decide_call(
     frames for what the decision changed besides the card."""
     try:
         require_assistant(principal)
-        call = store.get_tool_call(principal, call_id)
+        call = own_calls.get_tool_call(principal, call_id)
     except AppError as err:
         return _notice(err.message, err.status)
     if call.status != ToolCallStatus.PROPOSED:
@@ -414,7 +414,7 @@ def decide_call(
         db.session.rollback()
         notice, status = _notice(err.message, 409)
         idle = notice + partial("#chat-follow-slot", "innerHTML", "")
-        return _with_card((idle, status), store.get_tool_call(principal, call_id))
+        return _with_card((idle, status), own_calls.get_tool_call(principal, call_id))
     except Conflict as err:
         call = _settled(principal, call_id)
         if call.status != ToolCallStatus.PROPOSED:
@@ -431,7 +431,7 @@ def _settled(principal: Principal, call_id: int):
     deadline = time.monotonic() + STOP_WAIT_SECONDS
     while True:
         db.session.rollback()
-        call = store.get_tool_call(principal, call_id)
+        call = own_calls.get_tool_call(principal, call_id)
         if call.status != ToolCallStatus.PROPOSED or time.monotonic() > deadline:
             return call
         if lease.live_turn(call.conversation_id) is None:

@@ -68,7 +68,8 @@ class ChatToolExecutor(Protocol):
     def preview(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """What the call would do, for its card: ``{"headline", "changes"?, ...}``."""
+        """What the call would do, for its card (``{"headline", "changes"?, ...}``), as it is
+        stored: the host bounds it and adds what its decisions compare."""
         ...
 
     def precheck(
@@ -79,13 +80,6 @@ class ChatToolExecutor(Protocol):
         It checks shape only, never permissions: a refused write still asks the user, and
         fails when confirmed, as the same click in the app would.
         """
-        ...
-
-    def edit_schema(
-        self, principal: Principal, name: str, arguments: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """The JSON Schema of what a person may change in a proposed call (its locked
-        arguments left out), typed for the call's target; None: it cannot be edited."""
         ...
 
 
@@ -133,9 +127,4 @@ class NoTools:
     def precheck(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome | None:
-        return None
-
-    def edit_schema(
-        self, principal: Principal, name: str, arguments: dict[str, Any]
-    ) -> dict[str, Any] | None:
         return None
