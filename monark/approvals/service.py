@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from monark.approvals import edits, handover, own_calls
+from monark.approvals import edits, expiry, handover, own_calls
 from monark.approvals.decision import Decision, Runner, awaiting_others, decide
 from monark.approvals.edits import edit_schema
 from monark.approvals.expiry import refuse_if_expired
-from monark.chat import decisions
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.runtime import tool_executor
@@ -91,7 +90,7 @@ def begin_group_decision(
             # Neither confirmed nor rejected by Confirm selected: it waits for its approver.
             others = awaiting_others(principal, calls)
             calls = [c for c in calls if c.id not in others]
-        expired = any(decisions.is_expired(c) for c in calls)
+        expired = any(expiry.is_expired(c) for c in calls)
         if confirm and calls and not expired and not any(c.id in selected for c in calls):
             raise nothing
         ids = [c.id for c in calls]

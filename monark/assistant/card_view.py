@@ -17,11 +17,10 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from monark.approvals import allowances, handover, undo
+from monark.approvals import allowances, expiry, handover, undo
 from monark.approvals.decision import shown_token
 from monark.approvals.inbox import holders, permission_of
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import decisions
 from monark.chat.executor import ToolSpec
 from monark.chat.models import Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
@@ -306,7 +305,7 @@ class _Lookups:
 
 
 def _waiting(call: ToolCall) -> bool:
-    return call.status == ToolCallStatus.PROPOSED and not decisions.is_expired(call)
+    return call.status == ToolCallStatus.PROPOSED and not expiry.is_expired(call)
 
 
 def user_names(ids: set[int]) -> dict[int, str]:
@@ -388,7 +387,7 @@ def _call_view(call: ToolCall, looked: _Lookups, preview: dict[str, Any] | None 
         nav_label=nav_label,
         warning=preview.get("warning"),
         details=list(result.get("details") or []) if failed else [],
-        expired=call.status == ToolCallStatus.EXPIRED or decisions.is_expired(call),
+        expired=call.status == ToolCallStatus.EXPIRED or expiry.is_expired(call),
         approver=names.get(call.approver_id) if call.approver_id else None,
         handed_by=names.get(call.handed_by_id) if call.handed_by_id else None,
         edited_by=names.get(call.edited_by_id) if call.edited_by_id else None,

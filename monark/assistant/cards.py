@@ -16,7 +16,7 @@ from typing import Any
 
 from flask import flash, render_template, request
 
-from monark.approvals import edits, handover, own_calls
+from monark.approvals import edits, expiry, handover, own_calls
 from monark.approvals import inbox as requests
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
@@ -29,7 +29,6 @@ from monark.assistant.stream import partial, sse
 from monark.assistant.thread import message_view
 from monark.assistant.verdict import PanelDecision
 from monark.assistant.views import _busy, _notice, _start, bp, turn_limited
-from monark.chat import decisions
 from monark.chat.models import Conversation, ToolCall
 from monark.chat.runtime import tool_executor
 from monark.core.auth import guard, require_principal
@@ -144,8 +143,8 @@ def _save(principal: Principal, target: Target, arguments: dict[str, Any]) -> No
     if target.where == Where.PANEL:
         approvals.edit_tool_call(principal, call.id, arguments)
         return
-    if decisions.is_expired(call):
-        raise decisions.ProposalExpired(expired_message())
+    if expiry.is_expired(call):
+        raise expiry.ProposalExpired(expired_message())
     edits.edit_call(tool_executor(), principal, call, arguments)
 
 
@@ -172,7 +171,7 @@ def save_edit(call_id: int):
         stray = [f"{k}: {v}" for k, v in errors.items() if k not in shown_paths]
         message = " ".join([err.message, *stray])
         return _edit_form(principal, target, schema, errors, message, request.form, 422)
-    except (decisions.ProposalExpired, Conflict) as err:
+    except (expiry.ProposalExpired, Conflict) as err:
         db.session.rollback()
         return _refused(principal, _target(principal, call_id), err.message)
     db.session.rollback()
@@ -228,7 +227,7 @@ def decide_group():
         )
     except ValidationFailed as err:
         return _notice(err.message, 422)
-    except (decisions.ProposalExpired, ProposalChanged) as err:
+    except (expiry.ProposalExpired, ProposalChanged) as err:
         db.session.rollback()
         notice, status = _notice(err.message, 409)
         return notice + partial("#chat-follow-slot", "innerHTML", "") + _message_frame(

@@ -11,10 +11,11 @@ from urllib.parse import parse_qsl
 from flask import Blueprint, Response, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
 
-from monark.approvals import handover, own_calls
+from monark.approvals import expiry, handover, own_calls
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
 from monark.approvals.expiry import expired_message
+from monark.assistant import conversation_list
 from monark.assistant.card_view import call_view, panel_card
 from monark.assistant.gates import assistant_name, check_gates
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
@@ -28,7 +29,7 @@ from monark.assistant.stream import (
 )
 from monark.assistant.thread import ThreadView, thread_view
 from monark.assistant.verdict import PanelDecision
-from monark.chat import decisions, store
+from monark.chat import store
 from monark.chat.models import ToolCallStatus
 from monark.chat.runtime import provider_problem
 from monark.chat.turn import lease, run
@@ -106,7 +107,9 @@ def conversations():
     if reason and not check_gates(principal).chat_open:
         return _notice(reason, 403, "gate")
     return render_template(
-        "assistant/_list.html", conversations=store.list_conversations(principal), gate=reason
+        "assistant/_list.html",
+        conversations=conversation_list.list_conversations(principal),
+        gate=reason,
     )
 
 
@@ -137,7 +140,7 @@ def conversation(conversation_id: int):
     except NotFound:
         return render_template(
             "assistant/_list.html",
-            conversations=store.list_conversations(principal),
+            conversations=conversation_list.list_conversations(principal),
             gate=_gate_or_none(principal),
             missing=True,
         ), 404
@@ -163,13 +166,15 @@ def rename(conversation_id: int):
     principal = require_principal()
     error = None
     try:
-        store.rename_conversation(principal, conversation_id, request.form.get("title", ""))
+        conversation_list.rename_conversation(
+            principal, conversation_id, request.form.get("title", "")
+        )
     except ValidationFailed as err:
         error = err.field_errors().get("title")
     status = 422 if error else 200
     return render_template(
         "assistant/_list.html",
-        conversations=store.list_conversations(principal),
+        conversations=conversation_list.list_conversations(principal),
         gate=_gate_or_none(principal),
         rename_error=error,
         rename_id=conversation_id if error else None,
@@ -181,10 +186,10 @@ def rename(conversation_id: int):
 def delete(conversation_id: int):
     """Remove a conversation from the list (kept for the audit trail)."""
     principal = require_principal()
-    store.archive_conversation(principal, conversation_id)
+    conversation_list.archive_conversation(principal, conversation_id)
     return render_template(
         "assistant/_list.html",
-        conversations=store.list_conversations(principal),
+        conversations=conversation_list.list_conversations(principal),
         gate=_gate_or_none(principal),
     )
 
@@ -407,7 +412,7 @@ def decide_call(
         return _already_decided(call)
     try:
         turn = begin()
-    except (decisions.ProposalExpired, ProposalChanged) as err:
+    except (expiry.ProposalExpired, ProposalChanged) as err:
         # Nothing ran: the card as it is now (expired, or drawn again to be decided again).
         # No turn started: the page must not wake a follower left from an earlier one (it
         # would redraw the thread over this answer).

@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, inspect, select, update
-from sqlalchemy.orm import selectinload
 from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat.models import (
@@ -23,7 +22,7 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.core.errors import NotFound, ValidationFailed
+from monark.core.errors import NotFound
 from monark.core.events import record_event, record_events
 from monark.core.models import utcnow
 from monark.core.rbac import Principal
@@ -89,22 +88,6 @@ def end_transaction(*keep: Any, commit: bool = True) -> None:
             set_committed_value(row, key, value)
 
 
-def list_conversations(principal: Principal, limit: int = 50) -> list[Conversation]:
-    """The principal's conversations, most recent activity first."""
-    stmt = (
-        select(Conversation)
-        .where(
-            Conversation.org_id == principal.org_id,
-            Conversation.creator_id == principal.user_id,
-            Conversation.archived.is_(False),
-            Conversation.kind == ConversationKind.AI,
-        )
-        .order_by(Conversation.last_activity_at.desc(), Conversation.id.desc())
-        .limit(limit)
-    )
-    return list(db.session.scalars(stmt))
-
-
 def create_conversation(principal: Principal, title: str) -> Conversation:
     """A new AI conversation with the user and the agent as participants."""
     conversation = Conversation(
@@ -127,51 +110,6 @@ def create_conversation(principal: Principal, title: str) -> Conversation:
         {"conversation_id": conversation.id},
     )
     return conversation
-
-
-def rename_conversation(principal: Principal, conversation_id: int, title: str) -> Conversation:
-    """Give a conversation another title."""
-    conversation = get_conversation(principal, conversation_id)
-    title = " ".join((title or "").split())
-    if not title or len(title) > 200:
-        raise ValidationFailed(
-            "Invalid title.", [{"field": "title", "message": "Give 1-200 characters."}]
-        )
-    conversation.title = title
-    record_event(
-        principal,
-        "chat.conversation.renamed",
-        "conversation",
-        conversation.id,
-        {"conversation_id": conversation.id},
-    )
-    db.session.commit()
-    return conversation
-
-
-def archive_conversation(principal: Principal, conversation_id: int) -> None:
-    """Remove a conversation from the user's list; its rows stay for the audit trail."""
-    conversation = get_conversation(principal, conversation_id)
-    conversation.archived = True
-    record_event(
-        principal,
-        "chat.conversation.archived",
-        "conversation",
-        conversation.id,
-        {"conversation_id": conversation.id},
-    )
-    db.session.commit()
-
-
-def load_messages(conversation_id: int) -> list[Message]:
-    """All messages of a conversation in order, with their tool calls (two queries)."""
-    stmt = (
-        select(Message)
-        .where(Message.conversation_id == conversation_id)
-        .options(selectinload(Message.tool_calls))
-        .order_by(Message.seq)
-    )
-    return list(db.session.scalars(stmt))
 
 
 @dataclass(frozen=True)
