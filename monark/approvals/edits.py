@@ -2,7 +2,7 @@
 card is drawn again from them, and Confirm runs exactly what the card then shows.
 
 What may change is what the tool's edit schema offers (``Editable.edit_schema``);
-the tool and its locked arguments (``ToolSpec.locked``: the path params that name the
+the tool and its locked arguments (``declared.locked``: the path params that name the
 target) never change, so an edit can never move the write to a record the card did not
 name. The new arguments are checked by the route's own models (the tool's precheck) before
 anything is stored; the model's own arguments stay on the call (``original_input``), and
@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy import update
 
-from monark.approvals import handover
+from monark.approvals import declared, handover
 from monark.approvals.policy import ApprovalPolicy
 from monark.chat.calls import preview_of
 from monark.chat.executor import ChatToolExecutor, ToolSpec
@@ -62,7 +62,7 @@ def edited_arguments(
 ) -> dict[str, Any]:
     """The call's new arguments: the edit, with every locked argument as it was (a locked
     name sent in the edit is ignored, never applied)."""
-    locked = set(spec.locked) if spec is not None else set()
+    locked = set(declared.locked(spec))
     merged = {k: v for k, v in edited.items() if k not in locked}
     merged.update({k: current[k] for k in locked if k in current})
     return merged

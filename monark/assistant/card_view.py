@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 
 from monark.approvals import allowances, expiry, handover, undo
 from monark.approvals.decision import shown_token
+from monark.approvals.declared import locked
 from monark.approvals.inbox import holders, permission_of
 from monark.approvals.policy import ApprovalPolicy
 from monark.chat.executor import ToolSpec
@@ -288,7 +289,7 @@ class _Lookups:
             editable=frozenset(
                 s.name
                 for s in specs.values()
-                if s.mutates and set(s.input_schema.get("properties", {})) - set(s.locked)
+                if s.mutates and set(s.input_schema.get("properties", {})) - set(locked(s))
             ),
         )
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from monark.api.dispatch import dispatch_route
+from monark.approvals.declared import locked
 from monark.approvals.shown import kept_preview
 from monark.approvals.undo_plan import run_keeping_undo
 from monark.chat.executor import ToolOutcome, ToolSpec
@@ -71,8 +72,6 @@ class RouteTool:
             permission=route.permission,
             validate=route.validate,
             summarize=route.summarize,
-            # The path names the target: an edit of the call never moves it elsewhere.
-            locked=tuple(route.path_params()),
             declared=route,
             **({"result_limit": route.result_limit} if route.result_limit else {}),
         )
@@ -95,7 +94,7 @@ class RouteTool:
             return None
         if self.route.edit_schema is not None:
             return self.route.edit_schema(principal, arguments)
-        return editable_schema(self.spec.input_schema, self.spec.locked)
+        return editable_schema(self.spec.input_schema, locked(self.spec))
 
     def precheck(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome | None:
         try:

@@ -32,12 +32,8 @@ class ToolSpec:
     validate: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
     summarize: Callable[[Any], Any] | None = field(default=None, compare=False)
     result_limit: int = RESULT_LIMIT
-    # Arguments that say which target a write changes (a route's path params): a person
-    # editing a proposed call never changes them, so the write stays on the target its
-    # card named.
-    locked: tuple[str, ...] = ()
     # What the host declared the tool from (its route), for the host's own rules about it
-    # (``approvals.declared``: allowances); chat never reads it.
+    # (``approvals.declared``: allowances, locked arguments); chat never reads it.
     declared: object | None = field(default=None, compare=False)
 
 
