@@ -25,8 +25,8 @@ from _measure import add_database_argument, throwaway_database, verdict
 from flask import Flask
 
 from monark import create_app
+from monark.approvals import own_calls
 from monark.approvals import service as approval_service
-from monark.chat import store
 from monark.chat.llm.types import (
     LlmEvent,
     LlmRequest,
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                     proposed = start.send_message(owner, data)
                     propose_ms = (time.perf_counter() - t0) * 1000
                 propose_queries = log.count
-                calls = store.proposed_calls_of(
+                calls = own_calls.proposed_calls_of(
                     db.session.scalar(
                         db.select(ToolCall.message_id).where(
                             ToolCall.conversation_id == proposed.conversation_id

@@ -14,7 +14,7 @@ to a model step.
    300 ms (median).
 
 2. Accounting per model step, side by side: storing a reply's usage as the loop does
-   (``chat.usage.charge``: the cost from the price table, exact, and the upsert of its day
+   (``settings.metering.charge``: the cost from the price table, exact, and the upsert of its day
    row), then the budget check the loop makes after it (``settings.budgets.spend_check``,
    with a monthly budget and a member's daily cap set, so it reads both sums), against
    storing only its four token counts (accounting off), each followed by the commit the
@@ -44,15 +44,16 @@ from sqlalchemy import func, insert, select, text
 
 from monark import create_app
 from monark.chat import store
-from monark.chat.llm.prices import cost_of, price_table
 from monark.chat.llm.types import UsageReport
 from monark.chat.models import Conversation, Message, ToolCall
-from monark.chat.usage import UsageDay, charge
 from monark.core.auth import hash_password
 from monark.core.models import Membership, Org, User
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.settings import budgets, usage
+from monark.settings.metering import charge
+from monark.settings.models import UsageDay
+from monark.settings.prices import cost_of, price_table
 
 USERS = 50
 MODELS = (

@@ -283,7 +283,7 @@ _MAIL: dict[str, Default] = {
 # Spend (``monark.settings.budgets``): prices, and budgets' defaults and ceilings (blank: none;
 # the amounts are checked by ``core.settings``).
 _SPEND: dict[str, Default] = {
-    # A TOML price table over the shipped one (``monark/chat/llm/prices.toml``, same
+    # A TOML price table over the shipped one (``monark/settings/prices.toml``, same
     # form); empty: the shipped one alone.
     "PRICES_FILE": "",
     # An org's budget when its admins set none (empty: none): US dollars a month, tokens

@@ -32,7 +32,6 @@ from monark.automations.routes import AUTOMATION_ROUTES
 from monark.automations.routes import bp as automations_internal_bp
 from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
-from monark.chat.llm.prices import PriceError, price_table
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
 from monark.core import jobs, mail, metrics, ratelimit, settings
@@ -49,6 +48,8 @@ from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
 from monark.settings import ai_provider, budgets
 from monark.settings.ai import bp as settings_ai_bp
+from monark.settings.metering import Metering
+from monark.settings.prices import PriceError, price_table
 from monark.settings.usage_views import bp as settings_usage_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
@@ -138,5 +139,6 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
         AssistantGates(),
         AssistantPrompt(),
         budgets.spend_check,
+        Metering(),
     )
     return app

@@ -8,11 +8,10 @@ from monark.automations.models import (
     WebhookDelivery,
 )
 from monark.chat.models import Conversation, Message, Participant, ToolCall
-from monark.chat.usage import UsageDay
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
-from monark.settings.models import OrgAiSettings, OrgBudget, ToolDay
+from monark.settings.models import OrgAiSettings, OrgBudget, ToolDay, UsageDay
 from monark.wiki.models import WikiPage
 
 # On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and

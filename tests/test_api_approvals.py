@@ -14,7 +14,7 @@ from bs4 import BeautifulSoup
 from mcp import ClientSession
 from sqlalchemy import func, select
 
-from monark.chat import store
+from monark.assistant import conversation_list
 from monark.chat.models import Conversation, ConversationKind, Message, ToolCall
 from monark.core.keys import create_key
 from monark.core.models import ApiKey, Event, utcnow
@@ -72,7 +72,7 @@ def test_a_held_keys_write_answers_202_and_changes_nothing(app, world):
     conversation = db.session.get(Conversation, call.conversation_id)
     assert conversation.kind == ConversationKind.API and conversation.title == "Claude Desktop"
     # The key's creator never sees it among their assistant conversations.
-    assert conversation not in store.list_conversations(world.a.principal("owner"))
+    assert conversation not in conversation_list.list_conversations(world.a.principal("owner"))
     # A second write goes to the same conversation.
     again = create(app.test_client(), token, "Held again").get_json()
     assert db.session.get(ToolCall, again["id"]).conversation_id == conversation.id

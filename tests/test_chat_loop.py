@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from monark.approvals import service as approval_service
+from monark.assistant import conversation_list
 from monark.chat import store
 from monark.chat.llm.types import TextBlock, ToolResultBlock, ToolUseBlock
 from monark.chat.loop import advance_conversation
@@ -434,7 +435,7 @@ def test_a_card_of_a_deleted_conversation_cannot_be_confirmed(world, scripted):
     scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Late"}})])
     proposed = send(member, "Add a task: late")
     (call,) = calls_of(proposed.conversation_id)
-    store.archive_conversation(member, proposed.conversation_id)
+    conversation_list.archive_conversation(member, proposed.conversation_id)
     with pytest.raises(NotFound):
         approval_service.confirm_tool_call(member, call.id)
     assert records_titled("Late") == 0

@@ -13,11 +13,11 @@ from sqlalchemy import select
 from monark.assistant.gates import check_gates
 from monark.chat.models import Message
 from monark.chat.turn.start import SendInput, send_message
-from monark.chat.usage import UsageDay
 from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import Event
 from monark.extensions import db
 from monark.settings import budgets
+from monark.settings.models import UsageDay
 from tests.llm_script import Call, Say
 from tests.tuning import configure
 

@@ -8,16 +8,15 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import select
 
-from monark.chat.llm.prices import PriceError, parse_price, price_table
 from monark.chat.llm.types import UsageReport
 from monark.chat.models import Message
 from monark.chat.runtime import set_llm_provider
 from monark.chat.turn.start import SendInput, send_message
-from monark.chat.usage import UsageDay
 from monark.core.money import money_text
 from monark.extensions import db
 from monark.settings.ai_provider import resolve
-from monark.settings.models import OrgAiSettings
+from monark.settings.models import OrgAiSettings, UsageDay
+from monark.settings.prices import PriceError, parse_price, price_table
 from tests.llm_script import Say, ScriptedProvider
 from tests.test_anthropic_provider import run_read_then_write_turn
 from tests.tuning import configure
@@ -160,7 +159,7 @@ def test_a_bad_price_file_stops_the_start(tmp_path, monkeypatch):
 
 
 def test_cost_of_is_exact():
-    from monark.chat.llm.prices import cost_of
+    from monark.settings.prices import cost_of
 
     price = parse_price(
         {"input": "3", "output": "15", "cache_write": "3.75", "cache_read": "0.3"}, "p"

@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from monark.api import cut_off
 from monark.api import schemas as s
-from monark.chat import decisions
+from monark.approvals import expiry
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
 from monark.chat.turn import lease
 from monark.core.errors import NotFound
@@ -28,7 +28,7 @@ STATUS_TEXT = {
 
 def _status(call: ToolCall) -> str:
     if call.status == ToolCallStatus.PROPOSED:
-        return "expired" if decisions.is_expired(call) else "pending"
+        return "expired" if expiry.is_expired(call) else "pending"
     return {
         ToolCallStatus.EXECUTING: "running",
         ToolCallStatus.SUCCEEDED: "succeeded",

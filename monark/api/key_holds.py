@@ -27,8 +27,8 @@ from monark.approvals import inbox
 from monark.approvals.decision import Decision, Runner
 from monark.approvals.decision import decide as approvals_decide
 from monark.approvals.policy import ApprovalPolicy
+from monark.approvals.shown import kept_preview
 from monark.chat import store
-from monark.chat.calls import kept_preview
 from monark.chat.decisions import ALREADY_DECIDED
 from monark.chat.executor import ChatToolExecutor, ToolOutcome
 from monark.chat.hooks import TurnHooks

@@ -19,16 +19,15 @@ from typing import Any
 from sqlalchemy import select, update
 
 from monark.approvals import allowances
-from monark.approvals.expiry import expired_message
+from monark.approvals.expiry import ProposalExpired, expired_message, is_expired
 from monark.approvals.policy import ApprovalPolicy
+from monark.approvals.shown import before_digest
 from monark.chat import store
-from monark.chat.calls import before_digest, preview_of, run_tool_call
+from monark.chat.calls import preview_of, run_tool_call
 from monark.chat.decisions import (
     ALREADY_DECIDED,
-    ProposalExpired,
     Settlement,
     expire_overdue,
-    is_expired,
     settle,
 )
 from monark.chat.executor import ChatToolExecutor

@@ -1,8 +1,8 @@
 """Editing a proposed write before it is decided: the person changes the arguments, the
 card is drawn again from them, and Confirm runs exactly what the card then shows.
 
-What may change is what the tool's edit schema offers (``ChatToolExecutor.edit_schema``);
-the tool and its locked arguments (``ToolSpec.locked``: the path params that name the
+What may change is what the tool's edit schema offers (``Editable.edit_schema``);
+the tool and its locked arguments (``declared.locked``: the path params that name the
 target) never change, so an edit can never move the write to a record the card did not
 name. The new arguments are checked by the route's own models (the tool's precheck) before
 anything is stored; the model's own arguments stay on the call (``original_input``), and
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from sqlalchemy import update
 
-from monark.approvals import handover
+from monark.approvals import declared, handover
 from monark.approvals.policy import ApprovalPolicy
 from monark.chat.calls import preview_of
 from monark.chat.executor import ChatToolExecutor, ToolSpec
@@ -35,12 +35,34 @@ NOT_EDITABLE = "This action cannot be edited: Confirm or Reject it as it is."
 ALREADY_DECIDED = "This action was already decided, so it can no longer be edited."
 
 
+@runtime_checkable
+class Editable(Protocol):
+    """A tool executor whose proposed calls a person may edit (the host's toolset)."""
+
+    def edit_schema(
+        self, principal: Principal, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The JSON Schema of what a person may change in a proposed call (its locked
+        arguments left out), typed for the call's target; None: it cannot be edited."""
+        ...
+
+
+def edit_schema(
+    executor: object, principal: Principal, name: str, arguments: dict[str, Any]
+) -> dict[str, Any] | None:
+    """What a person may change in a proposed call of ``executor`` (None: nothing, as for
+    every call of an executor that edits none)."""
+    if not isinstance(executor, Editable):
+        return None
+    return executor.edit_schema(principal, name, arguments)
+
+
 def edited_arguments(
     spec: ToolSpec | None, current: Mapping[str, Any], edited: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The call's new arguments: the edit, with every locked argument as it was (a locked
     name sent in the edit is ignored, never applied)."""
-    locked = set(spec.locked) if spec is not None else set()
+    locked = set(declared.locked(spec))
     merged = {k: v for k, v in edited.items() if k not in locked}
     merged.update({k: current[k] for k in locked if k in current})
     return merged
@@ -61,7 +83,7 @@ def edit_call(
     if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         raise Conflict(ALREADY_DECIDED if call.status != ToolCallStatus.PROPOSED else NOT_EDITABLE)
     actor = principal.via_assistant(call.conversation_id)
-    if executor.edit_schema(actor, call.name, dict(call.input)) is None:
+    if edit_schema(executor, actor, call.name, dict(call.input)) is None:
         raise Conflict(NOT_EDITABLE)
     spec = next((s for s in executor.specs() if s.name == call.name), None)
     arguments = storable(edited_arguments(spec, call.input, edited))

@@ -1,12 +1,24 @@
-"""A proposal past its time, for people: how long one waits, in words, and what Confirm of
-an expired one answers. When one expires is chat's (``chat.decisions``: ``cutoff``,
-``is_expired``, ``expire_overdue``); this is what the host says of it."""
+"""A proposal past its time, for people: whether a card's call is past it, how long one
+waits, in words, and what Confirm of an expired one answers. When one expires is chat's
+(``chat.decisions``: ``cutoff``, ``expire_overdue``); this is what the host says of it."""
 
 from __future__ import annotations
 
 from monark.chat import decisions
-from monark.chat.models import ToolCall
+from monark.chat.models import ToolCall, ToolCallStatus
+from monark.core.errors import Conflict
+from monark.core.models import as_utc
 from monark.core.rbac import Principal
+
+
+class ProposalExpired(Conflict):
+    """The proposal waited longer than ``CHAT_APPROVAL_TTL``: it can no longer run."""
+
+
+def is_expired(call: ToolCall) -> bool:
+    """Whether a still-PROPOSED call is past its time."""
+    made = as_utc(call.created_at)
+    return call.status == ToolCallStatus.PROPOSED and made is not None and made < decisions.cutoff()
 
 
 def ttl_text() -> str:
@@ -31,6 +43,6 @@ def expired_message() -> str:
 def refuse_if_expired(principal: Principal, call: ToolCall) -> None:
     """``ProposalExpired`` (the conversation's overdue proposals expired first) when
     ``call`` is past its time."""
-    if decisions.is_expired(call):
+    if is_expired(call):
         decisions.expire_overdue(principal, call.conversation_id)
-        raise decisions.ProposalExpired(expired_message())
+        raise ProposalExpired(expired_message())

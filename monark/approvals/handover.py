@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from sqlalchemy import select, update
 
+from monark.approvals import own_calls
 from monark.approvals.decision import Decision, Runner, decide, user_name
 from monark.approvals.expiry import refuse_if_expired
 from monark.approvals.inbox import NO_REQUEST, get_request, holders, permission_of
+from monark.approvals.shown import before_digest
 from monark.chat import decisions, store
-from monark.chat.calls import before_digest, preview_of
+from monark.chat.calls import preview_of
 from monark.chat.executor import ChatToolExecutor
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus, advance_conversation
@@ -104,7 +106,7 @@ def hand_over(
     """Ask member ``approver_id`` to decide the requester's proposed write: one conditional
     update on the still-PROPOSED call that nobody else was asked to decide (one handed to
     a member who can no longer approve it may be handed again), audited."""
-    call = store.get_tool_call(principal, call_id)
+    call = own_calls.get_tool_call(principal, call_id)
     if not call.mutates or call.status != ToolCallStatus.PROPOSED:
         raise Conflict(ALREADY_DECIDED)
     refuse_if_expired(principal, call)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from monark.approvals import edits, handover
+from monark.approvals import edits, expiry, handover, own_calls
 from monark.approvals.decision import Decision, Runner, awaiting_others, decide
+from monark.approvals.edits import edit_schema
 from monark.approvals.expiry import refuse_if_expired
-from monark.chat import decisions, store
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.runtime import tool_executor
@@ -40,17 +40,17 @@ def begin_decision(
     confirm also allows the tool for the conversation, in the same transaction. ``shown``:
     the token of the arguments the card showed (``edits.shown_token``)."""
     require_assistant(principal)
-    call = store.get_tool_call(principal, tool_call_id)
+    call = own_calls.get_tool_call(principal, tool_call_id)
     conversation_id = call.conversation_id
     decision = Decision(confirm, reason, {tool_call_id: shown} if shown else {}, allow)
     runner = Runner.user(principal)
 
     def opening() -> list[Progress]:
-        decide(runner, [store.get_tool_call(principal, tool_call_id)], decision)
+        decide(runner, [own_calls.get_tool_call(principal, tool_call_id)], decision)
         return []
 
     def work(hooks: TurnHooks) -> TurnResult:
-        decided = store.get_tool_call(principal, tool_call_id)
+        decided = own_calls.get_tool_call(principal, tool_call_id)
         hooks.on_tool_call(decided)
         if confirm:
             runner.run(decided, hooks)
@@ -73,7 +73,7 @@ def begin_group_decision(
     and audit row; one that fails shows on its line and does not stop the others. A write
     that is not the user's to confirm (handed over, four eyes) keeps waiting on a confirm."""
     require_assistant(principal)
-    message = store.get_message(principal, message_id)
+    message = own_calls.get_message(principal, message_id)
     conversation_id = message.conversation_id
     nothing = ValidationFailed(
         NOTHING_SELECTED, [{"field": "selected", "message": NOTHING_SELECTED}]
@@ -85,12 +85,12 @@ def begin_group_decision(
     confirmed_ids: list[int] = []
 
     def opening() -> list[Progress]:
-        calls = store.proposed_calls_of(message_id)
+        calls = own_calls.proposed_calls_of(message_id)
         if confirm:
             # Neither confirmed nor rejected by Confirm selected: it waits for its approver.
             others = awaiting_others(principal, calls)
             calls = [c for c in calls if c.id not in others]
-        expired = any(decisions.is_expired(c) for c in calls)
+        expired = any(expiry.is_expired(c) for c in calls)
         if confirm and calls and not expired and not any(c.id in selected for c in calls):
             raise nothing
         ids = [c.id for c in calls]
@@ -102,7 +102,7 @@ def begin_group_decision(
         # The confirmed calls in one read, then held apart from the session: each is
         # attached only while it runs, so the commits of one write neither expire nor
         # flush the others (settled EXECUTING above, they change only by their own run).
-        calls = store.tool_calls_of(principal, confirmed_ids)
+        calls = own_calls.tool_calls_of(principal, confirmed_ids)
         db.session.expunge_all()
         for call in calls:
             db.session.add(call)
@@ -122,7 +122,7 @@ def edit_tool_call(
     """Change the arguments of a proposed write before deciding on it (``edits``): the
     names of the arguments that changed."""
     require_assistant(principal)
-    call = store.get_tool_call(principal, tool_call_id)
+    call = own_calls.get_tool_call(principal, tool_call_id)
     refuse_if_expired(principal, call)
     handover.check_may_edit(principal, call)  # handed over: the approver's to edit
     return edits.edit_call(tool_executor(), principal, call, edited)
@@ -130,11 +130,11 @@ def edit_tool_call(
 
 def edit_schema_of(principal: Principal, tool_call_id: int) -> dict[str, Any] | None:
     """What a person may change in one of their proposed writes (None: nothing)."""
-    call = store.get_tool_call(principal, tool_call_id)
+    call = own_calls.get_tool_call(principal, tool_call_id)
     if not call.mutates or call.status != "PROPOSED":
         return None
     actor = principal.via_assistant(call.conversation_id)
-    return tool_executor().edit_schema(actor, call.name, dict(call.input))
+    return edit_schema(tool_executor(), actor, call.name, dict(call.input))
 
 
 # ---- the same, run here and now (tests, scripts, the CLI) ---------------------------------

@@ -34,11 +34,12 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from monark.approvals import allowances
+from monark.approvals import allowances, own_calls
 from monark.approvals.policy import ApprovalPolicy
+from monark.approvals.shown import kept_preview
 from monark.approvals.standalone import standalone_write
 from monark.chat import store
-from monark.chat.calls import kept_preview, run_tool_call
+from monark.chat.calls import run_tool_call
 from monark.chat.executor import ChatToolExecutor
 from monark.chat.hooks import TurnHooks
 from monark.chat.models import CallEvent, MessageRole, ToolCall, ToolCallStatus
@@ -164,7 +165,7 @@ def undo_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
     """Undo one of the principal's done writes, exactly once; the undo's own call (SUCCEEDED,
     or FAILED saying why). ``AlreadyUndone``, ``TargetChanged``, ``NothingToUndo`` (409) and
     ``Forbidden`` refuse it before anything runs."""
-    call = store.get_tool_call(principal, tool_call_id)  # the principal's own conversation
+    call = own_calls.get_tool_call(principal, tool_call_id)  # the principal's own conversation
     _refuse_unless_undoable(call)
     executor = tool_executor()
     reverse = call.undo["reverse"]

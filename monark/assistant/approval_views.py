@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from flask import render_template, request
 
-from monark.approvals import allowances, undo
+from monark.approvals import allowances, own_calls, undo
 from monark.approvals import service as approvals
 from monark.assistant.card_view import panel_card
 from monark.assistant.stream import partial, sse
@@ -84,11 +84,11 @@ def undo_call():
         done = undo.undo_tool_call(principal, call_id)
     except (undo.AlreadyUndone, undo.TargetChanged, undo.NothingToUndo) as err:
         db.session.rollback()
-        return _with_card(_notice(err.message, 409), store.get_tool_call(principal, call_id))
+        return _with_card(_notice(err.message, 409), own_calls.get_tool_call(principal, call_id))
     except AppError as err:  # busy, forbidden, not found
         db.session.rollback()
         return _notice(err.message, err.status)
-    original = store.get_tool_call(principal, call_id)
+    original = own_calls.get_tool_call(principal, call_id)
     note = message_view(done.message)
     note_html = render_template("assistant/_message.html", m=note)
     card_html = render_template("assistant/_call.html", card=panel_card(original))

@@ -17,11 +17,11 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from monark.approvals import allowances, handover, undo
+from monark.approvals import allowances, expiry, handover, undo
 from monark.approvals.decision import shown_token
+from monark.approvals.declared import locked
 from monark.approvals.inbox import holders, permission_of
 from monark.approvals.policy import ApprovalPolicy
-from monark.chat import decisions
 from monark.chat.executor import ToolSpec
 from monark.chat.models import Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
@@ -289,7 +289,7 @@ class _Lookups:
             editable=frozenset(
                 s.name
                 for s in specs.values()
-                if s.mutates and set(s.input_schema.get("properties", {})) - set(s.locked)
+                if s.mutates and set(s.input_schema.get("properties", {})) - set(locked(s))
             ),
         )
 
@@ -306,7 +306,7 @@ class _Lookups:
 
 
 def _waiting(call: ToolCall) -> bool:
-    return call.status == ToolCallStatus.PROPOSED and not decisions.is_expired(call)
+    return call.status == ToolCallStatus.PROPOSED and not expiry.is_expired(call)
 
 
 def user_names(ids: set[int]) -> dict[int, str]:
@@ -335,8 +335,8 @@ def _shown(value: Any) -> str:
 
 def _changes_shown(changes: Any) -> list[dict[str, Any]]:
     """A card's before → after rows, within ``CHAT_CARD_MAX`` (bounded when stored, by
-    ``kept_preview``, and again here for a card stored before every storer did); a cut's
-    marker is a row of its own, saying what was left out."""
+    ``approvals.shown.kept_preview``, and again here for a card stored before every storer
+    did); a cut's marker is a row of its own, saying what was left out."""
     kept = bounded(changes if isinstance(changes, list) else [], chat_settings().card_max)
     return [c if isinstance(c, dict) else {"field": "…", "after": str(c)} for c in kept]
 
@@ -388,7 +388,7 @@ def _call_view(call: ToolCall, looked: _Lookups, preview: dict[str, Any] | None 
         nav_label=nav_label,
         warning=preview.get("warning"),
         details=list(result.get("details") or []) if failed else [],
-        expired=call.status == ToolCallStatus.EXPIRED or decisions.is_expired(call),
+        expired=call.status == ToolCallStatus.EXPIRED or expiry.is_expired(call),
         approver=names.get(call.approver_id) if call.approver_id else None,
         handed_by=names.get(call.handed_by_id) if call.handed_by_id else None,
         edited_by=names.get(call.edited_by_id) if call.edited_by_id else None,

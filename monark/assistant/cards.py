@@ -16,10 +16,11 @@ from typing import Any
 
 from flask import flash, render_template, request
 
-from monark.approvals import edits, handover
+from monark.approvals import edits, expiry, handover, own_calls
 from monark.approvals import inbox as requests
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
+from monark.approvals.edits import edit_schema
 from monark.approvals.expiry import expired_message
 from monark.assistant.card_view import Card, Where, panel_card
 from monark.assistant.edit_form import build_fields, read_form
@@ -28,7 +29,6 @@ from monark.assistant.stream import partial, sse
 from monark.assistant.thread import message_view
 from monark.assistant.verdict import PanelDecision
 from monark.assistant.views import _busy, _notice, _start, bp, turn_limited
-from monark.chat import decisions, store
 from monark.chat.models import Conversation, ToolCall
 from monark.chat.runtime import tool_executor
 from monark.core.auth import guard, require_principal
@@ -74,7 +74,7 @@ def _target(principal: Principal, call_id: int) -> Target:
     """The call of a card's endpoint: one of the member's own proposals, or else one of
     their inbox's requests (``NotFound``; ``Forbidden`` when their role may not decide it)."""
     try:
-        call = store.get_tool_call(principal, call_id)
+        call = own_calls.get_tool_call(principal, call_id)
     except NotFound:
         call, conversation = requests.get_request(principal, tool_executor(), call_id)
         return Target(call, Where.INBOX, conversation)
@@ -120,7 +120,7 @@ def _edit_target(principal: Principal, call_id: int):
         schema = None
         if call.status == "PROPOSED":
             actor = principal.via_assistant(call.conversation_id)
-            schema = tool_executor().edit_schema(actor, call.name, dict(call.input))
+            schema = edit_schema(tool_executor(), actor, call.name, dict(call.input))
     if schema is None:
         return target, None, _refused(principal, target, CANNOT_EDIT)
     return target, schema, None
@@ -143,8 +143,8 @@ def _save(principal: Principal, target: Target, arguments: dict[str, Any]) -> No
     if target.where == Where.PANEL:
         approvals.edit_tool_call(principal, call.id, arguments)
         return
-    if decisions.is_expired(call):
-        raise decisions.ProposalExpired(expired_message())
+    if expiry.is_expired(call):
+        raise expiry.ProposalExpired(expired_message())
     edits.edit_call(tool_executor(), principal, call, arguments)
 
 
@@ -171,7 +171,7 @@ def save_edit(call_id: int):
         stray = [f"{k}: {v}" for k, v in errors.items() if k not in shown_paths]
         message = " ".join([err.message, *stray])
         return _edit_form(principal, target, schema, errors, message, request.form, 422)
-    except (decisions.ProposalExpired, Conflict) as err:
+    except (expiry.ProposalExpired, Conflict) as err:
         db.session.rollback()
         return _refused(principal, _target(principal, call_id), err.message)
     db.session.rollback()
@@ -216,7 +216,7 @@ def decide_group():
     # Every group of the thread shares the form: only this message's calls are decided.
     reason = request.form.get(f"reason_{message_id}", "")
     try:
-        message = store.get_message(principal, message_id)
+        message = own_calls.get_message(principal, message_id)
         if confirm and _editing(message_id):
             # A line with its Edit form open has no checkbox: it is neither chosen nor
             # unticked, so nothing is decided until its edit is saved or cancelled.
@@ -227,7 +227,7 @@ def decide_group():
         )
     except ValidationFailed as err:
         return _notice(err.message, 422)
-    except (decisions.ProposalExpired, ProposalChanged) as err:
+    except (expiry.ProposalExpired, ProposalChanged) as err:
         db.session.rollback()
         notice, status = _notice(err.message, 409)
         return notice + partial("#chat-follow-slot", "innerHTML", "") + _message_frame(
@@ -250,11 +250,11 @@ def _editing(message_id: int) -> bool:
         editing = {parse_id(raw, "editing") for raw in request.form.getlist("editing")}
     except ValidationFailed:
         return False  # a bad marker is no open form
-    return any(c.id in editing for c in store.proposed_calls_of(message_id))
+    return any(c.id in editing for c in own_calls.proposed_calls_of(message_id))
 
 
 def _message_frame(principal: Principal, message_id: int) -> str:
     """The group's message drawn as it is now (decided cards, or cards drawn again)."""
-    message = store.get_message(principal, message_id)
+    message = own_calls.get_message(principal, message_id)
     html = render_template("assistant/_message.html", m=message_view(message))
     return partial(f"#msg-{message_id}", "outerHTML", html)

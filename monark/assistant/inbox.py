@@ -17,7 +17,7 @@ from typing import Any
 from flask import Blueprint, flash, render_template, request
 
 from monark.api import cut_off, key_holds
-from monark.approvals import handover
+from monark.approvals import handover, own_calls
 from monark.approvals import inbox as requests
 from monark.approvals.decision import Decision
 from monark.assistant.card_view import (
@@ -30,7 +30,6 @@ from monark.assistant.card_view import (
     user_names,
 )
 from monark.assistant.verdict import Verdict
-from monark.chat import store
 from monark.chat.calls import preview_of
 from monark.chat.models import Conversation, ConversationKind, ToolCall
 from monark.chat.runtime import tool_executor
@@ -167,6 +166,6 @@ def hand_over(call_id: int):
     except AppError as err:
         error, status = err.message, 422
     db.session.rollback()
-    call = store.get_tool_call(principal, call_id)
+    call = own_calls.get_tool_call(principal, call_id)
     card = render_template("assistant/_call.html", card=panel_card(call, handover_error=error))
     return card, status

@@ -7,6 +7,8 @@ from datetime import datetime
 from decimal import Decimal
 
 from markupsafe import Markup
+from sqlalchemy import select
+from sqlalchemy.orm import selectinload
 
 from monark.approvals import allowances
 from monark.assistant.card_view import CallView, Card, Where, call_views, card_of
@@ -24,6 +26,7 @@ from monark.core.markdown import render_markdown
 from monark.core.models import as_utc
 from monark.core.money import money_text
 from monark.core.rbac import Principal
+from monark.extensions import db
 
 
 @dataclass
@@ -228,7 +231,7 @@ def _as_interrupted(view: MessageView) -> None:
 def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     """Everything the thread screen shows, from the database."""
     conversation = store.get_conversation(principal, conversation_id)
-    messages = store.load_messages(conversation.id)
+    messages = load_messages(conversation.id)
     # Every card of the thread from the same few reads, however many there are.
     facts = {v.id: v for v in call_views([c for m in messages for c in _calls_of(m)])}
     views = [message_view(m, facts) for m in messages]
@@ -238,3 +241,14 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
             _as_interrupted(view)
     held = allowance_views(principal, conversation)
     return ThreadView(conversation.id, conversation.title, views, turn_id=turn_id, allowances=held)
+
+
+def load_messages(conversation_id: int) -> list[Message]:
+    """All messages of a conversation in order, with their tool calls (two queries)."""
+    stmt = (
+        select(Message)
+        .where(Message.conversation_id == conversation_id)
+        .options(selectinload(Message.tool_calls))
+        .order_by(Message.seq)
+    )
+    return list(db.session.scalars(stmt))

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from monark.api.dispatch import dispatch_route
+from monark.approvals.declared import locked
+from monark.approvals.shown import kept_preview
 from monark.approvals.undo_plan import run_keeping_undo
 from monark.chat.executor import ToolOutcome, ToolSpec
 from monark.core.errors import ValidationFailed
@@ -70,8 +72,6 @@ class RouteTool:
             permission=route.permission,
             validate=route.validate,
             summarize=route.summarize,
-            # The path names the target: an edit of the call never moves it elsewhere.
-            locked=tuple(route.path_params()),
             declared=route,
             **({"result_limit": route.result_limit} if route.result_limit else {}),
         )
@@ -94,7 +94,7 @@ class RouteTool:
             return None
         if self.route.edit_schema is not None:
             return self.route.edit_schema(principal, arguments)
-        return editable_schema(self.spec.input_schema, self.spec.locked)
+        return editable_schema(self.spec.input_schema, locked(self.spec))
 
     def precheck(self, principal: Principal, arguments: dict[str, Any]) -> ToolOutcome | None:
         try:
@@ -156,7 +156,7 @@ class ChatToolset:
     ) -> dict[str, Any] | None:
         tool = self._tools.get(name)
         if tool is None:
-            return {"headline": f"run a tool nobody registered (“{name}”)"}
+            return kept_preview({"headline": f"run a tool nobody registered (“{name}”)"})
         preview = tool.preview(principal, arguments)
         permission = tool.spec.permission
         if tool.spec.mutates and permission and not principal.can(permission):
@@ -164,7 +164,7 @@ class ChatToolset:
             preview["warning"] = (
                 f"Your role ({principal.role}) lacks {permission}: confirming will be refused."
             )
-        return preview
+        return kept_preview(preview)  # stored as every card is, with what it showed
 
     def precheck(
         self, principal: Principal, name: str, arguments: dict[str, Any]

@@ -11,10 +11,11 @@ from urllib.parse import parse_qsl
 from flask import Blueprint, Response, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
 
-from monark.approvals import handover
+from monark.approvals import expiry, handover, own_calls
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
 from monark.approvals.expiry import expired_message
+from monark.assistant import conversation_list
 from monark.assistant.card_view import call_view, panel_card
 from monark.assistant.gates import assistant_name, check_gates
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
@@ -28,7 +29,7 @@ from monark.assistant.stream import (
 )
 from monark.assistant.thread import ThreadView, thread_view
 from monark.assistant.verdict import PanelDecision
-from monark.chat import decisions, store
+from monark.chat import store
 from monark.chat.models import ToolCallStatus
 from monark.chat.runtime import provider_problem
 from monark.chat.turn import lease, run
@@ -106,7 +107,9 @@ def conversations():
     if reason and not check_gates(principal).chat_open:
         return _notice(reason, 403, "gate")
     return render_template(
-        "assistant/_list.html", conversations=store.list_conversations(principal), gate=reason
+        "assistant/_list.html",
+        conversations=conversation_list.list_conversations(principal),
+        gate=reason,
     )
 
 
@@ -137,7 +140,7 @@ def conversation(conversation_id: int):
     except NotFound:
         return render_template(
             "assistant/_list.html",
-            conversations=store.list_conversations(principal),
+            conversations=conversation_list.list_conversations(principal),
             gate=_gate_or_none(principal),
             missing=True,
         ), 404
@@ -163,13 +166,15 @@ def rename(conversation_id: int):
     principal = require_principal()
     error = None
     try:
-        store.rename_conversation(principal, conversation_id, request.form.get("title", ""))
+        conversation_list.rename_conversation(
+            principal, conversation_id, request.form.get("title", "")
+        )
     except ValidationFailed as err:
         error = err.field_errors().get("title")
     status = 422 if error else 200
     return render_template(
         "assistant/_list.html",
-        conversations=store.list_conversations(principal),
+        conversations=conversation_list.list_conversations(principal),
         gate=_gate_or_none(principal),
         rename_error=error,
         rename_id=conversation_id if error else None,
@@ -181,10 +186,10 @@ def rename(conversation_id: int):
 def delete(conversation_id: int):
     """Remove a conversation from the list (kept for the audit trail)."""
     principal = require_principal()
-    store.archive_conversation(principal, conversation_id)
+    conversation_list.archive_conversation(principal, conversation_id)
     return render_template(
         "assistant/_list.html",
-        conversations=store.list_conversations(principal),
+        conversations=conversation_list.list_conversations(principal),
         gate=_gate_or_none(principal),
     )
 
@@ -243,7 +248,7 @@ def await_decision(conversation_id: int):
         turn_id = lease.live_turn_id(conversation)
         if turn_id is not None:
             return watch_turn(principal, conversation_id, turn_id, snapshot=True)
-        if store.settled_any(conversation_id, awaited):
+        if own_calls.settled_any(conversation_id, awaited):
             break
         db.session.rollback()  # no connection held while it waits; the next look is fresh
         if time.monotonic() >= deadline:
@@ -400,21 +405,21 @@ def decide_call(
     frames for what the decision changed besides the card."""
     try:
         require_assistant(principal)
-        call = store.get_tool_call(principal, call_id)
+        call = own_calls.get_tool_call(principal, call_id)
     except AppError as err:
         return _notice(err.message, err.status)
     if call.status != ToolCallStatus.PROPOSED:
         return _already_decided(call)
     try:
         turn = begin()
-    except (decisions.ProposalExpired, ProposalChanged) as err:
+    except (expiry.ProposalExpired, ProposalChanged) as err:
         # Nothing ran: the card as it is now (expired, or drawn again to be decided again).
         # No turn started: the page must not wake a follower left from an earlier one (it
         # would redraw the thread over this answer).
         db.session.rollback()
         notice, status = _notice(err.message, 409)
         idle = notice + partial("#chat-follow-slot", "innerHTML", "")
-        return _with_card((idle, status), store.get_tool_call(principal, call_id))
+        return _with_card((idle, status), own_calls.get_tool_call(principal, call_id))
     except Conflict as err:
         call = _settled(principal, call_id)
         if call.status != ToolCallStatus.PROPOSED:
@@ -431,7 +436,7 @@ def _settled(principal: Principal, call_id: int):
     deadline = time.monotonic() + STOP_WAIT_SECONDS
     while True:
         db.session.rollback()
-        call = store.get_tool_call(principal, call_id)
+        call = own_calls.get_tool_call(principal, call_id)
         if call.status != ToolCallStatus.PROPOSED or time.monotonic() > deadline:
             return call
         if lease.live_turn(call.conversation_id) is None:

@@ -27,7 +27,6 @@ from typing import Protocol
 from monark.chat import store
 from monark.chat.executor import ToolSpec
 from monark.chat.hooks import TurnHooks
-from monark.chat.llm.prices import Price
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
@@ -43,9 +42,9 @@ from monark.chat.models import (
     MessageRole,
     MessageStatus,
 )
+from monark.chat.runtime import meter
 from monark.chat.streaming import stream_step
 from monark.chat.transcript import build_llm_messages, row_turns, shown_rows
-from monark.chat.usage import charge
 from monark.core.rbac import Principal
 from monark.core.settings import ChatSettings
 from monark.extensions import db
@@ -109,7 +108,7 @@ class StepSetup(Protocol):
     max_tokens: int
     silence: float
     context: ContextPolicy
-    price: Price | None
+    price: object
 
 
 def tokens_of(chars: int) -> int:
@@ -298,7 +297,7 @@ def _compact(
         model=setup.model,
         stop_reason=step.stop_reason,
     )
-    charge(summary, step.usage, setup.price, principal.user_id)
+    meter().charge(summary, step.usage, setup.price, principal.user_id)
     db.session.commit()
     hooks.on_message_saved(summary)
     return True

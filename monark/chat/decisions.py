@@ -3,8 +3,9 @@
 Whichever tab, window or instance asks first wins: the update only changes a call that is
 still PROPOSED (and whatever precondition the caller hands it still holds), and whoever
 finds it changed gets a ``Conflict``. A proposal nobody settled within
-``CHAT_APPROVAL_TTL`` expires. How a write is decided (who may, what the card showed, the
-target re-read) and what people read of it is the host's business (``monark.approvals``).
+``CHAT_APPROVAL_TTL`` expires (``expire_overdue``). How a write is decided (who may, what
+the card showed, the target re-read) and what people read of it (whether a card's call is
+past its time) is the host's business (``monark.approvals``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,6 @@ from monark.extensions import db
 ALREADY_DECIDED = "This action was already confirmed or rejected."
 
 
-class ProposalExpired(Conflict):
-    """The proposal waited longer than ``CHAT_APPROVAL_TTL``: it can no longer run."""
-
-
 def ttl_seconds() -> float:
     """How long a proposal waits for a decision."""
     return chat_settings().approval_ttl
@@ -41,12 +38,6 @@ def ttl_seconds() -> float:
 def cutoff() -> datetime:
     """Proposals made before this have expired."""
     return utcnow() - timedelta(seconds=ttl_seconds())
-
-
-def is_expired(call: ToolCall) -> bool:
-    """Whether a still-PROPOSED call is past its time."""
-    made = as_utc(call.created_at)
-    return call.status == ToolCallStatus.PROPOSED and made is not None and made < cutoff()
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,8 @@ class ToolSpec:
     validate: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
     summarize: Callable[[Any], Any] | None = field(default=None, compare=False)
     result_limit: int = RESULT_LIMIT
-    # Arguments that say which target a write changes (a route's path params): a person
-    # editing a proposed call never changes them, so the write stays on the target its
-    # card named.
-    locked: tuple[str, ...] = ()
     # What the host declared the tool from (its route), for the host's own rules about it
-    # (``approvals.declared``: allowances); chat never reads it.
+    # (``approvals.declared``: allowances, locked arguments); chat never reads it.
     declared: object | None = field(default=None, compare=False)
 
 
@@ -68,7 +64,8 @@ class ChatToolExecutor(Protocol):
     def preview(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """What the call would do, for its card: ``{"headline", "changes"?, ...}``."""
+        """What the call would do, for its card (``{"headline", "changes"?, ...}``), as it is
+        stored: the host bounds it and adds what its decisions compare."""
         ...
 
     def precheck(
@@ -79,13 +76,6 @@ class ChatToolExecutor(Protocol):
         It checks shape only, never permissions: a refused write still asks the user, and
         fails when confirmed, as the same click in the app would.
         """
-        ...
-
-    def edit_schema(
-        self, principal: Principal, name: str, arguments: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """The JSON Schema of what a person may change in a proposed call (its locked
-        arguments left out), typed for the call's target; None: it cannot be edited."""
         ...
 
 
@@ -133,9 +123,4 @@ class NoTools:
     def precheck(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome | None:
-        return None
-
-    def edit_schema(
-        self, principal: Principal, name: str, arguments: dict[str, Any]
-    ) -> dict[str, Any] | None:
         return None

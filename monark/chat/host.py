@@ -1,9 +1,11 @@
 """What the host injects besides its tools (``runtime.install``): who may talk to the
-assistant (``AccessGate``), and what the model is told (``PromptBuilder``: the system
-prompt, the note opening each user message, the note before an edited call's result).
+assistant (``AccessGate``), what the model is told (``PromptBuilder``: the system
+prompt, the note opening each user message, the note before an edited call's result),
+and what a reply cost (``Meter``).
 
-The words and the rules are the host's (``monark.assistant.gates``, ``.prompt``); chat
-only asks. Before the host injects them, the assistant is closed.
+The words, rules and prices are the host's (``monark.assistant.gates``, ``.prompt``,
+``monark.settings.metering``); chat only asks. Before the host injects them, the assistant
+is closed and replies keep their tokens alone.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from monark.core.rbac import Principal
+
+if TYPE_CHECKING:
+    from monark.chat.llm.types import UsageReport
+    from monark.chat.models import Message
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,26 @@ class PromptBuilder(Protocol):
         ...
 
 
+class Meter(Protocol):
+    """Stores what a reply used and cost, in the caller's transaction (the reply not yet
+    committed). ``price`` is what the host's resolver put in ``ResolvedAi.price``: chat
+    carries it and never reads it."""
+
+    def charge(
+        self, message: Message, usage: UsageReport, price: object, user_id: int | None
+    ) -> None: ...
+
+
+def count_tokens(message: Message, usage: UsageReport) -> None:
+    """Store the tokens a provider reported for a reply on it."""
+    message.input_tokens = usage.input_tokens
+    message.output_tokens = usage.output_tokens
+    message.cache_read_tokens = usage.cache_read_tokens
+    message.cache_creation_tokens = usage.cache_creation_tokens
+
+
 class Closed:
-    """The gate and prompt before the host injects its own: nobody may talk to it."""
+    """The gate, prompt and meter before the host injects its own: nobody may talk to it."""
 
     def check(self, principal: Principal) -> Gate:
         return Gate(False, "no_host", "The assistant is not set up on this server.", False)
@@ -61,3 +85,8 @@ class Closed:
 
     def edit_note(self, original: Mapping[str, Any], edited: Mapping[str, Any], ran: bool) -> str:
         return ""
+
+    def charge(
+        self, message: Message, usage: UsageReport, price: object, user_id: int | None
+    ) -> None:
+        count_tokens(message, usage)  # no prices without a host: the cost stays unknown

@@ -22,7 +22,6 @@ from monark.chat.compaction import ContextPolicy, fit
 from monark.chat.executor import ChatToolExecutor, ToolSpec
 from monark.chat.hooks import TurnHooks
 from monark.chat.llm.common import held
-from monark.chat.llm.prices import Price
 from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
 from monark.chat.models import (
     CALL_NAME_MAX,
@@ -36,6 +35,7 @@ from monark.chat.models import (
     ToolCallStatus,
 )
 from monark.chat.runtime import (
+    meter,
     prompt_builder,
     proposal_gate,
     provider_for,
@@ -44,7 +44,6 @@ from monark.chat.runtime import (
 )
 from monark.chat.streaming import Step, stream_step
 from monark.chat.transcript import build_llm_messages, tool_definitions
-from monark.chat.usage import charge
 from monark.core.bounds import clip
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
@@ -108,7 +107,7 @@ class _Setup:
     max_steps: int
     silence: float
     context: ContextPolicy
-    price: Price | None  # of its model: None, its replies' cost is unknown
+    price: object  # of its model, for the meter alone (``ResolvedAi.price``)
     # Why spend pauses the turn (asked before its first step, then after each reply).
     paused: str | None = None
     spend_asked: bool = False
@@ -310,7 +309,7 @@ def _store_step(
     message.status = status
     message.error = step.error.message if step.error else None
     message.stop_reason = step.stop_reason
-    charge(message, step.usage, setup.price, principal.user_id)
+    meter().charge(message, step.usage, setup.price, principal.user_id)
     metrics.tokens(
         setup.provider_name,
         setup.model,

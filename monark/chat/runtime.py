@@ -1,7 +1,7 @@
 """The chat module's runtime, one per app: its tool executor, its proposal gate, its access
-gate and prompt (``chat.host``) and its model providers.
+gate, prompt and meter (``chat.host``) and its model providers.
 
-The host installs its executor, gates and prompt when it builds the app (``install``);
+The host installs its executor, gates, prompt and meter when it builds the app (``install``);
 a provider is built from an org's settings (or the deployment's config) on first use, so a
 deployment without a key starts normally and the SDK is imported only when someone talks
 to the assistant. All live on the app (``app.extensions``), not in module globals: two apps
@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from flask import Flask, current_app
 
 from monark.chat.executor import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
-from monark.chat.host import AccessGate, Closed, PromptBuilder
+from monark.chat.host import AccessGate, Closed, Meter, PromptBuilder
 from monark.chat.llm.common import close_provider
-from monark.chat.llm.prices import Price, price_table
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
 from monark.chat.llm.types import LlmProvider
 from monark.chat.llm.unavailable import UnavailableProvider
 from monark.core.rbac import Principal
-from monark.core.settings import chat_settings, spend_settings
+from monark.core.settings import chat_settings
 
 _KEY = "monark.chat"
 
@@ -85,8 +84,9 @@ class ResolvedAi:
     limits: Limits
     problem: str | None = None  # for everyone (the chat says it)
     detail: str | None = None  # the whole reason, for admins (addresses and settings)
-    # What its model's tokens cost (the org's own price, else the table's); None: unknown.
-    price: Price | None = None
+    # What its model's tokens cost, for the host's meter alone (``host.Meter``): chat
+    # carries it to the meter and never reads it. None: unknown.
+    price: object = None
 
     @property
     def admin_problem(self) -> str | None:
@@ -116,8 +116,7 @@ def no_model(org_id: int | None) -> ResolvedAi:
         max_retries=chat.llm_max_retries,
     )
     limits = Limits(chat.max_steps, chat.llm_max_tokens)
-    price = price_table(spend_settings().prices_file).get(chat.llm_provider, chat.llm_model)
-    return ResolvedAi(config, None, limits, "No model provider is set.", price=price)
+    return ResolvedAi(config, None, limits, "No model provider is set.")
 
 
 @dataclass
@@ -128,6 +127,7 @@ class ChatRuntime:
     access: AccessGate = field(default_factory=Closed)
     prompt: PromptBuilder = field(default_factory=Closed)
     spend: SpendCheck = no_limit
+    meter: Meter = field(default_factory=Closed)
     # A provider for every org (tests, benchmarks); None: each org's own, as configured.
     override: LlmProvider | None = None
     adapters: AdapterCache = field(default_factory=AdapterCache)
@@ -142,11 +142,18 @@ def install(
     access: AccessGate | None = None,
     prompt: PromptBuilder | None = None,
     spend: SpendCheck = no_limit,
+    meter: Meter | None = None,
 ) -> None:
     """Give ``app`` the host's tool executor, proposal gate, model resolver, access gate,
-    prompt and spend check (called by the app factory)."""
+    prompt, spend check and meter (called by the app factory)."""
     app.extensions[_KEY] = ChatRuntime(
-        executor, gate or AlwaysAsk(), resolve, access or Closed(), prompt or Closed(), spend
+        executor,
+        gate or AlwaysAsk(),
+        resolve,
+        access or Closed(),
+        prompt or Closed(),
+        spend,
+        meter or Closed(),
     )
 
 
@@ -167,6 +174,11 @@ def tool_executor() -> ChatToolExecutor:
 def spend_closed(principal: Principal, record: bool = False) -> str | None:
     """Why the principal's spend closes the assistant now (read from the database), or None."""
     return runtime().spend(principal, record)
+
+
+def meter() -> Meter:
+    """The current app's meter (what a reply used and cost)."""
+    return runtime().meter
 
 
 def proposal_gate() -> ProposalGate:

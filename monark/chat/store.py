@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, func, inspect, select, update
-from sqlalchemy.orm import selectinload
+from sqlalchemy import func, inspect, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat.models import (
@@ -23,7 +22,7 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.core.errors import NotFound, ValidationFailed
+from monark.core.errors import NotFound
 from monark.core.events import record_event, record_events
 from monark.core.models import utcnow
 from monark.core.rbac import Principal
@@ -89,22 +88,6 @@ def end_transaction(*keep: Any, commit: bool = True) -> None:
             set_committed_value(row, key, value)
 
 
-def list_conversations(principal: Principal, limit: int = 50) -> list[Conversation]:
-    """The principal's conversations, most recent activity first."""
-    stmt = (
-        select(Conversation)
-        .where(
-            Conversation.org_id == principal.org_id,
-            Conversation.creator_id == principal.user_id,
-            Conversation.archived.is_(False),
-            Conversation.kind == ConversationKind.AI,
-        )
-        .order_by(Conversation.last_activity_at.desc(), Conversation.id.desc())
-        .limit(limit)
-    )
-    return list(db.session.scalars(stmt))
-
-
 def create_conversation(principal: Principal, title: str) -> Conversation:
     """A new AI conversation with the user and the agent as participants."""
     conversation = Conversation(
@@ -127,51 +110,6 @@ def create_conversation(principal: Principal, title: str) -> Conversation:
         {"conversation_id": conversation.id},
     )
     return conversation
-
-
-def rename_conversation(principal: Principal, conversation_id: int, title: str) -> Conversation:
-    """Give a conversation another title."""
-    conversation = get_conversation(principal, conversation_id)
-    title = " ".join((title or "").split())
-    if not title or len(title) > 200:
-        raise ValidationFailed(
-            "Invalid title.", [{"field": "title", "message": "Give 1-200 characters."}]
-        )
-    conversation.title = title
-    record_event(
-        principal,
-        "chat.conversation.renamed",
-        "conversation",
-        conversation.id,
-        {"conversation_id": conversation.id},
-    )
-    db.session.commit()
-    return conversation
-
-
-def archive_conversation(principal: Principal, conversation_id: int) -> None:
-    """Remove a conversation from the user's list; its rows stay for the audit trail."""
-    conversation = get_conversation(principal, conversation_id)
-    conversation.archived = True
-    record_event(
-        principal,
-        "chat.conversation.archived",
-        "conversation",
-        conversation.id,
-        {"conversation_id": conversation.id},
-    )
-    db.session.commit()
-
-
-def load_messages(conversation_id: int) -> list[Message]:
-    """All messages of a conversation in order, with their tool calls (two queries)."""
-    stmt = (
-        select(Message)
-        .where(Message.conversation_id == conversation_id)
-        .options(selectinload(Message.tool_calls))
-        .order_by(Message.seq)
-    )
-    return list(db.session.scalars(stmt))
 
 
 @dataclass(frozen=True)
@@ -349,70 +287,3 @@ def tail_state(
         waits = waits.where(ToolCall.created_at >= proposed_since)
     waiting = db.session.scalar(waits.limit(1))
     return (tuple(last) if last is not None else None), waiting is not None
-
-
-def _of_own(principal: Principal, row: type[Any]) -> Select[Any]:
-    """Rows of ``row`` (a message or a tool call) in one of the principal's own live
-    conversations of the panel (a deleted one takes no decisions; a key's held writes are
-    the inbox's alone)."""
-    return (
-        select(row)
-        .join(Conversation, Conversation.id == row.conversation_id)
-        .where(
-            row.org_id == principal.org_id,
-            Conversation.creator_id == principal.user_id,
-            Conversation.archived.is_(False),
-            Conversation.kind == ConversationKind.AI,
-        )
-    )
-
-
-def get_message(principal: Principal, message_id: int) -> Message:
-    """A message of one of the principal's own conversations; ``NotFound`` otherwise."""
-    message = db.session.scalar(_of_own(principal, Message).where(Message.id == message_id))
-    if message is None:
-        raise NotFound("No such message.")
-    return message
-
-
-def settled_any(conversation_id: int, call_ids: list[int]) -> bool:
-    """Whether any of these calls of the conversation is no longer PROPOSED."""
-    return (
-        db.session.scalar(
-            select(ToolCall.id)
-            .where(
-                ToolCall.conversation_id == conversation_id,
-                ToolCall.id.in_(call_ids),
-                ToolCall.status != ToolCallStatus.PROPOSED,
-            )
-            .limit(1)
-        )
-        is not None
-    )
-
-
-def proposed_calls_of(message_id: int) -> list[ToolCall]:
-    """The writes of one message still waiting for a decision, in the model's order."""
-    return list(
-        db.session.scalars(
-            select(ToolCall)
-            .where(ToolCall.message_id == message_id, ToolCall.status == ToolCallStatus.PROPOSED)
-            .order_by(ToolCall.position, ToolCall.id)
-        )
-    )
-
-
-def get_tool_call(principal: Principal, tool_call_id: int) -> ToolCall:
-    """A tool call in one of the principal's own conversations; ``NotFound`` otherwise."""
-    call = db.session.scalar(_of_own(principal, ToolCall).where(ToolCall.id == tool_call_id))
-    if call is None:
-        raise NotFound("No such tool call.")
-    return call
-
-
-def tool_calls_of(principal: Principal, tool_call_ids: list[int]) -> list[ToolCall]:
-    """Those of these calls in the principal's own conversations, in one read, in the
-    order given."""
-    stmt = _of_own(principal, ToolCall).where(ToolCall.id.in_(tool_call_ids))
-    found = {c.id: c for c in db.session.scalars(stmt)}
-    return [found[i] for i in tool_call_ids if i in found]

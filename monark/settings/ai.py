@@ -3,9 +3,11 @@ connection button, the provider's model list, and the providers as JSON."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, flash, jsonify, render_template, request
 
-from monark.chat.llm.providers import PROVIDERS, endpoint_of, provider_summaries
+from monark.chat.llm.providers import PROVIDERS, endpoint_of
 from monark.chat.runtime import ResolvedAi
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
@@ -13,6 +15,24 @@ from monark.core.web import see_other
 from monark.settings import ai_form, ai_provider
 
 bp = Blueprint("settings_ai", __name__, url_prefix="/settings/ai")
+# What the providers' JSON shows of each descriptor: no code, no secrets.
+SHOWN = (
+    "id",
+    "label",
+    "needs_key",
+    "key_env",
+    "default_base_url",
+    "token_param",
+    "context_window",
+    "caching",
+    "local",
+    "default_model",
+)
+
+
+def provider_summaries() -> list[dict[str, Any]]:
+    """Every provider, as an admin's JSON shows it."""
+    return [{name: getattr(p, name) for name in SHOWN} for p in PROVIDERS]
 
 
 def _page(errors: dict[str, str] | None = None, status: int = 200):

@@ -12,8 +12,6 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from monark.chat.llm.common import close_provider
-from monark.chat.llm.prices import FIELDS as PRICE_FIELDS
-from monark.chat.llm.prices import Price, PriceError, parse_amount, parse_price
 from monark.chat.llm.providers import endpoint_of, get_provider
 from monark.chat.llm.types import LlmMessage, LlmRequest, ProviderError, TextBlock, TextDelta
 from monark.core.crypto import encrypt
@@ -31,6 +29,8 @@ from monark.settings.ai_provider import (
     resolve_row,
 )
 from monark.settings.models import OrgAiSettings
+from monark.settings.prices import FIELDS as PRICE_FIELDS
+from monark.settings.prices import Price, PriceError, parse_amount, parse_price
 
 NO_CHANGE = "(unchanged)"
 SETTING_FIELDS = ("provider", "model", "base_url", "max_steps", "max_tokens")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from monark.chat.llm.prices import Price, PriceError, parse_price, price_table
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor, endpoint_of, get_provider
 from monark.chat.runtime import Limits, ResolvedAi
 from monark.core.crypto import SecretUnreadable, decrypt
@@ -21,6 +20,7 @@ from monark.core.net import Unresolvable, UnsafeAddress, public_addresses
 from monark.core.settings import chat_settings, spend_settings
 from monark.extensions import db
 from monark.settings.models import OrgAiSettings
+from monark.settings.prices import Price, PriceError, parse_price, price_table
 
 MIN_KEY = 8  # shorter is no real key, and could not be told apart from text to redact
 

@@ -2,7 +2,7 @@
 tokens of models without a price), per member an optional daily cap in each; unset, the
 deployment's defaults (``BUDGET_*``), never above its ceilings.
 
-What was spent is read from the day rows (``chat.usage.UsageDay``) in the database, so
+What was spent is read from the day rows (``settings.models.UsageDay``) in the database, so
 every instance sees the same spend. At 80% admins see a banner; at 100% the org's assistant
 pauses (``spend_check``, installed in the chat runtime: the gate says why and who can lift
 it, and a running turn ends after its step). A new month (UTC) starts fresh. Each change is
@@ -19,7 +19,6 @@ from typing import Any
 from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monark.chat.usage import UsageDay
 from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import Event, Membership, Org, User, utcnow
@@ -27,7 +26,7 @@ from monark.core.money import exact, money_text
 from monark.core.rbac import Principal
 from monark.core.settings import SPEND_MAX, spend_settings
 from monark.extensions import db
-from monark.settings.models import OrgBudget
+from monark.settings.models import OrgBudget, UsageDay
 
 WARN_AT = Decimal("0.8")
 FIELDS = {

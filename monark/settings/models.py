@@ -1,5 +1,5 @@
 """The settings feature's own tables: which model an org talks to, its budget for the
-assistant's spend, and its past days' tool calls."""
+assistant's spend, what its replies used each day, and its past days' tool calls."""
 
 from __future__ import annotations
 
@@ -74,3 +74,30 @@ class ToolDay(db.Model):
     name: Mapped[str] = mapped_column(String(120))
     status: Mapped[str] = mapped_column(String(12))
     calls: Mapped[int] = mapped_column(default=0)
+
+
+NO_USER = 0  # a reply nobody asked for by name (the key's conversations): kept apart
+
+
+class UsageDay(db.Model):
+    """What an org's replies used one day (UTC), per user and model, added to by each
+    reply as it is stored (``settings.metering``); the table keeps its first name."""
+
+    __tablename__ = "chat_usage_days"
+    __table_args__ = (UniqueConstraint("org_id", "day", "user_id", "provider", "model"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    day: Mapped[date] = mapped_column(Date)  # UTC
+    # No foreign key: a user who leaves keeps the org's history (and NULL breaks the key).
+    user_id: Mapped[int] = mapped_column(default=NO_USER)
+    provider: Mapped[str] = mapped_column(String(40), default="")
+    model: Mapped[str] = mapped_column(String(80), default="")
+    replies: Mapped[int] = mapped_column(default=0)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost: Mapped[Decimal] = mapped_column(Money(), default=Decimal(0))
+    unpriced_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    unpriced_replies: Mapped[int] = mapped_column(default=0)

@@ -1,4 +1,4 @@
-"""What the assistant used, read from the day rows (``chat.usage.UsageDay``), never from
+"""What the assistant used, read from the day rows (``settings.models.UsageDay``), never from
 every reply: an org's (for admins) or one member's own, over the last 30 or 90 days.
 
 Each figure comes as a table (``Table``): the page draws it as a chart and as the table
@@ -17,14 +17,14 @@ from sqlalchemy import Date, cast, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.models import Conversation, ToolCall
-from monark.chat.usage import NO_USER, SUMMED, UsageDay
 from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import User, utcnow
 from monark.core.money import money_text
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
 from monark.extensions import db
-from monark.settings.models import ToolDay
+from monark.settings.metering import SUMMED
+from monark.settings.models import NO_USER, ToolDay, UsageDay
 
 PERIODS = (30, 90)  # days a page may show
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from monark.chat.llm.types import LlmProvider
 
@@ -78,18 +78,3 @@ class ProviderDescriptor:
         """The endpoint ``config`` talks to: its own base URL first, this provider's default
         otherwise (None: the OpenAI-compatible generic with no URL set)."""
         return config.base_url or self.default_base_url
-
-    def summary(self) -> dict[str, Any]:
-        """What a settings page or an admin's JSON may show: no code, no secrets."""
-        return {
-            "id": self.id,
-            "label": self.label,
-            "needs_key": self.needs_key,
-            "key_env": self.key_env,
-            "default_base_url": self.default_base_url,
-            "token_param": self.token_param,
-            "context_window": self.context_window,
-            "caching": self.caching,
-            "local": self.local,
-            "default_model": self.default_model,
-        }

@@ -6,7 +6,7 @@ settings validation are all built from it. A descriptor says how to talk to a pr
 the default base URL of the OpenAI-compatible vendors, the token-limit parameter, its
 context window, what prompt caching it gets) and how to build its adapter from a
 ``ProviderConfig`` (each adapter module is imported only then: it is the only one that
-imports its SDK). ``provider_summaries`` gives the descriptors without code or secrets.
+imports its SDK).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ __all__ = [
     "TokenParam",
     "endpoint_of",
     "get_provider",
-    "provider_summaries",
 ]
 
 
@@ -197,8 +196,3 @@ def endpoint_of(config: ProviderConfig) -> str | None:
     otherwise (None: the OpenAI-compatible generic with no URL set)."""
     descriptor = get_provider(config.provider)
     return descriptor.endpoint(config) if descriptor else config.base_url
-
-
-def provider_summaries() -> list[dict[str, Any]]:
-    """Every provider, as a settings page or an admin's JSON may show it."""
-    return [p.summary() for p in PROVIDERS]

@@ -1,6 +1,7 @@
-"""What replies used, per org, day, user and model: one row a day for each, added to in the
-same transaction as the reply it counts, so the usage page and budgets read a few rows
-instead of every reply, and always agree with the stored replies.
+"""Metering the assistant's replies (``chat.host.Meter``, installed by the factory): each
+reply's usage and exact cost stored on it, and counted in its day's row (``UsageDay``, one a
+day per org, user and model) in the same transaction as the reply, so the usage page and
+budgets read a few rows instead of every reply, and always agree with the stored replies.
 
 A reply with a known cost adds it to ``cost``; one without (a model the price table does
 not name, or a provider that reported no usage) adds its tokens to ``unpriced_tokens``.
@@ -8,46 +9,19 @@ not name, or a provider that reported no usage) adds its tokens to ``unpriced_to
 
 from __future__ import annotations
 
-from datetime import date
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import BigInteger, Date, ForeignKey, String, UniqueConstraint, bindparam
+from sqlalchemy import bindparam
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Mapped, mapped_column
 
-from monark.chat.llm.prices import Price, cost_of
+from monark.chat.host import count_tokens
 from monark.chat.llm.types import UsageReport
+from monark.chat.models import Message
 from monark.core.models import utcnow
-from monark.core.money import Money
 from monark.extensions import db
-
-if TYPE_CHECKING:
-    from monark.chat.models import Message
-
-NO_USER = 0  # a reply nobody asked for by name (the key's conversations): kept apart
-
-
-class UsageDay(db.Model):
-    __tablename__ = "chat_usage_days"
-    __table_args__ = (UniqueConstraint("org_id", "day", "user_id", "provider", "model"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
-    day: Mapped[date] = mapped_column(Date)  # UTC
-    # No foreign key: a user who leaves keeps the org's history (and NULL breaks the key).
-    user_id: Mapped[int] = mapped_column(default=NO_USER)
-    provider: Mapped[str] = mapped_column(String(40), default="")
-    model: Mapped[str] = mapped_column(String(80), default="")
-    replies: Mapped[int] = mapped_column(default=0)
-    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cache_write_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cost: Mapped[Decimal] = mapped_column(Money(), default=Decimal(0))
-    unpriced_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    unpriced_replies: Mapped[int] = mapped_column(default=0)
-
+from monark.settings.models import NO_USER, UsageDay
+from monark.settings.prices import Price, cost_of
 
 # The columns a reply adds to (the rest are its row's key).
 SUMMED = (
@@ -62,15 +36,22 @@ SUMMED = (
 )
 
 
-def charge(message: Message, usage: UsageReport, price: Price | None, user_id: int | None) -> None:
+def charge(message: Message, usage: UsageReport, price: object, user_id: int | None) -> None:
     """Store a reply's usage and cost (unknown without a price or a reported usage), and
-    count it in its day's row, in the caller's transaction."""
-    message.input_tokens = usage.input_tokens
-    message.output_tokens = usage.output_tokens
-    message.cache_read_tokens = usage.cache_read_tokens
-    message.cache_creation_tokens = usage.cache_creation_tokens
-    message.cost = cost_of(price, usage)
+    count it in its day's row, in the caller's transaction. ``price``: the one the resolver
+    put in ``ResolvedAi`` (a ``Price``, or None: unknown)."""
+    count_tokens(message, usage)
+    message.cost = cost_of(price if isinstance(price, Price) else None, usage)
     count_reply(message, user_id)
+
+
+class Metering:
+    """The host's ``chat.host.Meter``: ``charge`` above."""
+
+    def charge(
+        self, message: Message, usage: UsageReport, price: object, user_id: int | None
+    ) -> None:
+        charge(message, usage, price, user_id)
 
 
 def count_reply(message: Message, user_id: int | None) -> None:
