@@ -98,6 +98,27 @@
   function setStreaming(source) {
     streamingSource = source;
     syncStreaming();
+    if (!source && deferred) setTimeout(replayDeferred, 0);
+  }
+
+  // A decision made while the stream that drew its card is still closing (Confirm pressed
+  // the moment the card appears) is not dropped: it is sent once the stream has ended, with
+  // the same button, should the card still offer it.
+  let deferred = null;
+  let lastSubmitter = null;
+  document.addEventListener("submit", (event) => {
+    lastSubmitter = event.submitter || null;
+  }, true);
+  function replayDeferred() {
+    const wanted = deferred;
+    deferred = null;
+    if (!wanted || streamingSource) return;
+    const form = document.getElementById(wanted.formId);
+    if (!form) return;
+    const button = wanted.name === null ? null : [...document.querySelectorAll("button[name]")]
+      .find((b) => b.form === form && b.name === wanted.name && b.value === wanted.value);
+    if (wanted.name !== null && (!button || button.disabled)) return;
+    form.requestSubmit(button || undefined);
   }
 
   function scrollThread() {
@@ -158,7 +179,14 @@
   document.addEventListener("htmx:config:request", (event) => {
     const source = event.detail?.ctx?.sourceElement;
     if (!source || !sources.includes(source.id)) return;
-    if (streamingSource) { event.preventDefault(); return; }
+    if (streamingSource) {
+      event.preventDefault();
+      if (source.id !== "chat-composer" && source.id !== "chat-follow" && source.tagName === "FORM") {
+        const by = lastSubmitter && lastSubmitter.form === source ? lastSubmitter : null;
+        deferred = {formId: source.id, name: by ? by.name : null, value: by ? by.value : null};
+      }
+      return;
+    }
     if (source.id === "chat-composer") {
       const main = document.getElementById("main");
       const body = event.detail.ctx.request.body;
