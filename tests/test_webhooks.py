@@ -8,6 +8,7 @@ consumer's timing; the session's config tries a webhook once, so each test sets 
 from __future__ import annotations
 
 import json
+import re
 import socket
 from datetime import timedelta
 from typing import Any
@@ -433,13 +434,18 @@ def test_the_real_consumer_retries_a_webhook_after_its_delay(
 # ---- what people see ------------------------------------------------------------------
 
 
-def test_the_run_page_shows_the_state_and_the_delivery_log(acme, webhook, tries, login):
-    tries(4)
+def _retrying_run(acme, webhook):
+    """An automation whose webhook answered 500 to its first try, and its run (retrying)."""
     webhook.status = 500
     automation = _hooked(acme, webhook.url)
     _save(acme)
     drain()
-    run = _run(automation)
+    return automation, _run(automation)
+
+
+def test_the_run_page_shows_the_state_and_the_delivery_log(acme, webhook, tries, login):
+    tries(4)
+    automation, run = _retrying_run(acme, webhook)
     page = login("member@acme.test").get(f"/automations/{automation.id}/runs/{run.id}")
     soup = BeautifulSoup(page.get_data(as_text=True), "html.parser")
     assert soup.h1.select_one(".status").get_text().startswith("retrying (attempt 2 of 4, next")
@@ -569,14 +575,8 @@ def test_a_redelivery_counts_its_own_tries_against_the_maximum(acme, webhook, tr
 
 
 def test_the_run_page_shows_times_to_the_second_like_the_runs_list(acme, webhook, tries, login):
-    import re
-
     tries(3)
-    webhook.status = 500
-    automation = _hooked(acme, webhook.url)
-    _save(acme)
-    drain()
-    run = _run(automation)
+    automation, run = _retrying_run(acme, webhook)
     member = login("member@acme.test")
     page = member.get(f"/automations/{automation.id}/runs/{run.id}")
     soup = BeautifulSoup(page.get_data(as_text=True), "html.parser")
