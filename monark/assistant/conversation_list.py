@@ -4,19 +4,60 @@ archived. Which conversation is a person's own, and how one is made, is chat's
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import literal, select, tuple_
 
 from monark.chat.models import Conversation, ConversationKind
 from monark.chat.store import get_conversation
 from monark.core.errors import ValidationFailed
 from monark.core.events import record_event
+from monark.core.ids import parse_id
 from monark.core.rbac import Principal
 from monark.extensions import db
 
+PAGE_SIZE = 50  # conversations a page of the list shows
 
-def list_conversations(principal: Principal, limit: int = 50) -> list[Conversation]:
-    """The principal's conversations, most recent activity first."""
-    stmt = (
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page of the list goes on from: the last shown conversation's place."""
+
+    last_activity_at: datetime
+    id: int
+
+    def __str__(self) -> str:
+        return f"{self.last_activity_at.isoformat()}~{self.id}"
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """One page of the list, most recent first, and where the next starts (None: the last)."""
+
+    conversations: list[Conversation]
+    next: Cursor | None
+
+
+def parse_cursor(raw: str | None) -> Cursor | None:
+    """The cursor a "More" link carries; ``ValidationFailed`` naming ``after`` if it is none."""
+    if not raw:
+        return None
+    stamp, _, ident = raw.partition("~")
+    try:
+        when = datetime.fromisoformat(stamp)
+        conversation_id = parse_id(ident, "after", "query")
+    except ValueError:
+        conversation_id = None
+    if conversation_id is None:
+        raise ValidationFailed(
+            "Invalid after.", [{"field": "after", "in": "query", "message": "Not a list position."}]
+        )
+    return Cursor(when if when.tzinfo else when.replace(tzinfo=UTC), conversation_id)
+
+
+def _listed(principal: Principal):
+    return (
         select(Conversation)
         .where(
             Conversation.org_id == principal.org_id,
@@ -25,9 +66,44 @@ def list_conversations(principal: Principal, limit: int = 50) -> list[Conversati
             Conversation.kind == ConversationKind.AI,
         )
         .order_by(Conversation.last_activity_at.desc(), Conversation.id.desc())
-        .limit(limit)
     )
-    return list(db.session.scalars(stmt))
+
+
+def list_conversations(principal: Principal, limit: int = PAGE_SIZE) -> list[Conversation]:
+    """The principal's conversations, most recent activity first."""
+    return list(db.session.scalars(_listed(principal).limit(limit)))
+
+
+def conversation_page(
+    principal: Principal, after: Cursor | None = None, size: int = PAGE_SIZE
+) -> ConversationPage:
+    """A page of the principal's conversations: the first, or the one after ``after``."""
+    stmt = _listed(principal)
+    if after is not None:
+        stmt = stmt.where(
+            tuple_(Conversation.last_activity_at, Conversation.id)
+            < tuple_(
+                literal(after.last_activity_at, Conversation.last_activity_at.type),
+                literal(after.id, Conversation.id.type),
+            )
+        )
+    rows = list(db.session.scalars(stmt.limit(size + 1)))
+    shown = rows[:size]
+    more = len(rows) > size
+    return ConversationPage(
+        shown, Cursor(shown[-1].last_activity_at, shown[-1].id) if more else None
+    )
+
+
+def resume_target(principal: Principal, remembered: int | None) -> int | None:
+    """The conversation the panel opens on: ``remembered`` while it is still the principal's
+    and listed, else their most recently active one (None: there is none)."""
+    stmt = _listed(principal).with_only_columns(Conversation.id).limit(1)
+    if remembered is not None:
+        found = db.session.scalar(stmt.where(Conversation.id == remembered))
+        if found is not None:
+            return found
+    return db.session.scalar(stmt)
 
 
 def rename_conversation(principal: Principal, conversation_id: int, title: str) -> Conversation:

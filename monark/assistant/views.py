@@ -101,16 +101,15 @@ def _gate_or_none(principal: Principal) -> str | None:
 @bp.get("/conversations")
 @guard("chat.use")
 def conversations():
-    """The conversation list screen."""
+    """The conversation list screen, or (``after=``) the next page of it."""
     principal = require_principal()
     reason = _gate_or_none(principal)
     if reason and not check_gates(principal).chat_open:
         return _notice(reason, 403, "gate")
-    return render_template(
-        "assistant/_list.html",
-        conversations=conversation_list.list_conversations(principal),
-        gate=reason,
-    )
+    after = conversation_list.parse_cursor(request.args.get("after"))
+    page = conversation_list.conversation_page(principal, after=after)
+    template = "assistant/_list_page.html" if after else "assistant/_list.html"
+    return render_template(template, page=page, gate=reason)
 
 
 @bp.get("/new")
@@ -118,12 +117,35 @@ def conversations():
 def new_conversation():
     """An empty thread screen; the conversation is created by its first message."""
     principal = require_principal()
+    return _new_thread(principal)
+
+
+def _new_thread(principal: Principal) -> str:
     return render_template(
         "assistant/_thread.html",
         thread=ThreadView(None, "", []),
         gate=_gate_or_none(principal),
         setup=provider_problem(principal.org_id),
     )
+
+
+@bp.get("/first")
+@guard("chat.use")
+def first_screen():
+    """The screen the panel opens on, ready to type: the conversation this browser had open
+    (``remembered=``), else the person's most recently active one, else a new one."""
+    principal = require_principal()
+    if not check_gates(principal).chat_open:
+        return _notice(_gate_or_none(principal) or "", 403, "gate")
+    # What a browser remembered is a hint: one that is not an id is no conversation.
+    try:
+        remembered = parse_id(request.args.get("remembered"), "remembered", "query")
+    except ValidationFailed:
+        remembered = None
+    found = conversation_list.resume_target(principal, remembered)
+    if found is None:
+        return _new_thread(principal)
+    return conversation(found)
 
 
 @bp.get("/conversations/<int:conversation_id>")
@@ -140,7 +162,7 @@ def conversation(conversation_id: int):
     except NotFound:
         return render_template(
             "assistant/_list.html",
-            conversations=conversation_list.list_conversations(principal),
+            page=conversation_list.conversation_page(principal),
             gate=_gate_or_none(principal),
             missing=True,
         ), 404
@@ -174,7 +196,7 @@ def rename(conversation_id: int):
     status = 422 if error else 200
     return render_template(
         "assistant/_list.html",
-        conversations=conversation_list.list_conversations(principal),
+        page=conversation_list.conversation_page(principal),
         gate=_gate_or_none(principal),
         rename_error=error,
         rename_id=conversation_id if error else None,
@@ -189,7 +211,7 @@ def delete(conversation_id: int):
     conversation_list.archive_conversation(principal, conversation_id)
     return render_template(
         "assistant/_list.html",
-        conversations=conversation_list.list_conversations(principal),
+        page=conversation_list.conversation_page(principal),
         gate=_gate_or_none(principal),
     )
 

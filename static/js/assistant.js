@@ -30,6 +30,7 @@
     document.body.classList.toggle("assistant-open", open);
     try { localStorage.setItem(OPEN_KEY, open ? "1" : "0"); } catch (e) { /* private mode */ }
     if (!focus) return;
+    if (open && !document.getElementById("chat-text")) focusOnArrival = true;
     if (open) focusPanel(aside);
     else toggle()?.focus();
   }
@@ -143,6 +144,20 @@
   document.addEventListener("htmx:after:settle", initPanel);
   window.addEventListener("resize", () => { if (panel()) applyWidth(panel()); });
 
+  // "New conversation" on a new conversation not yet begun: nothing to fetch, the text
+  // typed so far stays, and the next thing to do is to type.
+  document.addEventListener("click", (event) => {
+    if (!event.target.closest?.("[data-assistant-new]")) return;
+    const screen = document.getElementById("chat-screen");
+    const thread = screen?.querySelector("#chat-thread");
+    const blank = thread && !thread.querySelector(":scope > :not(.chat-empty)")
+      && !document.getElementById("chat-conversation-id")?.value && !screenPending;
+    if (!blank) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    document.getElementById("chat-text")?.focus();
+  }, true);
+
   document.addEventListener("click", (event) => {
     if (event.target.closest("#assistant-toggle")) setOpen(panel()?.hidden ?? false);
     else if (event.target.closest("[data-assistant-close]")) setOpen(false);
@@ -233,27 +248,42 @@
   // longer reach the document) and, should its answer be in already, its swap refused.
   let screenAsks = 0;
   let screenAsked = null;
+  let screenPending = null; // a screen asked for and not in yet
   document.addEventListener("htmx:before:request", (event) => {
     const ctx = event.detail?.ctx;
     if (ctx?.target?.id !== "chat-screen") return;
     if (screenAsked && screenAsked !== ctx) screenAsked.request?.abort?.();
     screenAsked = ctx;
+    screenPending = ctx;
     ctx.screenAsk = ++screenAsks;
+  });
+  document.addEventListener("htmx:finally:request", (event) => {
+    if (event.detail?.ctx && event.detail.ctx === screenPending) screenPending = null;
   });
   document.addEventListener("htmx:before:swap", (event) => {
     const ctx = event.detail?.ctx;
     if (ctx?.screenAsk && ctx.screenAsk !== screenAsks) event.preventDefault();
   });
 
-  // The first screen: the conversation the user had open before a full page load, or the list.
+  // The first screen, ready to type: the conversation the user had open before a full page
+  // load, else their most recent one, else a new one (the server picks: monark/assistant/views).
+  // Opened before it arrives, the panel focuses the composer once it is in.
+  let focusOnArrival = false;
   function loadFirstScreen() {
     const screen = document.getElementById("chat-screen");
-    const url = screen?.dataset.listUrl;
+    const url = screen?.dataset.firstUrl;
     if (!url) return;
     let id = null;
     try { id = localStorage.getItem(conversationKey()); } catch (e) { /* private mode */ }
-    const target = id && /^\d+$/.test(id) ? `${url}/${id}` : url;
-    htmx.ajax("GET", target, {target: "#chat-screen", swap: "innerHTML"});
+    const target = id && /^\d+$/.test(id) ? `${url}?remembered=${id}` : url;
+    htmx.ajax("GET", target, {target: "#chat-screen", swap: "innerHTML"}).then(() => {
+      const aside = panel();
+      if (!focusOnArrival || !aside || aside.hidden) return;
+      focusOnArrival = false;
+      // Unless the user went on to something else in the panel meanwhile.
+      if (document.activeElement === document.body || !aside.contains(document.activeElement)
+          || document.activeElement.closest(".assistant-head")) focusPanel(aside);
+    }).catch(() => { /* a later screen was asked for instead */ });
   }
   document.addEventListener("htmx:after:swap", () => {
     const id = document.getElementById("chat-conversation-id")?.value;

@@ -44,8 +44,8 @@ def test_a_card_decided_in_another_tab_shows_it_when_clicked(world, browse, fake
     expect(panel.get_by_role("button", name="Confirm")).to_be_visible()
     second = browse("member@acme.test")  # the same conversation, in another tab
     second.goto("/models/tasks/records")
-    other = open_panel(second)
-    other.locator(".chat-open", has_text="Add a task in two tabs").click()
+    other = open_panel(second)  # opens on the latest conversation: this one
+    expect(other.locator("#chat-title")).to_have_text("Add a task in two tabs")
     stale = other.get_by_role("button", name="Confirm")
     expect(stale).to_be_visible()
     panel.get_by_role("button", name="Confirm").click()

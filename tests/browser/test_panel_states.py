@@ -95,10 +95,39 @@ def test_branding_renames_the_assistant_everywhere(world, browse, fake_anthropic
     assert "You are Ada Bot" in fake_anthropic.requests[0]["system"][0]["text"]
 
 
-def test_an_empty_list_invites_a_first_conversation(world, browse):
+def test_with_no_conversation_the_panel_opens_ready_to_type(world, browse, fake_anthropic):
+    fake_anthropic.script.add([Say("Hello there.")])
     s = browse("member@acme.test")
     panel = open_panel(s)
+    expect(panel.locator("#chat-title")).to_have_text("New conversation")
+    box = panel.get_by_label("Message", exact=True)
+    expect(box).to_be_focused()
+    # The empty list, one click away, invites a first conversation.
+    panel.get_by_role("button", name="Conversations").click()
     expect(panel).to_contain_text("No conversations yet")
+    panel.get_by_role("button", name="New conversation").click()
+    expect(box).to_be_focused()
+    s.page.keyboard.type("Typed straight away")
+    s.page.keyboard.press("Enter")
+    expect(panel.locator(".msg-assistant .md")).to_have_text("Hello there.")
+    wait_turn(panel)
+
+
+def test_the_panel_opens_on_the_latest_conversation_ready_to_type(world, browse, fake_anthropic):
+    fake_anthropic.script.add([Say("First.")], [Say("Second.")])
+    s = browse("member@acme.test")
+    panel = new_conversation(s)
+    send(panel, "An older question")
+    wait_turn(panel)
+    panel.get_by_role("button", name="New conversation").click()
+    send(panel, "The latest question")
+    wait_turn(panel)
+    # Another browser (nothing remembered there) opens on the latest, composer focused.
+    other = browse("member@acme.test")
+    panel = open_panel(other)
+    expect(panel.locator("#chat-title")).to_have_text("The latest question")
+    expect(panel.get_by_label("Message", exact=True)).to_be_focused()
+    assert not other.errors, other.errors
 
 
 def test_a_provider_error_is_shown_and_retry_recovers(world, browse, fake_anthropic):
@@ -167,8 +196,11 @@ def test_the_open_conversation_is_remembered_per_org(world, browse, fake_anthrop
     s.page.get_by_label("Organization").select_option(label="Globex")
     expect(s.page.locator(".flash")).to_have_text("Switched to Globex.")
     panel = s.page.get_by_role("complementary", name="Assistant")
-    expect(panel).to_contain_text("No conversations yet")
+    # Globex has none of hers: a new conversation, and an empty list behind it.
+    expect(panel.locator("#chat-title")).to_have_text("New conversation")
     expect(panel.get_by_text("That conversation is no longer there.")).to_have_count(0)
+    panel.get_by_role("button", name="Conversations").click()
+    expect(panel).to_contain_text("No conversations yet")
     s.page.get_by_label("Organization").select_option(label="Acme")
     expect(s.page.locator(".flash")).to_have_text("Switched to Acme.")
     expect(panel.locator("#chat-title")).to_have_text("An Acme question")
@@ -208,3 +240,22 @@ def test_new_conversation_moves_focus_to_the_message_box(world, browse):
     panel.get_by_role("button", name="New conversation").click()
     expect(panel.locator("#chat-title")).to_have_text("New conversation")
     expect(panel.get_by_label("Message", exact=True)).to_be_focused()
+
+
+def test_the_list_shows_more_past_fifty(world, browse):
+    from tests.test_panel_ready import conversations
+
+    conversations(world.a, "member", 55)
+    s = browse("member@acme.test")
+    panel = open_panel(s)
+    expect(panel.locator("#chat-title")).to_have_text("Talk 54")
+    panel.get_by_role("button", name="Conversations").click()
+    titles = panel.locator(".chat-title")
+    expect(titles).to_have_count(50)
+    panel.get_by_role("button", name="More conversations").click()
+    expect(titles).to_have_count(55)
+    expect(titles.last).to_have_text("Talk 0")
+    expect(panel.get_by_role("button", name="More conversations")).to_have_count(0)
+    titles.last.click()
+    expect(panel.locator("#chat-title")).to_have_text("Talk 0")
+    assert not s.errors, s.errors

@@ -20,8 +20,8 @@ def test_a_summary_appears_collapsed_below_the_messages_it_covers(
         make_history(world.a.principal("member"), turns=40)
         fake_anthropic.script.add([Say("Caught up.")])
         s = browse("member@acme.test")
-        panel = open_panel(s)
-        panel.get_by_role("button", name="A long one").click()
+        panel = open_panel(s)  # opens on the latest conversation: the long one
+        expect(panel.locator("#chat-title")).to_have_text("A long one")
         expect(panel.locator(".msg-user").first).to_contain_text("Question 0:")
         send(panel, "Where were we?")
         wait_turn(panel)
