@@ -15,7 +15,7 @@ from monark.approvals import expiry, handover, own_calls
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
 from monark.approvals.expiry import expired_message
-from monark.assistant import conversation_list
+from monark.assistant import conversation_list, suggestions
 from monark.assistant.card_view import call_view, panel_card
 from monark.assistant.gates import assistant_name, check_gates
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
@@ -126,7 +126,24 @@ def _new_thread(principal: Principal) -> str:
         thread=ThreadView(None, "", []),
         gate=_gate_or_none(principal),
         setup=provider_problem(principal.org_id),
+        suggested=_suggested(principal),
     )
+
+
+def _suggested(principal: Principal) -> suggestions.Suggestions:
+    """What to suggest on the page the browser says it is on (``page_route``, and whether
+    its list is filtered: ``page_query``); a hint, looked up as this person."""
+    route = request.args.get("page_route", "")[:300]
+    query = MultiDict(parse_qsl(request.args.get("page_query", "")[:2000].lstrip("?")))
+    filtered = bool(query.get("q") or query.getlist("filter"))
+    return suggestions.suggestions(principal, route, filtered)
+
+
+@bp.get("/suggestions")
+@guard("chat.use")
+def suggested():
+    """The suggestions of a new conversation, for the page the browser is on now."""
+    return render_template("assistant/_suggestions.html", suggested=_suggested(require_principal()))
 
 
 @bp.get("/first")

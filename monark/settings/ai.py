@@ -12,7 +12,7 @@ from monark.chat.runtime import ResolvedAi
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.web import see_other
-from monark.settings import ai_form, ai_provider
+from monark.settings import ai_form, ai_provider, prompts
 
 bp = Blueprint("settings_ai", __name__, url_prefix="/settings/ai")
 # What the providers' JSON shows of each descriptor: no code, no secrets.
@@ -35,7 +35,7 @@ def provider_summaries() -> list[dict[str, Any]]:
     return [{name: getattr(p, name) for name in SHOWN} for p in PROVIDERS]
 
 
-def _page(errors: dict[str, str] | None = None, status: int = 200):
+def _page(errors: dict[str, str] | None = None, status: int = 200, prompt_error: str | None = None):
     principal = require_principal()
     resolved = ai_provider.resolve(principal.org_id)
     deployment = ai_provider.resolve(None)
@@ -49,6 +49,9 @@ def _page(errors: dict[str, str] | None = None, status: int = 200):
         caps=ai_provider.caps(),
         errors=errors or {},
         form=request.form if errors else None,
+        prompts=prompts.list_prompts(principal.org_id),
+        prompt_error=prompt_error,
+        prompt_text=request.form.get("text", "") if prompt_error else "",
     ), status
 
 
@@ -131,3 +134,24 @@ def models():
 def providers():
     """The providers Monark can talk to, without code or secrets (JSON)."""
     return jsonify({"providers": provider_summaries()})
+
+
+@bp.post("/prompts")
+@guard("org.manage")
+def add_prompt():
+    """Save a prompt that every new conversation of the org offers."""
+    try:
+        prompts.add_prompt(require_principal(), request.form.get("text", ""))
+    except ValidationFailed as err:
+        return _page(status=422, prompt_error=err.field_errors().get("text"))
+    flash("Prompt saved: new conversations offer it.", "info")
+    return see_other("settings_ai.page", _anchor="prompts")
+
+
+@bp.post("/prompts/<int:prompt_id>/delete")
+@guard("org.manage")
+def remove_prompt(prompt_id: int):
+    """Remove a saved prompt."""
+    prompts.remove_prompt(require_principal(), prompt_id)
+    flash("Prompt removed.", "info")
+    return see_other("settings_ai.page", _anchor="prompts")

@@ -101,3 +101,17 @@ class UsageDay(db.Model):
     cost: Mapped[Decimal] = mapped_column(Money(), default=Decimal(0))
     unpriced_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     unpriced_replies: Mapped[int] = mapped_column(default=0)
+
+
+class OrgPrompt(db.Model):
+    """A prompt an org's admins saved for everyone: offered by every new conversation."""
+
+    __tablename__ = "org_prompts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    text: Mapped[str] = mapped_column(String(500))
+    created_by_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), default=None
+    )
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -149,9 +149,7 @@
   document.addEventListener("click", (event) => {
     if (!event.target.closest?.("[data-assistant-new]")) return;
     const screen = document.getElementById("chat-screen");
-    const thread = screen?.querySelector("#chat-thread");
-    const blank = thread && !thread.querySelector(":scope > :not(.chat-empty)")
-      && !document.getElementById("chat-conversation-id")?.value && !screenPending;
+    const blank = screen && blankThread() && !screenPending;
     if (!blank) return;
     event.preventDefault();
     event.stopImmediatePropagation();
@@ -265,6 +263,46 @@
     if (ctx?.screenAsk && ctx.screenAsk !== screenAsks) event.preventDefault();
   });
 
+  // Where the user is, for a new conversation's suggestions (the server reads it as a hint).
+  function pageParams() {
+    const main = document.getElementById("main");
+    return new URLSearchParams({
+      page_route: main?.dataset.route || location.pathname, page_query: location.search,
+    });
+  }
+  function blankThread() {
+    const thread = document.getElementById("chat-thread");
+    return Boolean(thread && !thread.querySelector(":scope > :not(.chat-empty)")
+      && !document.getElementById("chat-conversation-id")?.value);
+  }
+  document.addEventListener("htmx:config:request", (event) => {
+    const ctx = event.detail?.ctx;
+    if (!ctx?.sourceElement?.matches?.("[data-assistant-new]")) return;
+    const action = ctx.request.action;
+    suggestedFor = pageParams().toString();
+    ctx.request.action = `${action}${action.includes("?") ? "&" : "?"}${suggestedFor}`;
+  });
+  // A suggestion is sent as if typed.
+  document.addEventListener("click", (event) => {
+    const chosen = event.target.closest?.("[data-suggestion]");
+    const text = document.getElementById("chat-text");
+    if (!chosen || !text || text.disabled || streamingSource) return;
+    text.value = chosen.dataset.suggestion;
+    text.form.requestSubmit();
+  });
+  // Moving to another page with a new conversation open: its suggestions follow the page.
+  let suggestedFor = pageParams().toString();
+  document.addEventListener("htmx:after:settle", (event) => {
+    if (panel()?.contains(event.target)) return;
+    const url = document.getElementById("chat-screen")?.dataset.suggestionsUrl;
+    const page = pageParams().toString();
+    if (page === suggestedFor || !url || !blankThread()) return;
+    if (!document.getElementById("chat-suggestions")) return;
+    suggestedFor = page;
+    htmx.ajax("GET", `${url}?${page}`, {target: "#chat-suggestions", swap: "outerHTML"})
+      .catch(() => { /* the old suggestions stay */ });
+  });
+
   // The first screen, ready to type: the conversation the user had open before a full page
   // load, else their most recent one, else a new one (the server picks: monark/assistant/views).
   // Opened before it arrives, the panel focuses the composer once it is in.
@@ -275,7 +313,10 @@
     if (!url) return;
     let id = null;
     try { id = localStorage.getItem(conversationKey()); } catch (e) { /* private mode */ }
-    const target = id && /^\d+$/.test(id) ? `${url}?remembered=${id}` : url;
+    const page = pageParams();
+    suggestedFor = page.toString();
+    if (id && /^\d+$/.test(id)) page.set("remembered", id);
+    const target = `${url}?${page}`;
     htmx.ajax("GET", target, {target: "#chat-screen", swap: "innerHTML"}).then(() => {
       const aside = panel();
       if (!focusOnArrival || !aside || aside.hidden) return;

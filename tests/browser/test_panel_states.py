@@ -259,3 +259,24 @@ def test_the_list_shows_more_past_fifty(world, browse):
     titles.last.click()
     expect(panel.locator("#chat-title")).to_have_text("Talk 0")
     assert not s.errors, s.errors
+
+
+def test_a_suggestion_from_the_page_sends_and_follows_navigation(world, browse, fake_anthropic):
+    fake_anthropic.script.add([Say("Here is the summary.")])
+    s = browse("member@acme.test")
+    s.goto("/models/tasks/records")
+    panel = open_panel(s)
+    suggestions = panel.locator(".chat-suggestion")
+    expect(suggestions.first).to_have_text("Summarize the tasks")
+    # Moving to a record with the new conversation open: the suggestions follow the page.
+    s.page.locator("#main").get_by_role("link", name=world.a.public.title).first.click()
+    about = "Summarize this record and what changed"
+    expect(suggestions.first).to_have_text(about)
+    suggestions.first.click()
+    expect(panel.locator(".msg-user .bubble")).to_have_text(about)
+    expect(panel.locator(".msg-assistant .md")).to_have_text("Here is the summary.")
+    wait_turn(panel)
+    expect(suggestions.first).to_be_hidden()
+    context = fake_anthropic.requests[0]["messages"][0]["content"]
+    assert world.a.public.title in str(context)
+    assert not s.errors, s.errors
