@@ -22,6 +22,7 @@ from monark.approvals.decision import shown_token
 from monark.approvals.declared import locked
 from monark.approvals.inbox import holders, permission_of
 from monark.approvals.policy import ApprovalPolicy
+from monark.assistant.result_view import ResultTable, result_table
 from monark.chat.executor import ToolSpec
 from monark.chat.models import Conversation, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
@@ -108,6 +109,8 @@ class CallView:
     approvers: list[tuple[int, str]] = field(default_factory=list)
     four_eyes: bool = False
     approver_gone: bool = False  # handed to a member who can no longer approve it
+    # A list's or a query's result as a table (and a chart, when its shape fits one).
+    table: ResultTable | None = None
     # Edited before the decision: by whom, when, and what the assistant had proposed.
     edited_by: str | None = None
     edited_at: datetime | None = None
@@ -386,6 +389,7 @@ def _call_view(call: ToolCall, looked: _Lookups, preview: dict[str, Any] | None 
         skipped=call.skipped,
         nav_path=nav_path,
         nav_label=nav_label,
+        table=result_table(call.name, call.input, result) if done else None,
         warning=preview.get("warning"),
         details=list(result.get("details") or []) if failed else [],
         expired=call.status == ToolCallStatus.EXPIRED or expiry.is_expired(call),

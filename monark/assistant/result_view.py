@@ -1,0 +1,155 @@
+"""A list or query result drawn as people read data: a compact table of its first rows (with
+*Open as a list* for a records list), and a bar or line chart when its shape fits.
+
+Both come only from a stored tool result (never from what a model wrote), through the card's
+own bounded copy of it. The table is always there, as the chart's text alternative; the chart
+is drawn from the table's cells by ``static/js/charts.js``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Literal
+
+from flask import url_for
+
+SHOWN_ROWS = 10  # rows a card's table shows
+SHOWN_FIELDS = 4  # a record's fields beside its title
+CHART_MAX_POINTS = 50  # a chart of more rows than this would be unreadable in a panel
+CHART_MAX_SERIES = 4
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class Chart:
+    """How a table's figures draw: its label column and the numeric columns as series."""
+
+    kind: Literal["bar", "line"]
+    label_column: int
+    series: list[int]
+
+
+@dataclass(frozen=True)
+class ResultTable:
+    """The first rows of a result, how many it had, and where to see all of them."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    total: int
+    links: list[str | None]  # per row: the record it shows, if any
+    open_url: str | None = None
+    chart: Chart | None = None
+
+    @property
+    def more(self) -> int:
+        """Rows the result had beyond those shown."""
+        return max(0, self.total - len(self.rows))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list | dict):
+        return ", ".join(_cell(v) for v in value) if isinstance(value, list) else "…"
+    return str(value)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _is_date(value: Any) -> bool:
+    if not isinstance(value, str) or not _DATE.fullmatch(value[:10]):
+        return False
+    try:
+        date.fromisoformat(value[:10])
+    except ValueError:
+        return False
+    return True
+
+
+def chart_of(columns: list[str], rows: list[list[Any]]) -> Chart | None:
+    """A chart for these rows when their shape fits one: a text or date column first, then
+    numeric columns (a line over dates, else bars); None otherwise."""
+    if not 2 <= len(rows) <= CHART_MAX_POINTS or len(columns) < 2:
+        return None
+    if any(len(r) != len(columns) for r in rows):
+        return None
+    labels = [r[0] for r in rows]
+    if not all(isinstance(v, str) and v for v in labels):
+        return None
+    series = [i for i in range(1, len(columns)) if all(_number(r[i]) is not None for r in rows)][
+        :CHART_MAX_SERIES
+    ]
+    if not series:
+        return None
+    kind: Literal["bar", "line"] = "line" if all(_is_date(v) for v in labels) else "bar"
+    return Chart(kind, 0, series)
+
+
+def _query_table(result: dict[str, Any]) -> ResultTable | None:
+    columns, rows = result.get("columns"), result.get("rows")
+    if not isinstance(columns, list) or not isinstance(rows, list):
+        return None
+    if not all(isinstance(c, str) for c in columns):
+        return None
+    rows = [r for r in rows if isinstance(r, list) and len(r) == len(columns)]
+    total = result.get("row_count")
+    total = total if isinstance(total, int) and total >= len(rows) else len(rows)
+    chart = chart_of(columns, rows) if len(rows) == total else None
+    # A chart's table shows every point it draws: it is the chart's text alternative.
+    shown = rows[: CHART_MAX_POINTS if chart else SHOWN_ROWS]
+    return ResultTable(
+        columns=list(columns),
+        rows=[[_cell(v) for v in r] for r in shown],
+        total=total,
+        links=[None] * len(shown),
+        chart=chart,
+    )
+
+
+def _list_table(arguments: dict[str, Any], result: dict[str, Any]) -> ResultTable | None:
+    items, model = result.get("items"), arguments.get("model")
+    if not isinstance(items, list) or not isinstance(model, str):
+        return None
+    items = [i for i in items if isinstance(i, dict) and isinstance(i.get("id"), int)]
+    fields: list[str] = []
+    for item in items:
+        values = item.get("values") if isinstance(item.get("values"), dict) else {}
+        fields += [k for k in values if k not in fields and k != "title"]
+    fields = fields[:SHOWN_FIELDS]
+    total = result.get("total")
+    total = total if isinstance(total, int) and total >= len(items) else len(items)
+    query = {k: arguments[k] for k in ("q", "filter", "sort") if arguments.get(k) not in (None, "")}
+    raw = [[i.get("title"), *((i.get("values") or {}).get(f) for f in fields)] for i in items]
+    chart = chart_of(["Title", *fields], raw) if len(items) == total else None
+    shown = items[: CHART_MAX_POINTS if chart else SHOWN_ROWS]
+    return ResultTable(
+        columns=["Title", *fields],
+        rows=[[_cell(r[0]) or "Untitled", *(_cell(v) for v in r[1:])] for r in raw[: len(shown)]],
+        total=total,
+        links=[url_for("records.record_detail", key=model, record_id=i["id"]) for i in shown],
+        open_url=url_for("records.record_list", key=model, **query),
+        chart=chart,
+    )
+
+
+def result_table(name: str, arguments: Any, result: Any) -> ResultTable | None:
+    """The table (and chart) of a ``records_list`` or ``records_query`` result; None for any
+    other tool, or a result not of the shape they answer with."""
+    if not isinstance(result, dict) or not isinstance(arguments, dict):
+        return None
+    if name == "records_query":
+        return _query_table(result)
+    if name == "records_list":
+        return _list_table(arguments, result)
+    return None
