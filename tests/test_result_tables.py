@@ -103,3 +103,30 @@ def test_a_query_card_shows_its_table_and_a_chart_of_it(login, world, fake_anthr
     chart = table.select_one(".result-chart")
     assert chart is not None and chart["data-chart"] == "bar" and chart["data-series"] == "1"
     assert "the table has the same figures" in chart.select_one("canvas")["aria-label"]
+
+
+def test_a_chart_asked_for_draws_that_kind(login, world, fake_anthropic):
+    sql = "SELECT title, LENGTH(title) AS n FROM tasks ORDER BY title"
+    soup = card_of(login, fake_anthropic, [Call("records_query", {"sql": sql, "chart": "line"})])
+    assert soup.select_one(".result-chart")["data-chart"] == "line"
+    # The model heard it was drawn.
+    told = fake_anthropic.requests[1]["messages"][-1]["content"][0]["content"]
+    assert '"chart": "line"' in str(told)
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        ("SELECT title, notes FROM tasks", "no column after the first is a number"),
+        ("SELECT LENGTH(title), title FROM tasks", "must be a text or date label"),
+        ("SELECT title, 1 FROM tasks LIMIT 1", "at least two rows"),
+    ],
+)
+def test_a_chart_that_cannot_be_drawn_is_a_table_and_the_model_hears_why(
+    login, world, fake_anthropic, sql, why
+):
+    soup = card_of(login, fake_anthropic, [Call("records_query", {"sql": sql, "chart": "bar"})])
+    assert soup.select_one(".result-table table") is not None
+    assert soup.select_one(".result-chart") is None
+    told = str(fake_anthropic.requests[1]["messages"][-1]["content"][0]["content"])
+    assert "No chart drawn" in told and why in told

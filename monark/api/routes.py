@@ -18,6 +18,7 @@ from monark.extensions import db
 from monark.records import editing, previews, queries, sql
 from monark.records import services as records
 from monark.records import undo as undoing
+from monark.records.charts import chart_problem
 from monark.records.models import Record, RecordModel
 
 
@@ -77,6 +78,8 @@ def compact_query(result: dict[str, Any]) -> dict[str, Any]:
     shown = {"columns": result.get("columns"), "rows": result.get("rows")}
     if result.get("truncated"):
         shown |= {"row_count": result.get("row_count"), "note": result.get("note")}
+    # A chart asked for: drawn, or why not (the model says so rather than describe one).
+    shown |= {k: result[k] for k in ("chart", "chart_note") if result.get(k)}
     return shown
 
 
@@ -224,12 +227,19 @@ def records_query(principal: Principal, path: None, query: s.QueryParams, body: 
     # limit, a tool call's result is the error, which the model and the card both show.
     check_queries(f"{principal.org_id}:{principal.actor_kind}:{principal.actor_id}")
     result = sql.run_query(principal, query.sql)
+    problem = None
+    if query.chart is not None:
+        problem = chart_problem(result.columns, result.rows)
+        if problem is None and result.truncated:
+            problem = "the result was cut short: aggregate it to fewer rows"
     return s.QueryOut(
         columns=result.columns,
         rows=result.rows,
         row_count=result.row_count,
         truncated=result.truncated,
         note=result.note,
+        chart=query.chart if query.chart and problem is None else None,
+        chart_note=f"No chart drawn: {problem}. The table shows the result." if problem else None,
     )
 
 

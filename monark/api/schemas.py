@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 from monark.core.ids import Id
 from monark.core.schemas import RowOut
 from monark.core.schemas import StrictModel as Strict
+from monark.records.charts import ChartKind
 from monark.records.models import Visibility
 from monark.records.schemas import FieldOut
 
@@ -67,6 +68,14 @@ class QueryParams(Strict):
         ),
         max_length=10_000,
     )
+    chart: ChartKind | None = Field(
+        None,
+        description=(
+            "Ask for the result drawn as a chart beside its table in the assistant's panel: "
+            "bar, or line (over dates). It draws when the first column is a label or date and "
+            "later columns are numbers, every row returned; otherwise chart_note says why."
+        ),
+    )
 
 
 class QueryOut(BaseModel):
@@ -77,6 +86,8 @@ class QueryOut(BaseModel):
         description="Whether rows, or the end of long values, were left out (see note)."
     )
     note: str | None = Field(description="What was left out, and how to ask for less.")
+    chart: ChartKind | None = Field(None, description="The chart asked for, when it draws.")
+    chart_note: str | None = Field(None, description="Why a chart asked for is not drawn.")
 
 
 class QueryColumn(BaseModel):

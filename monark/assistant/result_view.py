@@ -8,28 +8,15 @@ is drawn from the table's cells by ``static/js/charts.js``.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
-from datetime import date
-from typing import Any, Literal
+from typing import Any
 
 from flask import url_for
 
+from monark.records.charts import MAX_POINTS, Chart, chart_of
+
 SHOWN_ROWS = 10  # rows a card's table shows
 SHOWN_FIELDS = 4  # a record's fields beside its title
-CHART_MAX_POINTS = 50  # a chart of more rows than this would be unreadable in a panel
-CHART_MAX_SERIES = 4
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-@dataclass(frozen=True)
-class Chart:
-    """How a table's figures draw: its label column and the numeric columns as series."""
-
-    kind: Literal["bar", "line"]
-    label_column: int
-    series: list[int]
 
 
 @dataclass(frozen=True)
@@ -61,41 +48,6 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _is_date(value: Any) -> bool:
-    if not isinstance(value, str) or not _DATE.fullmatch(value[:10]):
-        return False
-    try:
-        date.fromisoformat(value[:10])
-    except ValueError:
-        return False
-    return True
-
-
-def chart_of(columns: list[str], rows: list[list[Any]]) -> Chart | None:
-    """A chart for these rows when their shape fits one: a text or date column first, then
-    numeric columns (a line over dates, else bars); None otherwise."""
-    if not 2 <= len(rows) <= CHART_MAX_POINTS or len(columns) < 2:
-        return None
-    if any(len(r) != len(columns) for r in rows):
-        return None
-    labels = [r[0] for r in rows]
-    if not all(isinstance(v, str) and v for v in labels):
-        return None
-    series = [i for i in range(1, len(columns)) if all(_number(r[i]) is not None for r in rows)][
-        :CHART_MAX_SERIES
-    ]
-    if not series:
-        return None
-    kind: Literal["bar", "line"] = "line" if all(_is_date(v) for v in labels) else "bar"
-    return Chart(kind, 0, series)
-
-
 def _query_table(result: dict[str, Any]) -> ResultTable | None:
     columns, rows = result.get("columns"), result.get("rows")
     if not isinstance(columns, list) or not isinstance(rows, list):
@@ -105,9 +57,10 @@ def _query_table(result: dict[str, Any]) -> ResultTable | None:
     rows = [r for r in rows if isinstance(r, list) and len(r) == len(columns)]
     total = result.get("row_count")
     total = total if isinstance(total, int) and total >= len(rows) else len(rows)
-    chart = chart_of(columns, rows) if len(rows) == total else None
+    asked = result.get("chart") if result.get("chart") in ("bar", "line") else None
+    chart = chart_of(columns, rows, asked) if len(rows) == total else None
     # A chart's table shows every point it draws: it is the chart's text alternative.
-    shown = rows[: CHART_MAX_POINTS if chart else SHOWN_ROWS]
+    shown = rows[: MAX_POINTS if chart else SHOWN_ROWS]
     return ResultTable(
         columns=list(columns),
         rows=[[_cell(v) for v in r] for r in shown],
@@ -132,7 +85,7 @@ def _list_table(arguments: dict[str, Any], result: dict[str, Any]) -> ResultTabl
     query = {k: arguments[k] for k in ("q", "filter", "sort") if arguments.get(k) not in (None, "")}
     raw = [[i.get("title"), *((i.get("values") or {}).get(f) for f in fields)] for i in items]
     chart = chart_of(["Title", *fields], raw) if len(items) == total else None
-    shown = items[: CHART_MAX_POINTS if chart else SHOWN_ROWS]
+    shown = items[: MAX_POINTS if chart else SHOWN_ROWS]
     return ResultTable(
         columns=["Title", *fields],
         rows=[[_cell(r[0]) or "Untitled", *(_cell(v) for v in r[1:])] for r in raw[: len(shown)]],
