@@ -19,6 +19,7 @@ from monark.approvals import upkeep as approvals_upkeep  # noqa: F401  (periodic
 from monark.approvals.allowances import AllowanceGate
 from monark.assistant import gauges
 from monark.assistant.blueprint import bp as assistant_bp
+from monark.assistant.feedback_views import moderation_bp
 from monark.assistant.gates import AssistantGates
 from monark.assistant.inbox import bp as approvals_bp
 from monark.assistant.navigate import NavigateTool
@@ -67,6 +68,7 @@ BLUEPRINTS = (
     settings_usage_bp,
     audit_bp,
     assistant_bp,
+    moderation_bp,
     approvals_bp,
     automations_bp,
     automations_internal_bp,

@@ -1,6 +1,7 @@
 """Imports every table so metadata is complete (Alembic, tests)."""
 
 from monark.approvals.models import Allowance
+from monark.assistant.feedback import ReplyFeedback
 from monark.automations.models import (
     Automation,
     AutomationRun,
@@ -11,7 +12,7 @@ from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
-from monark.settings.models import OrgAiSettings, OrgBudget, ToolDay, UsageDay
+from monark.settings.models import OrgAiSettings, OrgBudget, OrgPrompt, ToolDay, UsageDay
 from monark.wiki.models import WikiPage
 
 # On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and
@@ -34,10 +35,12 @@ __all__ = [
     "Org",
     "OrgAiSettings",
     "OrgBudget",
+    "OrgPrompt",
     "Participant",
     "Record",
     "RecordModel",
     "RecordValue",
+    "ReplyFeedback",
     "ToolCall",
     "ToolDay",
     "UsageDay",

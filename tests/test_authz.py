@@ -28,6 +28,7 @@ from bs4 import BeautifulSoup
 from sqlalchemy import func, select, update
 
 from monark.api.routes import V1_ROUTES
+from monark.assistant import feedback
 from monark.automations import services as automations
 from monark.automations.models import Automation, AutomationRun, WebhookDelivery
 from monark.chat import store
@@ -37,7 +38,7 @@ from monark.core.models import ApiKey, Event, Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.extensions import db
 from monark.records import services
-from monark.settings import members
+from monark.settings import members, prompts
 from monark.wiki import services as wiki
 from monark.wiki.models import WikiPage
 from tests import factories
@@ -75,6 +76,9 @@ class Ctx:
     invite: int  # a pending invitation to Acme
     owner_user: int  # Acme's owner (whom the member may ask to approve)
     held: int  # a write of an Acme key marked "writes need approval", waiting
+    reply: int  # the assistant's reply (the proposal's message) in the member's conversation
+    prompt: int  # a prompt Acme's admins saved for new conversations
+    feedback: int  # the member's thumbs down on that reply
     titles: tuple[str, ...]  # Acme's record and conversation titles: never in a refusal
 
 
@@ -105,6 +109,9 @@ def ctx(world: factories.World) -> Ctx:
         invite=members.create_invite(owner, "newcomer@example.test", "member")[0].id,
         owner_user=a.users["owner"].id,
         held=_held_write(a),
+        reply=_message_of(proposal),
+        prompt=prompts.add_prompt(owner, "Which tasks are overdue?").id,
+        feedback=feedback.give(a.principal("member"), _message_of(proposal), "down", None).id,
         titles=(a.public.title, a.private.title, ADMIN_SECRET, CHAT_TITLE),
     )
 
@@ -444,6 +451,12 @@ WEB_CASES: tuple[WebCase, ...] = (
             data=lambda c, who: {"provider": "openai_compatible"}),
     WebCase("settings_ai.providers", "GET", "", _url("/settings/ai/providers"),
             row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    WebCase("settings_ai.add_prompt", "POST", "", _url("/settings/ai/prompts"),
+            row(owner=303, admin=303, member=403, viewer=403, other=303),
+            data=lambda c, who: {"text": f"A prompt of {who}"}, writes="own"),
+    WebCase("settings_ai.remove_prompt", "POST", "acme's",
+            lambda c: f"/settings/ai/prompts/{c.prompt}/delete",
+            row(owner=303, admin=303, member=403, viewer=403, other=404), writes="same"),
     # The org's usage and budget are admins'; a member's own usage is theirs (on the profile).
     WebCase("settings_usage.page", "GET", "", _url("/settings/usage"),
             row(owner=200, admin=200, member=403, viewer=403, other=200)),
@@ -517,6 +530,24 @@ WEB_CASES: tuple[WebCase, ...] = (
             row(owner=200, admin=200, member=200, viewer=200, other=200)),
     WebCase("assistant.new_conversation", "GET", "", _url("/chat/new"),
             row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    # Each caller's own latest conversation, or a new one: never the member's for others.
+    WebCase("assistant.first_screen", "GET", "member's remembered",
+            lambda c: f"/chat/first?remembered={c.chat}",
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("assistant.suggested", "GET", "on the member's private record",
+            lambda c: f"/chat/suggestions?page_route=/models/tasks/records/{c.member_private}",
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    # Only the conversation's owner rates its replies.
+    WebCase("assistant.give_feedback", "POST", "member's reply",
+            lambda c: f"/chat/messages/{c.reply}/feedback",
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"rating": "up"}, writes="own"),
+    # Moderators review feedback; opening the conversation it points to is audited.
+    WebCase("moderation.feedback_list", "GET", "", _url("/moderation/feedback"),
+            row(owner=200, admin=200, member=403, viewer=403, other=200)),
+    WebCase("moderation.feedback_conversation", "GET", "member's feedback",
+            lambda c: f"/moderation/feedback/{c.feedback}",
+            row(owner=200, admin=200, member=403, viewer=403, other=404), writes="own"),
     WebCase("assistant.conversation", "GET", "member's", lambda c: f"/chat/conversations/{c.chat}",
             row(owner=404, admin=404, member=200, viewer=404, other=404)),
     WebCase("assistant.rename", "POST", "member's",
@@ -918,7 +949,9 @@ def test_web(case: WebCase, callers: tuple[str, ...], ctx: Ctx, app, browser, lo
             response = client.post(url, data=case.data(ctx, caller))
         statuses[caller] = response.status_code
         problems += _web_problems(case, caller, response, url, ctx)
-        success = case.method != "GET" and response.status_code in WEB_SUCCESS
+        # A GET writes nothing, unless its row says it records the reading (an audited read).
+        writing = case.method != "GET" or case.writes != "none"
+        success = writing and response.status_code in WEB_SUCCESS
         problems += _write_problems(caller, case.writes, success, _event_count() - before)
     assert statuses == {caller: case.expect[caller] for caller in callers}
     assert problems == []

@@ -7,8 +7,8 @@ blueprint when imported, which this module does, so the factory registers one ob
 
 from __future__ import annotations
 
-from monark.assistant import approval_views, cards, views
+from monark.assistant import approval_views, cards, feedback_views, views
 
 bp = views.bp
 # The modules whose views make up ``bp`` (importing each is what joins its views).
-VIEW_MODULES = (views, approval_views, cards)
+VIEW_MODULES = (views, approval_views, cards, feedback_views)

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from monark.approvals import allowances
+from monark.assistant import feedback
 from monark.assistant.card_view import CallView, Card, Where, call_views, card_of
 from monark.chat import decisions, store
 from monark.chat.models import (
@@ -44,6 +45,7 @@ class MessageView:
     model: str | None = None
     author_kind: str = "agent"
     usage: ReplyUsage | None = None  # a reply's tokens and cost (its details)
+    rating: str | None = None  # the reader's feedback on a reply: up, down, or none
 
     @property
     def is_step(self) -> bool:
@@ -235,6 +237,11 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     # Every card of the thread from the same few reads, however many there are.
     facts = {v.id: v for v in call_views([c for m in messages for c in _calls_of(m)])}
     views = [message_view(m, facts) for m in messages]
+    rated = feedback.ratings_of(
+        principal, [m.id for m in messages if m.role == MessageRole.ASSISTANT]
+    )
+    for view in views:
+        view.rating = rated.get(view.id)
     turn_id = lease.live_turn_id(conversation)
     if turn_id is None:
         for view in views:
