@@ -98,9 +98,12 @@ def test_moderators_review_feedback_and_each_reading_is_audited(login, world, fa
     assert "Off topic" in table.get_text() and "Acme Member" in table.get_text()
     assert "Off topic" not in soup_of(admin.get("/moderation/feedback?rating=up")).get_text()
     link = table.select_one("a")["href"]
-    assert db.session.scalars(
-        select(Event).where(Event.type == "chat.feedback.conversation_read")
-    ).all() == []
+    assert (
+        db.session.scalars(
+            select(Event).where(Event.type == "chat.feedback.conversation_read")
+        ).all()
+        == []
+    )
     conversation = soup_of(admin.get(link))
     assert "My private question" in conversation.get_text()
     assert "A reply worth rating." in conversation.get_text()
@@ -123,6 +126,9 @@ def test_feedback_stays_in_its_org_and_with_moderators(login, world, fake_anthro
         assert login(email).get(f"/moderation/feedback/{given}").status_code == 403
     refused = login("admin@acme.test").get("/moderation/feedback?rating=meh")
     assert refused.status_code == 400 and "Choose up or down" in refused.get_data(as_text=True)
-    assert db.session.scalars(
-        select(Event).where(Event.type == "chat.feedback.conversation_read")
-    ).all() == []
+    assert (
+        db.session.scalars(
+            select(Event).where(Event.type == "chat.feedback.conversation_read")
+        ).all()
+        == []
+    )
