@@ -38,8 +38,9 @@ def profile_zone():
     except ValidationFailed as err:
         return _profile_page(err.field_errors(), 422, time_zone_typed=typed)
     flash(f"Time zone saved: times are shown in {zone_label(user.time_zone)}.", "info:time-zone")
-    # Every time on every page changes, the header's included: the whole page again.
-    return redirect_full(url_for("settings.profile", _anchor="time-zone"))
+    # Every time on the page changes: the whole page again. No anchor: from /profile, a load
+    # of /profile#time-zone would only scroll (the page shows its section's message itself).
+    return redirect_full(url_for("settings.profile"))
 
 
 @bp.post("/profile/time-zone/browser")
@@ -60,4 +61,4 @@ def org_zone():
     except ValidationFailed as err:
         return org_page(time_zone_errors=err.field_errors(), time_zone_typed=typed, status=422)
     flash(f"Time zone saved: {zone_label(name)}.", "info:org-time-zone")
-    return redirect_full(url_for("settings.org_settings", _anchor="org-time-zone"))
+    return redirect_full(url_for("settings.org_settings"))

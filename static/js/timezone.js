@@ -23,7 +23,11 @@
       headers: {"X-CSRFToken": csrf(), "Content-Type": "application/x-www-form-urlencoded"},
       body: new URLSearchParams({time_zone: zone}),
       credentials: "same-origin",
-    }).catch(() => {});
+    })
+      .then((response) => response.json())
+      // Whether it was kept, for whoever looks (a test; the next full page shows it anyway).
+      .then((answer) => { document.body.dataset.timeZoneKept = String(Boolean(answer.kept)); })
+      .catch(() => {});
   };
 
   const offer = () => {
