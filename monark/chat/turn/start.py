@@ -17,10 +17,10 @@ from monark.chat.runtime import access_gate, prompt_builder, proposal_gate
 from monark.chat.turn import lease
 from monark.chat.turn.progress import CallChanged, MessageSaved, Progress
 from monark.chat.turn.run import Turn, run_turn
-from monark.core import zones
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
 from monark.core.ids import Id
 from monark.core.rbac import Principal
+from monark.core.zones import local_now
 from monark.extensions import db
 
 MAX_TEXT = 16_000
@@ -100,7 +100,7 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
             decisions.settle(principal, [settled])
             events.append(CallChanged(call.id))
         # The user's own date, time and zone: what "today" and "at 9" mean to them.
-        sentence = prompt_builder().page_note(data.page_context, zones.local_now(principal))
+        sentence = prompt_builder().page_note(data.page_context, local_now(principal))
         message = store.add_message(
             conversation,
             principal,
