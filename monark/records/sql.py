@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from pydantic_core import to_json
@@ -334,6 +335,9 @@ class _LocalDate:
         self.wall = now.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]  # the caller's wall clock
         self.today = now.date().isoformat()
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        # A call per row (``date(due, '+7 days')``) repeats its arguments: a date field
+        # holds few distinct days, so most calls are answered without SQLite.
+        self._dates = lru_cache(maxsize=10_000)(self._date)
 
     def __call__(self, *args: Any) -> Any:
         if not args:
@@ -341,6 +345,9 @@ class _LocalDate:
         first = args[0]
         if isinstance(first, str) and first.strip().lower() == "now":
             args = (self.wall, *args[1:])
+        return self._dates(*args)
+
+    def _date(self, *args: Any) -> Any:
         marks = ", ".join(f"?{i}" for i in range(1, len(args) + 1))
         return self.conn.execute(f"SELECT date({marks})", args).fetchone()[0]
 
@@ -381,8 +388,10 @@ class _Sandbox:
         for name in ("printf", "format"):
             self.conn.create_function(name, -1, self.printf, deterministic=True)
         self.local_date = _LocalDate(now or datetime.now(UTC))
-        self.conn.create_function("date", -1, self.local_date)
-        self.conn.create_function("today", 0, lambda: self.local_date.today)
+        # Deterministic within the statement, as SQLite's own 'now' is: a constant call
+        # (``date('now')`` in a WHERE) is computed once, not once a row.
+        self.conn.create_function("date", -1, self.local_date, deterministic=True)
+        self.conn.create_function("today", 0, lambda: self.local_date.today, deterministic=True)
         self.has_people = False
         # The statement's own limit, or the tool call's when that ends first.
         self.deadline = min(time.monotonic() + limits.seconds, deadline() or math.inf)
