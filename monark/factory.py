@@ -51,6 +51,7 @@ from monark.settings import ai_provider, budgets
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.metering import Metering
 from monark.settings.prices import PriceError, price_table
+from monark.settings.time_zone_views import bp as settings_zones_bp
 from monark.settings.usage_views import bp as settings_usage_bp
 from monark.settings.views import bp as settings_bp
 from monark.wiki.routes import WIKI_ROUTES
@@ -66,6 +67,7 @@ BLUEPRINTS = (
     settings_bp,
     settings_ai_bp,
     settings_usage_bp,
+    settings_zones_bp,
     audit_bp,
     assistant_bp,
     moderation_bp,

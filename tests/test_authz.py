@@ -497,6 +497,21 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("settings.profile_email", "POST", "wrong password", _url("/profile/email"),
             row(owner=422, admin=422, member=422, viewer=422, other=422),
             data=lambda c, who: {"email": f"new-{who}@example.test", "email_password": "guess"}),
+    # Each caller sets their own time zone; an unknown one changes nothing.
+    WebCase("settings_zones.profile_zone", "POST", "", _url("/profile/time-zone"),
+            row(owner=303, admin=303, member=303, viewer=303, other=303),
+            data=lambda c, who: {"time_zone": "Asia/Tokyo"}, writes="own"),
+    WebCase("settings_zones.profile_zone", "POST", "unknown zone", _url("/profile/time-zone"),
+            row(owner=422, admin=422, member=422, viewer=422, other=422),
+            data=lambda c, who: {"time_zone": "Mars/Base"}),
+    # The browser's zone at first sign-in: each caller's own, kept while they have none.
+    WebCase("settings_zones.browser_zone", "POST", "", _url("/profile/time-zone/browser"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200),
+            data=lambda c, who: {"time_zone": "Asia/Tokyo"}, writes="own"),
+    # The org's default zone: admins of their own org.
+    WebCase("settings_zones.org_zone", "POST", "", _url("/settings/time-zone"),
+            row(owner=303, admin=303, member=403, viewer=403, other=303),
+            data=lambda c, who: {"time_zone": "Asia/Tokyo"}, writes="same"),
     # Getting back in: open to anyone, and the same answer for everyone.
     WebCase("account.forgot", "GET", "", _url("/login/forgot"),
             row(signed_out=200, owner=200, admin=200, member=200, viewer=200, other=200)),

@@ -35,6 +35,8 @@ ALLOWED = (
     "monark.core.settings",
     "monark.core.text",
     "monark.core.uow",
+    # The user's local now for the page note (their zone, read from core's tables).
+    "monark.core.zones",
     "monark.extensions",
 )
 FORBIDDEN_LOADED = (

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = "0026_prompts"
-down_revision = "0020_accounts"
+down_revision = "0023_time_zones"
 branch_labels = None
 depends_on = None
 

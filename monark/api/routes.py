@@ -218,10 +218,12 @@ def records_query(principal: Principal, path: None, query: s.QueryParams, body: 
 
     SQLite's dialect, whatever database runs Monark. One table per model, named by its key
     (records_query_tables lists them), with columns id, title, one per field (number: REAL;
-    date: TEXT YYYY-MM-DD, use date('now'); boolean: 0/1; user: the member's id, with the
-    name in <field>_name), created_at and updated_at (UTC, YYYY-MM-DD HH:MM:SS),
-    creator_id and visibility. Only the records you may see are there. Prefer aggregates
-    (count, sum, GROUP BY) to long lists: at most a few hundred rows come back.
+    date: TEXT YYYY-MM-DD, compare with date('now') or today(), both the caller's own date
+    in their time zone; boolean: 0/1; user: the member's id, with the name in
+    <field>_name), created_at and updated_at (UTC, YYYY-MM-DD HH:MM:SS, as is
+    datetime('now')), creator_id and visibility. Only the records you may see are there.
+    Prefer aggregates (count, sum, GROUP BY) to long lists: at most a few hundred rows
+    come back.
     """
     # Per principal (a user, whether through the assistant or not, or an API key); over the
     # limit, a tool call's result is the error, which the model and the card both show.

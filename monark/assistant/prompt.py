@@ -2,8 +2,9 @@
 sentence (the host's ``chat.host.PromptBuilder``, installed by the app factory).
 
 The system prompt depends only on the assistant's name, so it is byte-identical across
-every step and turn of a conversation; what changes per message (where the user is,
-today's date) goes into the user message instead, keeping the cached prefix stable.
+every step and turn of a conversation; what changes per message (where the user is, their
+date, time and time zone) goes into the user message instead, keeping the cached prefix
+stable.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
 from monark.approvals.edits import edit_note
 from monark.assistant.gates import assistant_name
+from monark.core import zones
 from monark.core.ids import Id
 from monark.core.models import Org
 from monark.core.rbac import Principal
@@ -79,9 +81,22 @@ class PageContext(BaseModel):
         return value
 
 
+def _when_sentence(now: date) -> str:
+    """Today as the user lives it: their date and, given a time on their clock, the time
+    and their zone ("today is 2026-12-04 (Friday), 09:30 JST, time zone Asia/Tokyo")."""
+    if not isinstance(now, datetime) or now.tzinfo is None:
+        return f"Page context: today is {now.isoformat()}."
+    zone = getattr(now.tzinfo, "key", None) or zones.abbreviation(now)
+    return (
+        f"Page context: today is {now.date().isoformat()} ({now:%A}), {now:%H:%M} "
+        f"{zones.abbreviation(now)} on the user's clock, time zone {zone}."
+    )
+
+
 def context_sentence(context: PageContext | None, today: date) -> str:
-    """One sentence the model reads before the user's text."""
-    parts = [f"Page context: today is {today.isoformat()}."]
+    """One sentence the model reads before the user's text; ``today`` is the user's now on
+    their clock (``core.zones.local_now``), or a bare date."""
+    parts = [_when_sentence(today)]
     if context is not None and context.route:
         where = f" The user is on the page {context.route}"
         if context.model and context.record_id:
@@ -108,7 +123,8 @@ class AssistantPrompt:
         return system_prompt(assistant_name(db.session.get(Org, principal.org_id)))
 
     def page_note(self, context: object | None, today: date) -> str:
-        """The page-context sentence (a mapping is read as a ``PageContext``)."""
+        """The page-context sentence (a mapping is read as a ``PageContext``); ``today``:
+        the user's now on their clock."""
         if context is not None and not isinstance(context, PageContext):
             context = PageContext.model_validate(context)
         return context_sentence(context, today)

@@ -56,7 +56,8 @@ class ManualConfig(NodeConfig):
 class ScheduleConfig(NodeConfig):
     cron: str = Field(
         description="When it runs: a cron expression, minute hour day month weekday (e.g. "
-        "'0 9 * * 1-5' is weekdays at 09:00), in the organization's time zone (UTC). At "
+        "'0 9 * * 1-5' is weekdays at 09:00), in the organization's time zone (Settings; "
+        "UTC unless set). At "
         "most once a minute; it must fire at some date.",
         max_length=cron.MAX_LENGTH,
     )

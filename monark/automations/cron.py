@@ -21,6 +21,8 @@ from cron_descriptor import (
 )
 from croniter import CroniterBadDateError, CroniterError, croniter
 
+from monark.core import zones
+
 MAX_LENGTH = 100
 SHORTHANDS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 DAY_NAMES = ("Sundays", "Mondays", "Tuesdays", "Wednesdays", "Thursdays", "Fridays", "Saturdays")
@@ -34,8 +36,9 @@ class BadCron(ValueError):
 
 
 def org_zone(org_id: int) -> ZoneInfo:
-    """The time zone an org's schedules are read in (UTC until people have time zones)."""
-    return ZoneInfo("UTC")
+    """The time zone an org's schedules are read in: the org's default (Settings), never
+    the owner's own, so a schedule does not move when its owner does."""
+    return zones.org_zone(org_id)
 
 
 def check(expression: str) -> str:

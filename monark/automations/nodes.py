@@ -67,7 +67,7 @@ _TYPES = (
     NodeType(
         "schedule",
         "trigger",
-        "On a schedule (a cron expression in the organization's time zone, UTC for now): "
+        "On a schedule (a cron expression in the organization's time zone, set in Settings): "
         "each slot runs once; a slot missed while no worker ran runs late only if it is "
         "less than one period late, else it is recorded as skipped. There is no record: "
         "{{trigger.slot}} is the slot's time.",

@@ -40,8 +40,9 @@ class AccessGate(Protocol):
 
 class PromptBuilder(Protocol):
     """The system prompt of a principal's turns, byte-identical across their steps, and the
-    note that opens each user message (where they are, today's date: what changes per
-    message, kept out of the cached prefix)."""
+    note that opens each user message (where they are, their date, time and time zone:
+    what changes per message, kept out of the cached prefix; ``today`` is the user's now
+    on their clock, a ``datetime`` in their zone)."""
 
     def system(self, principal: Principal) -> str: ...
 

@@ -52,6 +52,8 @@ class User(UserMixin, db.Model):
     # Raised when the password changes or is reset: a session signed in under another
     # version is no longer signed in (``get_id`` carries it into every session).
     session_version: Mapped[int] = mapped_column(server_default=text("0"))
+    # The IANA zone the user reads times in (``core.zones``); None: their org's default.
+    time_zone: Mapped[str | None] = mapped_column(String(64), default=None)
     created_at: Mapped[CreatedAt]
 
     memberships: Mapped[list[Membership]] = relationship(
@@ -79,6 +81,9 @@ class Org(db.Model):
     chat_allowances_enabled: Mapped[bool] = mapped_column(default=True)
     chat_always_confirm: Mapped[list[str]] = mapped_column(JSON, default=list)
     chat_four_eyes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # The IANA zone of the org's schedules and of members who set none (``core.zones``).
+    # Server-side only: a row written with the columns of an older schema still inserts.
+    time_zone: Mapped[str] = mapped_column(String(64), server_default="UTC")
     created_at: Mapped[CreatedAt]
 
     memberships: Mapped[list[Membership]] = relationship(

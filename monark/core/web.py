@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from flask import Flask, Response, current_app, redirect, request, url_for
+from flask import Flask, Response, current_app, has_request_context, redirect, request, url_for
 
-from monark.core import nul
+from monark.core import nul, zones
 from monark.core.auth import current_principal, in_process, memberships_of
 from monark.core.errors import Unauthorized, database_down
 from monark.core.htmx import vary
 from monark.core.ids import IdConverter
-from monark.core.models import User, as_utc
+from monark.core.models import User
 from monark.core.rbac import Principal
 from monark.core.text import scrub
 from monark.extensions import csrf, db
@@ -67,9 +67,11 @@ def _page_context() -> dict[str, Any]:
 
 
 def _when(value: datetime | None, seconds: bool = False) -> str:
-    value = as_utc(value)
-    # ``seconds``: where tries a few seconds apart must read apart (a webhook's log).
-    return value.strftime(f"%Y-%m-%d %H:%M{':%S' if seconds else ''} UTC") if value else "—"
+    """A stored time as the page's reader reads it: on their clock, with their zone's
+    abbreviation (a bare time would be ambiguous). ``seconds``: where tries a few seconds
+    apart must read apart (a webhook's log)."""
+    tz = zones.reader_zone(page_principal()) if has_request_context() else zones.zone(None)
+    return zones.written(value, tz, seconds)
 
 
 def register_web(app: Flask) -> None:

@@ -5,17 +5,18 @@ Principal, no request access."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, field
+from datetime import date, datetime
 from functools import cache
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, Select, bindparam, func, or_, select, true
 from sqlalchemy.orm import selectinload
 
+from monark.core import zones
 from monark.core.errors import ValidationFailed
 from monark.core.ids import parse_id
-from monark.core.models import MAX_ID, Membership, User, utcnow
+from monark.core.models import MAX_ID, Membership, User
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records.filters import (
@@ -134,6 +135,9 @@ class ListParams:
     q: str | None = None
     filters: tuple[Filter, ...] = ()
     sort: Sort = DEFAULT_SORT
+    # The instant "today" is read at, on the reader's clock (None: now). Fixed by a test, or
+    # by a caller that must read two lists at one instant.
+    now: datetime | None = field(default=None, compare=False)
 
     @classmethod
     def parse(
@@ -162,13 +166,16 @@ class ListParams:
 
 def check_filter(model: RecordModel, raw: str) -> None:
     """``ValidationFailed`` when ``raw`` is a filter ``model``'s list cannot take."""
-    filter_condition(model, parse_filter(raw), *_filter_context(model), None)
+    filter_condition(model, parse_filter(raw), *_filter_context(None, model), None)
 
 
-def _filter_context(model: RecordModel) -> tuple[list[User], date]:
-    """What filters are read against: the org's members (for user fields), and today."""
+def _filter_context(
+    principal: Principal | None, model: RecordModel, now: datetime | None = None
+) -> tuple[list[User], date]:
+    """What filters are read against: the org's members (for user fields), and today as
+    the reader means it (their own date, in their time zone: ``core.zones``)."""
     people = members(model.org_id) if any(f.type == "user" for f in model.fields) else []
-    return people, utcnow().date()
+    return people, zones.local_today(principal, now)
 
 
 def _joined_filters(
@@ -189,14 +196,15 @@ def _joined_filters(
 
 
 def _narrowed(
-    stmt: Select[Any], model: RecordModel, params: ListParams
+    principal: Principal, stmt: Select[Any], model: RecordModel, params: ListParams
 ) -> tuple[Select[Any], dict[str, Any]]:
     """``stmt`` narrowed by the search and the filters (see ``_joined_filters``)."""
     if params.q:
         stmt = stmt.where(Record.search_text.contains(params.q.lower(), autoescape=True))
     if not params.filters:
         return stmt, {}
-    return _joined_filters(stmt, model, params.filters, _filter_context(model))
+    context = _filter_context(principal, model, params.now)
+    return _joined_filters(stmt, model, params.filters, context)
 
 
 @dataclass
@@ -242,7 +250,7 @@ def _from_index(
     org's (``get_model``), so its id keeps the query inside the org. Returns the statement,
     the index rows joined per field, the id column and the bound values."""
     sees, values = _sees(principal)
-    context = _filter_context(model)
+    context = _filter_context(principal, model, params.now)
     start = next(f for f in params.filters if f.op not in NEGATIVE_OPS)
     first, on = filter_condition(model, start, *context, None)
     rid = first.record_id
@@ -322,12 +330,12 @@ def _list_page(
     values |= {"org_id": principal.org_id, "model_id": model.id}
     if params.sort == DEFAULT_SORT:  # the id index walks it: cursors are ids
         values |= {"last": _first_after(cursor), "limit": limit + 1}
-        stmt, _ = _narrowed(_page_of(sees), model, params)
+        stmt, _ = _narrowed(principal, _page_of(sees), model, params)
         rows = list(db.session.scalars(stmt, values))
         next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
         return RecordPage(items=rows[:limit], next_cursor=next_cursor)
     ids = _visible_rows(sees).with_only_columns(Record.id)
-    stmt, joined = _narrowed(ids, model, params)
+    stmt, joined = _narrowed(principal, ids, model, params)
     stmt, column = sort_column(stmt, model, params.sort, joined)
     return _sorted_page(stmt, values, column, Record.id, params, limit, cursor, on_field)
 
@@ -341,7 +349,7 @@ def count_records(
         stmt, _, _, values = _from_index(principal, model, params)
     else:
         sees, values = _sees(principal)
-        stmt, _ = _narrowed(_visible_rows(sees), model, params)
+        stmt, _ = _narrowed(principal, _visible_rows(sees), model, params)
         values |= {"org_id": principal.org_id, "model_id": model.id}
     count = stmt.with_only_columns(func.count(), maintain_column_froms=True)
     return db.session.scalar(count, values) or 0

@@ -32,11 +32,14 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from pydantic_core import to_json
 from sqlalchemy import String, Text, cast, func
 
+from monark.core import zones
 from monark.core.bounds import clip
 from monark.core.errors import ValidationFailed
 from monark.core.rbac import Principal
@@ -68,7 +71,7 @@ FUNCTIONS = frozenset(
     iif instr julianday lag last_value lead length like ln log log10 log2 lower
     ltrim max min mod nth_value ntile nullif percent_rank pi pow power printf quote
     rank replace round row_number rtrim sign sqrt string_agg strftime substr
-    substring sum time timediff total trim trunc typeof unhex unicode unixepoch
+    substring sum time timediff today total trim trunc typeof unhex unicode unixepoch
     upper""".split()  # noqa: SIM905 (words read better as words)
 )
 FIRST_WORDS = ("select", "with", "values")
@@ -322,10 +325,41 @@ class _Printf:
         self.conn.close()
 
 
-class _Sandbox:
-    """A private in-memory database with the model tables, empty until ``fill``."""
+class _LocalDate:
+    """SQLite's ``date()`` with ``'now'`` (and no argument) on the caller's clock, so that
+    ``date('now')`` is their today, as a date field means it (``due < date('now')``). Run
+    by SQLite's own ``date`` on a connection of its own, modifiers and all; other times
+    (``datetime('now')``, the ``created_at`` columns) stay UTC."""
 
-    def __init__(self, tables: list[Table], limits: QueryLimits):
+    def __init__(self, now: datetime):
+        self.wall = now.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]  # the caller's wall clock
+        self.today = now.date().isoformat()
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        # A call per row (``date(due, '+7 days')``) repeats its arguments: a date field
+        # holds few distinct days, so most calls are answered without SQLite.
+        self._dates = lru_cache(maxsize=10_000)(self._date)
+
+    def __call__(self, *args: Any) -> Any:
+        if not args:
+            return self.today
+        first = args[0]
+        if isinstance(first, str) and first.strip().lower() == "now":
+            args = (self.wall, *args[1:])
+        return self._dates(*args)
+
+    def _date(self, *args: Any) -> Any:
+        marks = ", ".join(f"?{i}" for i in range(1, len(args) + 1))
+        return self.conn.execute(f"SELECT date({marks})", args).fetchone()[0]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Sandbox:
+    """A private in-memory database with the model tables, empty until ``fill``; its
+    ``date('now')`` and ``today()`` are the caller's date at ``now`` (``_LocalDate``)."""
+
+    def __init__(self, tables: list[Table], limits: QueryLimits, now: datetime | None = None):
         self.limits = limits
         self.tables = {t.name: t for t in tables}
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -353,6 +387,11 @@ class _Sandbox:
         self.printf = _Printf(limits.max_length)
         for name in ("printf", "format"):
             self.conn.create_function(name, -1, self.printf, deterministic=True)
+        self.local_date = _LocalDate(now or datetime.now(UTC))
+        # Deterministic within the statement, as SQLite's own 'now' is: a constant call
+        # (``date('now')`` in a WHERE) is computed once, not once a row.
+        self.conn.create_function("date", -1, self.local_date, deterministic=True)
+        self.conn.create_function("today", 0, lambda: self.local_date.today, deterministic=True)
         self.has_people = False
         # The statement's own limit, or the tool call's when that ends first.
         self.deadline = min(time.monotonic() + limits.seconds, deadline() or math.inf)
@@ -360,6 +399,7 @@ class _Sandbox:
     def close(self) -> None:
         self.conn.close()
         self.printf.close()
+        self.local_date.close()
 
     @contextmanager
     def guarded(self) -> Iterator[_Authorizer]:
@@ -628,12 +668,19 @@ def _raw_rows(stmt: Any, params: dict[str, Any]) -> list[Any]:
         cursor.close()
 
 
-def run_query(principal: Principal, sql: str, limits: QueryLimits | None = None) -> QueryResult:
-    """Run one read-only statement over the caller's visible records (see the module)."""
+def run_query(
+    principal: Principal,
+    sql: str,
+    limits: QueryLimits | None = None,
+    now: datetime | None = None,
+) -> QueryResult:
+    """Run one read-only statement over the caller's visible records (see the module);
+    ``date('now')`` and ``today()`` are the caller's date at ``now`` (default: this instant)
+    in their time zone."""
     principal.require("records.view")
     limits = limits or QueryLimits.of(settings().query)
     sql = check_sql(sql, limits)
-    sandbox = _Sandbox(catalogue(principal), limits)
+    sandbox = _Sandbox(catalogue(principal), limits, zones.local_now(principal, now))
     try:
         for name, wanted in sandbox.plan(sql).items():
             table = sandbox.tables[name]

@@ -10,7 +10,7 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import login_user
 from markupsafe import Markup
 
-from monark.core import accounts, keys, mail
+from monark.core import accounts, keys, mail, zones
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
@@ -48,9 +48,11 @@ def org_page(
     new_invite: tuple[str, str] | None = None,
     approval_errors: list[str] | None = None,
     four_eyes_errors: list[str] | None = None,
+    **shown: Any,
 ):
     """The settings page; a refused form (settings or invitation) comes back as typed, the
-    other one as stored; a refused section says why beside its field."""
+    other one as stored; a refused section says why beside its field (``shown``: what a
+    section of its own draws, such as the time zone's)."""
     principal = require_principal()
     return render_template(
         "settings/org.html",
@@ -68,6 +70,7 @@ def org_page(
         four_eyes_tools=four_eyes.four_eyes_candidates(),
         approval_errors=approval_errors or [],
         four_eyes_errors=four_eyes_errors or [],
+        **shown,
     ), status
 
 
@@ -173,7 +176,8 @@ def invite_create():
         org=invite.org.name,
         inviter=invite.created_by.name if invite.created_by else "An admin",
         role=invite.role,
-        expires=f"{invite.expires_at:%Y-%m-%d %H:%M} UTC",
+        # The invitee has no zone of their own yet: the org's default is theirs to be.
+        expires=zones.written(invite.expires_at, zones.org_zone(principal.org_id)),
         link=link,
     )
     return _shown_once(org_page(new_invite=(invite.email, link), status=201))

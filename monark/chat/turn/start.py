@@ -19,8 +19,8 @@ from monark.chat.turn.progress import CallChanged, MessageSaved, Progress
 from monark.chat.turn.run import Turn, run_turn
 from monark.core.errors import Conflict, Forbidden, ValidationFailed
 from monark.core.ids import Id
-from monark.core.models import utcnow
 from monark.core.rbac import Principal
+from monark.core.zones import local_now
 from monark.extensions import db
 
 MAX_TEXT = 16_000
@@ -99,7 +99,8 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
             )
             decisions.settle(principal, [settled])
             events.append(CallChanged(call.id))
-        sentence = prompt_builder().page_note(data.page_context, utcnow().date())
+        # The user's own date, time and zone: what "today" and "at 9" mean to them.
+        sentence = prompt_builder().page_note(data.page_context, local_now(principal))
         message = store.add_message(
             conversation,
             principal,
