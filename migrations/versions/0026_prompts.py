@@ -1,7 +1,7 @@
 """Prompts an org's admins saved, offered by every new conversation
 
 Revision ID: 0026_prompts
-Revises: 0020_accounts
+Revises: 0023_time_zones
 Create Date: 2026-12-03 11:00:00
 
 """
