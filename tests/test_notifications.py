@@ -489,7 +489,7 @@ def test_the_profile_form_stores_preferences_and_refuses_a_bad_value(world, logi
     prefs = services.preferences(world.a.users["member"].id)
     assert prefs[Kind.HANDED_TO_YOU] == prefs[Kind.MEMBER_JOINED] == Delivery.DIGEST  # unchanged
     with pytest.raises(ValidationFailed):
-        services.set_preferences(world.a.users["member"].id, {Kind.BUDGET_REACHED: "x"})
+        services.set_preferences(world.a.principal("member"), {Kind.BUDGET_REACHED: "x"})
 
 
 def test_defaults_mail_at_once_only_what_waits_on_you():

@@ -43,7 +43,8 @@ DIGEST_MAX = 50  # items in one digest; the rest are in the app
 
 
 def _collect(session: Any, _flush_context: Any) -> None:
-    made = [o for o in session.new if isinstance(o, Notification) and o.mail == Delivery.NOW]
+    # Their ids now (the flush gave them): after the commit nothing may be read.
+    made = [o.id for o in session.new if isinstance(o, Notification) and o.mail == Delivery.NOW]
     if made:
         session.info.setdefault(PENDING, []).extend(made)
 
@@ -63,7 +64,7 @@ def _after_commit(session: Any) -> None:
     made = session.info.pop(PENDING, None)
     if not made:
         return
-    ids = sorted({n.id for n in made if n.id is not None})
+    ids = sorted(set(made))
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     work = partial(_enqueue, app, ids, _base())
     if not on_commit(work):  # inside a unit of work: wait for its real commit

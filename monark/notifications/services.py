@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 
 from monark.core.errors import NotFound, ValidationFailed
+from monark.core.events import record_event
 from monark.core.models import Membership, utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -101,17 +102,20 @@ def preferences(user_id: int) -> dict[Kind, Delivery]:
     return {kind: Delivery(chosen.get(kind, DEFAULTS[kind])) for kind in Kind}
 
 
-def set_preferences(user_id: int, form: Mapping[str, str]) -> None:
-    """Store each kind's mail from the form (a field per kind); ``ValidationFailed`` naming
-    each field whose value is no delivery, nothing stored then."""
+def set_preferences(principal: Principal, form: Mapping[str, str]) -> list[Kind]:
+    """Store the principal's mail for each kind from the form (a field per kind), audited;
+    the kinds that changed. ``ValidationFailed`` naming each field whose value is no
+    delivery, nothing stored then."""
+    user_id = principal.user_id
     values = {kind: (form.get(kind) or DEFAULTS[kind]).strip() for kind in Kind}
     problems = [
         {"field": kind.value, "message": "Choose at once, daily digest or never."}
         for kind, value in values.items()
         if value not in set(Delivery)
     ]
-    if problems:
+    if problems or user_id is None:
         raise ValidationFailed("Check the notification settings.", problems)
+    before = preferences(user_id)
     stored = {
         row.kind: row
         for row in db.session.scalars(
@@ -123,7 +127,17 @@ def set_preferences(user_id: int, form: Mapping[str, str]) -> None:
             stored[kind].delivery = value
         else:
             db.session.add(NotificationPreference(user_id=user_id, kind=kind, delivery=value))
+    changed = [kind for kind in Kind if before[kind] != values[kind]]
+    if changed:
+        record_event(
+            principal,
+            "user.updated",
+            "user",
+            user_id,
+            {"fields": ["notification_preferences"], "kinds": [k.value for k in changed]},
+        )
     db.session.commit()
+    return changed
 
 
 def preference_rows(user_id: int) -> list[tuple[Kind, str, Delivery]]:

@@ -81,7 +81,7 @@ def preferences():
     """Store how each kind of notification goes by mail (the profile's section)."""
     principal = require_principal()
     try:
-        services.set_preferences(principal.user_id, request.form)  # type: ignore[arg-type]
+        services.set_preferences(principal, request.form)
     except ValidationFailed as err:
         page = render_template(
             "notifications/preferences.html",
