@@ -7,7 +7,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.browser.test_panel import new_conversation, send
+from tests.browser.test_panel import new_conversation, send, wait_turn
 from tests.llm_script import Call
 from tests.tuning import configure
 
@@ -29,7 +29,9 @@ def test_the_approvers_bell_counts_a_handed_over_write_live(
     a.goto("/models/tasks/records")
     panel = new_conversation(a)
     send(panel, "Add a task: order chairs")
+    wait_turn(panel)  # the live bubble has given way to the stored card
     card = panel.locator(".call-write").last
+    expect(card.get_by_role("button", name="Confirm")).to_be_visible()
     card.get_by_label("Ask someone to approve").select_option(label="Acme Owner")
     card.get_by_role("button", name="Ask to approve").click()
     expect(panel.locator(".call-write").last).to_contain_text("Waiting for Acme Owner")
