@@ -280,6 +280,18 @@ _MAIL: dict[str, Default] = {
 }
 
 
+# Notifications (``monark.notifications``): the bell, mail and the digest.
+_NOTIFICATIONS: dict[str, Default] = {
+    # How often an open page asks for the bell's unread count (paused while the tab is
+    # hidden, asked again as it shows).
+    "NOTIFICATIONS_POLL": Duration("30s"),
+    # The hour (UTC, 0-23) after which each member's daily digest goes out.
+    "NOTIFICATIONS_DIGEST_HOUR": 7,
+    # Failed runs in a row of one automation that notify its owner (once per streak).
+    "NOTIFICATIONS_FAILED_RUNS": 3,
+}
+
+
 # Spend (``monark.settings.budgets``): prices, and budgets' defaults and ceilings (blank: none;
 # the amounts are checked by ``core.settings``).
 _SPEND: dict[str, Default] = {
@@ -313,5 +325,6 @@ def load_config(instance_path: str) -> dict[str, Any]:
         **_assistant_config(),
         **_environment(_LIMITS),
         **_environment(_MAIL),
+        **_environment(_NOTIFICATIONS),
         **_environment(_SPEND),
     }

@@ -46,6 +46,8 @@ from monark.core.recovery import bp as account_bp
 from monark.core.signin import bp as signin_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
+from monark.notifications import delivery as notification_delivery
+from monark.notifications.views import bp as notifications_bp
 from monark.records.views import bp as records_bp
 from monark.settings import ai_provider, budgets
 from monark.settings.ai import bp as settings_ai_bp
@@ -78,6 +80,7 @@ BLUEPRINTS = (
     wiki_internal_bp,
     api_bp,
     outbox_bp,
+    notifications_bp,
 )
 # Every route an agent may call, declared beside its feature's services.
 ROUTES = (*V1_ROUTES, *AUTOMATION_ROUTES, *WIKI_ROUTES)
@@ -132,6 +135,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     register_error_handlers(app)
     register_cli(app)
     install_engine()
+    notification_delivery.install()  # mail after commit
     jobs.init_app(app)  # after every feature declared its jobs (at import)
     gauges.install(app)
     toolset = build_chat_toolset(ROUTES, [NavigateTool()])

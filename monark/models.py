@@ -11,6 +11,7 @@ from monark.automations.models import (
 from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
+from monark.notifications.models import Notification, NotificationPreference
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
 from monark.settings.models import OrgAiSettings, OrgBudget, OrgPrompt, ToolDay, UsageDay
 from monark.wiki.models import WikiPage
@@ -32,6 +33,8 @@ __all__ = [
     "Membership",
     "Message",
     "ModelField",
+    "Notification",
+    "NotificationPreference",
     "Org",
     "OrgAiSettings",
     "OrgBudget",

@@ -37,6 +37,8 @@ from monark.core.keys import revoke_key
 from monark.core.models import ApiKey, Event, Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.extensions import db
+from monark.notifications import services as notifications
+from monark.notifications.kinds import Kind
 from monark.records import services
 from monark.settings import members, prompts
 from monark.wiki import services as wiki
@@ -140,6 +142,15 @@ def _member_conversations(a: factories.OrgWorld) -> tuple[int, int]:
     db.session.add(call)
     db.session.commit()
     return chat.id, call.id
+
+
+def _owners_notification(c: Ctx) -> int:
+    """A notification of Acme's owner (one is made each time: the URL names it)."""
+    (made,) = notifications.notify(
+        c.acme_org, [c.owner_user], Kind.MEMBER_JOINED, "membership", c.viewer_membership
+    )
+    db.session.commit()
+    return made.id
 
 
 def _held_write(a: factories.OrgWorld) -> int:
@@ -512,6 +523,23 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("settings_zones.org_zone", "POST", "", _url("/settings/time-zone"),
             row(owner=303, admin=303, member=403, viewer=403, other=303),
             data=lambda c, who: {"time_zone": "Asia/Tokyo"}, writes="same"),
+    # Notifications are each member's own, in their org: anyone signed in reads their list
+    # and bell; another member's (or org's) notification is 404; mark read writes no event.
+    WebCase("notifications.index", "GET", "", _url("/notifications"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("notifications.bell", "GET", "", _url("/notifications/bell"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("notifications.open_notification", "POST", "the owner's",
+            lambda c: f"/notifications/{_owners_notification(c)}/open",
+            row(owner=303, admin=404, member=404, viewer=404, other=404)),
+    WebCase("notifications.read_all", "POST", "", _url("/notifications/read"),
+            row(owner=303, admin=303, member=303, viewer=303, other=303)),
+    WebCase("notifications.preferences", "POST", "", _url("/profile/notifications"),
+            row(owner=303, admin=303, member=303, viewer=303, other=303),
+            data=lambda c, who: {k.value: "never" for k in Kind}, writes="own"),
+    WebCase("notifications.preferences", "POST", "bad value", _url("/profile/notifications"),
+            row(owner=422, admin=422, member=422, viewer=422, other=422),
+            data=lambda c, who: {Kind.HANDED_TO_YOU.value: "hourly"}),
     # Getting back in: open to anyone, and the same answer for everyone.
     WebCase("account.forgot", "GET", "", _url("/login/forgot"),
             row(signed_out=200, owner=200, admin=200, member=200, viewer=200, other=200)),

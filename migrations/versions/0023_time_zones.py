@@ -1,7 +1,7 @@
 """Time zones: a user's own (none: the org's), and an org's default (UTC until set)
 
 Revision ID: 0023_time_zones
-Revises: 0020_accounts
+Revises: 0022_notifications
 Create Date: 2026-12-03 10:30:00
 
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 # revision identifiers, used by Alembic.
 revision = "0023_time_zones"
 # Written beside 0021 and 0022 (two-factor, notifications): the merge rechains it.
-down_revision = "0020_accounts"
+down_revision = "0022_notifications"
 branch_labels = None
 depends_on = None
 

@@ -23,7 +23,7 @@ from monark.api import held
 from monark.api import schemas as s
 from monark.api.dispatch import DispatchResponse, dispatch_route, rehearse
 from monark.api.routes import V1_ROUTES
-from monark.approvals import inbox
+from monark.approvals import inbox, notices
 from monark.approvals.decision import Decision, Runner
 from monark.approvals.decision import decide as approvals_decide
 from monark.approvals.policy import ApprovalPolicy
@@ -118,6 +118,7 @@ def hold(principal: Principal, route: RouteDescriptor, arguments: dict[str, Any]
         input=arguments,
         preview=preview,
     )
+    notices.key_write_held(call, route.permission)
     db.session.commit()
     return call
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from monark.approvals import allowances
+from monark.approvals import allowances, notices
 from monark.approvals.expiry import ProposalExpired, expired_message, is_expired
 from monark.approvals.policy import ApprovalPolicy
 from monark.approvals.shown import before_digest
@@ -287,6 +287,8 @@ def decide(
     ]
     if len(settlements) != len(ids):
         raise Conflict(already)
+    # In the settlement's transaction: a decision that loses leaves no notification.
+    notices.decided([loaded[i] for i in ids], actor.user_id, set(chosen_ids))
     settle(actor, settlements, _lost(already, set(chosen_ids)))
     return [loaded[i] for i in chosen_ids]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sqlalchemy import select, update
 
-from monark.approvals import own_calls
+from monark.approvals import notices, own_calls
 from monark.approvals.decision import Decision, Runner, decide, user_name
 from monark.approvals.expiry import refuse_if_expired
 from monark.approvals.inbox import NO_REQUEST, get_request, holders, permission_of
@@ -146,6 +146,7 @@ def hand_over(
             "approver_id": approver_id,
         },
     )
+    notices.handed_to(call, approver_id, principal.user_id)
     db.session.commit()
     db.session.refresh(call)
     return call

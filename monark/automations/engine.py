@@ -40,7 +40,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from monark.automations import privacy, webhooks
+from monark.automations import notices, privacy, webhooks
 from monark.automations.actions import RunContext, StepFailed, StepWaiting, StepWithheld
 from monark.automations.graph import Graph, Node, parse_graph
 from monark.automations.models import Automation, AutomationRun
@@ -548,6 +548,7 @@ def _advance(
     run.error = f"Failed at {', '.join(failed)}." if failed else None
     run.finished_at = utcnow()
     run.context = None
+    notices.run_ended(run, automation)
     db.session.commit()
 
 
@@ -617,6 +618,7 @@ def resume(run_id: int) -> bool:
     if stop is not None:
         run.status, run.error, run.finished_at = "failed", stop, utcnow()
         run.context, run.lease_until = None, None
+        notices.run_ended(run, automation)
         db.session.commit()
         return True
     done = {s["node_id"]: s for s in run.steps or [] if s["status"] not in (WAITING, "running")}

@@ -262,6 +262,27 @@ class SpendSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NotificationSettings:
+    """The bell's poll, the digest's hour (UTC) and a failing automation's streak."""
+
+    poll_seconds: float = 30.0
+    digest_hour: int = 7
+    failed_runs: int = 3
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> NotificationSettings:
+        """Read and check the ``NOTIFICATIONS_*`` keys."""
+        hour = int(config.get("NOTIFICATIONS_DIGEST_HOUR", cls.digest_hour))
+        if not 0 <= hour <= 23:
+            raise RuntimeError("NOTIFICATIONS_DIGEST_HOUR must be an hour from 0 to 23.")
+        return cls(
+            poll_seconds=max(float(config.get("NOTIFICATIONS_POLL", cls.poll_seconds)), 0.5),
+            digest_hour=hour,
+            failed_runs=max(int(config.get("NOTIFICATIONS_FAILED_RUNS", cls.failed_runs)), 1),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the app reads of its configuration after start."""
 
@@ -273,6 +294,7 @@ class Settings:
     limits: LimitSettings
     mail: MailSettings
     spend: SpendSettings = field(default_factory=SpendSettings)
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -286,6 +308,7 @@ class Settings:
             limits=LimitSettings.from_config(config),
             mail=MailSettings.from_config(config),
             spend=SpendSettings.from_config(config),
+            notifications=NotificationSettings.from_config(config),
         )
 
 

@@ -26,6 +26,7 @@ from monark.core.money import exact, money_text
 from monark.core.rbac import Principal
 from monark.core.settings import SPEND_MAX, spend_settings
 from monark.extensions import db
+from monark.settings import notices
 from monark.settings.models import OrgBudget, UsageDay
 
 WARN_AT = Decimal("0.8")
@@ -186,6 +187,7 @@ def _mark(principal: Principal, column: str, state: Status, kind: str) -> None:
         .execution_options(synchronize_session=False)
     ).rowcount
     if won:
+        notices.budget_reached(principal.org_id, 100 if kind == "tripped" else 80, state.period)
         record_event(
             principal,
             f"budget.{kind}",

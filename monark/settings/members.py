@@ -23,6 +23,7 @@ from monark.core.models import Invite, Membership, Org, User, as_utc, utcnow
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
 from monark.core.tokens import INVITES, new_token, revoke, token_digest
 from monark.extensions import db
+from monark.settings import notices
 from monark.settings.services import get_membership, lock_members
 
 INVITE_DAYS = 7
@@ -216,6 +217,7 @@ def _claim(invite: Invite, user: User) -> Membership:
         record_event(
             principal, "member.joined", "membership", membership.id, {"invite_id": invite.id}
         )
+        notices.member_joined(membership, invite.id)
     db.session.commit()
     return membership
 

@@ -18,6 +18,7 @@ from monark.core.models import User
 from monark.core.rbac import Principal, roles_up_to
 from monark.core.web import see_other
 from monark.extensions import db
+from monark.notifications import services as notification_services
 from monark.settings import (
     allowance_settings,
     four_eyes,
@@ -294,6 +295,7 @@ def _profile_page(errors: dict[str, str] | None = None, status: int = 200, **sho
         errors=errors or {},
         report=usage.report(principal, usage.period(request.args.get("days")), own=True),
         periods=usage.PERIODS,
+        notification_prefs=notification_services.preference_rows(principal.user_id),
         **shown,
     )
     return page, status

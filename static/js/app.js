@@ -234,3 +234,21 @@
     if (target && !target.closest("#assistant")) setTimeout(() => revealSaved(document.querySelector("main")));
   });
 })();
+
+// The header's bell asks for its count every NOTIFICATIONS_POLL (its data-poll-seconds)
+// while the tab is visible, and at once when it shows again: a hidden tab asks nothing.
+// htmx listens for "poll-notifications" on the bell (hx-trigger), so no inline script runs.
+(() => {
+  const bell = () => document.getElementById("notifications-bell");
+  const first = bell();
+  if (!first) return;
+  const seconds = Math.max(Number(first.dataset.pollSeconds) || 30, 0.5);
+  const poll = () => {
+    const current = bell();
+    if (current && document.visibilityState === "visible") {
+      current.dispatchEvent(new CustomEvent("poll-notifications"));
+    }
+  };
+  setInterval(poll, seconds * 1000);
+  document.addEventListener("visibilitychange", poll);
+})();
