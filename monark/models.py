@@ -8,7 +8,16 @@ from monark.automations.models import (
     WebhookDelivery,
 )
 from monark.chat.models import Conversation, Message, Participant, ToolCall
-from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
+from monark.core.models import (
+    ApiKey,
+    Event,
+    Invite,
+    Membership,
+    Org,
+    RecoveryCode,
+    User,
+    UserSession,
+)
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
 from monark.settings.models import OrgAiSettings, OrgBudget, ToolDay, UsageDay
@@ -38,10 +47,12 @@ __all__ = [
     "Record",
     "RecordModel",
     "RecordValue",
+    "RecoveryCode",
     "ToolCall",
     "ToolDay",
     "UsageDay",
     "User",
+    "UserSession",
     "WebhookAttempt",
     "WebhookDelivery",
     "WikiPage",

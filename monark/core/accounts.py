@@ -20,7 +20,7 @@ from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from monark.core import jobs, mail
+from monark.core import jobs, mail, sessions
 from monark.core.auth import hash_password, verify_password
 from monark.core.errors import AppError, Conflict, ValidationFailed
 from monark.core.events import record_event
@@ -64,6 +64,7 @@ def _set_password(user: User, password: str) -> None:
     """A new password, and every session signed in before it is signed out."""
     user.password_hash = hash_password(password, _method())
     user.session_version = (user.session_version or 0) + 1
+    sessions.revoke_all(user.id)  # off the profile's list too (the caller begins its own)
 
 
 def change_password(principal: Principal, user: User, current: str, new: str) -> None:

@@ -273,6 +273,8 @@ class Settings:
     limits: LimitSettings
     mail: MailSettings
     spend: SpendSettings = field(default_factory=SpendSettings)
+    # The issuer an authenticator app shows a two-factor code under (``TOTP_ISSUER``).
+    totp_issuer: str = "Monark"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -286,6 +288,7 @@ class Settings:
             limits=LimitSettings.from_config(config),
             mail=MailSettings.from_config(config),
             spend=SpendSettings.from_config(config),
+            totp_issuer=str(config.get("TOTP_ISSUER") or "Monark").strip()[:60] or "Monark",
         )
 
 
