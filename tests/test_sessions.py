@@ -279,3 +279,14 @@ def test_the_outbox_shows_the_orgs_invitations(app, world, login):
     queued.drain()
     assert any("newcomer@example.test" in row for row in _listed(admin))
     assert not any("newcomer" in row for row in _listed(login("admin@globex.test")))
+
+
+def test_signing_out_with_a_cookie_from_before_session_rows_leaves_no_row(app, world):
+    old = Browser(app.test_client())
+    with old.client.session_transaction() as cookie:
+        cookie["_user_id"] = str(world.a.users["member"].id)
+        cookie["_fresh"] = True
+    old._refresh_token(old.get("/profile").get_data(as_text=True))
+    assert old.post("/logout").status_code == 302
+    assert [r for r in _rows("member@acme.test") if r.revoked_at is None] == []
+    assert not _signed_in(old)

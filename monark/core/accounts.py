@@ -4,7 +4,8 @@ Reset and email-change links are signed (itsdangerous, with the deployment's sec
 name what they were made against: a fingerprint of the account's password hash, email and
 session version. Any of those changing (the link used, the password changed) kills every
 link made before it, so a link works once. Changing or resetting a password raises the
-account's session version, which signs out its other sessions (``core/auth._load_user``).
+account's session version, which signs out its other sessions (``core/auth._load_user``),
+and ends their rows (``core/sessions``).
 """
 
 from __future__ import annotations

@@ -116,6 +116,8 @@ def _after(response: Response) -> Response:
     if not state or not (state[1] or state[2]):
         return response
     row_id, _, adopt = state
+    if adopt is not None and not str(session.get("_user_id", "")).partition(":")[0].isdigit():
+        return response  # signed out during the request: nothing to adopt
     agent, ip = _client()
     now = utcnow()
     try:

@@ -272,9 +272,9 @@ class Settings:
     query: QuerySettings
     limits: LimitSettings
     mail: MailSettings
-    spend: SpendSettings = field(default_factory=SpendSettings)
     # The issuer an authenticator app shows a two-factor code under (``TOTP_ISSUER``).
-    totp_issuer: str = "Monark"
+    totp_issuer: str
+    spend: SpendSettings = field(default_factory=SpendSettings)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Settings:
@@ -288,8 +288,16 @@ class Settings:
             limits=LimitSettings.from_config(config),
             mail=MailSettings.from_config(config),
             spend=SpendSettings.from_config(config),
-            totp_issuer=str(config.get("TOTP_ISSUER") or "Monark").strip()[:60] or "Monark",
+            totp_issuer=_issuer(config),
         )
+
+
+def _issuer(config: Mapping[str, Any]) -> str:
+    issuer = str(config["TOTP_ISSUER"]).strip()
+    # A colon separates issuer and account in the otpauth label; apps show some 60 characters.
+    if not issuer or ":" in issuer or len(issuer) > 60:
+        raise RuntimeError("TOTP_ISSUER must be 1-60 characters, without a colon.")
+    return issuer
 
 
 def install(app: Flask, value: Settings | None = None) -> Settings:
