@@ -371,3 +371,13 @@ def test_the_requirement_is_of_one_org(world, login):
     _require(owner)
     # Globex's admin is not held back by Acme's rule.
     assert login("admin@globex.test").get("/models").status_code == 200
+
+
+def test_the_requirement_holds_for_the_api_with_a_session_too(world, login):
+    owner = login("owner@acme.test")
+    enrol(owner)
+    _require(owner)
+    admin = login("admin@acme.test")
+    response = admin.api("GET", "/api/v1/models", headers={"Accept": "application/json"})
+    assert response.status_code == 403
+    assert "requires two-factor" in response.get_json()["error"]["message"]

@@ -148,6 +148,11 @@ def login_code():
             errors = err.field_errors()
         else:
             memberships = memberships_of(user.id)
+            if not memberships:  # removed from every org since the password step
+                db.session.rollback()
+                session.pop(PENDING_KEY, None)
+                flash("This account is not a member of any organization.", "error")
+                return redirect(url_for("auth.login"), 303)
             if kind == "recovery":
                 first = memberships[0]
                 principal = Principal.for_user(user.id, first.org_id, first.role)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import pyotp
 import segno
-from flask import flash, redirect, request, url_for
+from flask import flash, redirect, request, session, url_for
 from flask_login import current_user
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from markupsafe import Markup
@@ -298,7 +298,7 @@ def must_enrol(user: User, org_id: int, role: str) -> bool:
 OPEN_ENDPOINTS = frozenset(
     {"settings.two_factor", "auth.logout", "auth.switch_org", "auth.login", "auth.login_code"}
 )
-OPEN_BLUEPRINTS = frozenset({"account", "api"})  # links of mail; API keys (no session)
+OPEN_BLUEPRINTS = frozenset({"account"})  # the links of mail (reset, email change)
 
 
 def enforce() -> Any:
@@ -306,7 +306,8 @@ def enforce() -> Any:
     is sent to enrol (members, and the pages in ``OPEN_ENDPOINTS``, are let through)."""
     endpoint = request.endpoint or ""
     if (
-        endpoint in OPEN_ENDPOINTS
+        "_user_id" not in session  # no session cookie: nothing to load (API keys, /metrics)
+        or endpoint in OPEN_ENDPOINTS
         or endpoint.startswith("static")
         or request.blueprint in OPEN_BLUEPRINTS
         or request.routing_exception is not None

@@ -60,21 +60,19 @@ def enrol(principal: Principal):
 
 
 def disable(principal: Principal):
-    """Turn two-factor off, with the password (or a code)."""
-    from monark.settings.views import profile_page
-
-    user = _user(principal)
+    """Turn two-factor off, with the password (or a code); ``ValidationFailed`` (nothing
+    changed) for the view to draw beside the fields."""
     try:
         two_factor.disable(
             principal,
-            user,
+            _user(principal),
             request.form.get("disable_password", ""),
             request.form.get("disable_code", ""),
             str(current_app.config["PASSWORD_HASH_METHOD"]),
         )
-    except ValidationFailed as err:
+    except ValidationFailed:
         db.session.rollback()
-        return profile_page(err.field_errors(), 422)
+        raise
     flash("Two-factor sign-in is off.", "info:two-factor")
     return see_other("settings.profile", _anchor="two-factor")
 

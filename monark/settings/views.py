@@ -351,7 +351,10 @@ def two_factor_enrol():
 @guard()
 def two_factor_disable():
     """Turn two-factor sign-in off (the password, or a code, required)."""
-    return security.disable(require_principal())
+    try:
+        return security.disable(require_principal())
+    except ValidationFailed as err:
+        return profile_page(err.field_errors(), 422)
 
 
 @bp.post("/profile/sessions/<int:session_id>/revoke")
