@@ -260,6 +260,12 @@ _LIMITS: dict[str, Default] = {
 }
 
 
+# Accounts (``monark.core.two_factor``): the issuer an authenticator app lists a code under.
+_ACCOUNTS: dict[str, Default] = {
+    "TOTP_ISSUER": "Monark",
+}
+
+
 # Mail (``monark.core.mail``) and its defaults (each read as its default's type).
 _MAIL: dict[str, Default] = {
     # smtp://user:pass@host:587 (STARTTLS with ``?starttls=1``) or smtps://user:pass@host:465;
@@ -327,4 +333,5 @@ def load_config(instance_path: str) -> dict[str, Any]:
         **_environment(_MAIL),
         **_environment(_NOTIFICATIONS),
         **_environment(_SPEND),
+        **_environment(_ACCOUNTS),
     }

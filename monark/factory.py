@@ -35,7 +35,7 @@ from monark.automations.views import bp as automations_bp
 from monark.chat import runtime
 from monark.cli import register_cli
 from monark.config import engine_options, instance_secret_key, load_config
-from monark.core import jobs, mail, metrics, ratelimit, settings
+from monark.core import jobs, mail, metrics, ratelimit, sessions, settings, two_factor
 from monark.core import upkeep as core_upkeep  # noqa: F401  (periodic jobs)
 from monark.core.accesslog import install_request_log_filter
 from monark.core.auth import CookieSessions
@@ -127,6 +127,9 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
 
     metrics.init_app(app)  # first: its clock starts before every other hook
     register_web(app)
+    sessions.init_app(app)  # each session's last-seen time, after the request
+    # An owner or admin of an org that requires two-factor, without it, enrols first.
+    app.before_request(two_factor.enforce)
     install_request_log_filter()  # ``flask run``'s access log: gunicorn's rule
     register_panel(app)
     for blueprint in BLUEPRINTS:

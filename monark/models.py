@@ -9,7 +9,16 @@ from monark.automations.models import (
     WebhookDelivery,
 )
 from monark.chat.models import Conversation, Message, Participant, ToolCall
-from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
+from monark.core.models import (
+    ApiKey,
+    Event,
+    Invite,
+    Membership,
+    Org,
+    RecoveryCode,
+    User,
+    UserSession,
+)
 from monark.extensions import db
 from monark.notifications.models import Notification, NotificationPreference
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
@@ -43,11 +52,13 @@ __all__ = [
     "Record",
     "RecordModel",
     "RecordValue",
+    "RecoveryCode",
     "ReplyFeedback",
     "ToolCall",
     "ToolDay",
     "UsageDay",
     "User",
+    "UserSession",
     "WebhookAttempt",
     "WebhookDelivery",
     "WikiPage",

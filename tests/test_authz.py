@@ -540,6 +540,35 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("notifications.preferences", "POST", "bad value", _url("/profile/notifications"),
             row(owner=422, admin=422, member=422, viewer=422, other=422),
             data=lambda c, who: {Kind.HANDED_TO_YOU.value: "hourly"}),
+    # Two-factor sign-in: the code step without a right password first goes back to /login;
+    # enrolling is each caller's own (a confirm with no enrolment begun starts one).
+    WebCase("auth.login_code", "GET", "none pending", _url("/login/code"),
+            row(signed_out=303, owner=303, admin=303, member=303, viewer=303, other=303)),
+    WebCase("auth.login_code", "POST", "none pending", _url("/login/code"),
+            row(signed_out=303, owner=303, admin=303, member=303, viewer=303, other=303),
+            data=lambda c, who: {"code": "123456"}),
+    WebCase("settings.two_factor", "GET", "", _url("/profile/two-factor"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("settings.two_factor", "POST", "none begun", _url("/profile/two-factor"),
+            row(owner=302, admin=302, member=302, viewer=302, other=302),
+            data=lambda c, who: {"code": "123456"}),
+    WebCase("settings.two_factor_disable", "POST", "off already",
+            _url("/profile/two-factor/disable"),
+            row(owner=422, admin=422, member=422, viewer=422, other=422),
+            data=lambda c, who: {"disable_password": factories.PASSWORD}),
+    # Each caller's own sessions; an id that is no session of theirs is 404.
+    WebCase("settings.session_revoke", "POST", "not theirs",
+            _url("/profile/sessions/99999/revoke"),
+            row(owner=404, admin=404, member=404, viewer=404, other=404)),
+    WebCase("settings.sessions_revoke_others", "POST", "", _url("/profile/sessions/revoke-others"),
+            row(owner=303, admin=303, member=303, viewer=303, other=303), writes="own"),
+    # Only owners decide the org's requirement, and only once their own two-factor is on.
+    WebCase("settings.two_factor_requirement", "POST", "on, own off", _url("/settings/two-factor"),
+            row(owner=422, admin=403, member=403, viewer=403, other=422),
+            data=lambda c, who: {"require_two_factor": "on"}),
+    # Off already: saved as it was, nothing written.
+    WebCase("settings.two_factor_requirement", "POST", "off", _url("/settings/two-factor"),
+            row(owner=303, admin=403, member=403, viewer=403, other=303)),
     # Getting back in: open to anyone, and the same answer for everyone.
     WebCase("account.forgot", "GET", "", _url("/login/forgot"),
             row(signed_out=200, owner=200, admin=200, member=200, viewer=200, other=200)),

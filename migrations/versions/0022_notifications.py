@@ -1,7 +1,7 @@
 """Notifications: one row per member told of something (ids and kind), and mail preferences
 
 Revision ID: 0022_notifications
-Revises: 0020_accounts
+Revises: 0021_two_factor
 Create Date: 2026-12-03 11:00:00
 
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 # revision identifiers, used by Alembic.
 revision = "0022_notifications"
 # 0021 is written in parallel: the merge points this at it.
-down_revision = "0020_accounts"
+down_revision = "0021_two_factor"
 branch_labels = None
 depends_on = None
 

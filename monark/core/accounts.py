@@ -4,7 +4,8 @@ Reset and email-change links are signed (itsdangerous, with the deployment's sec
 name what they were made against: a fingerprint of the account's password hash, email and
 session version. Any of those changing (the link used, the password changed) kills every
 link made before it, so a link works once. Changing or resetting a password raises the
-account's session version, which signs out its other sessions (``core/auth._load_user``).
+account's session version, which signs out its other sessions (``core/auth._load_user``),
+and ends their rows (``core/sessions``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from monark.core import jobs, mail
+from monark.core import jobs, mail, sessions
 from monark.core.auth import hash_password, verify_password
 from monark.core.errors import AppError, Conflict, ValidationFailed
 from monark.core.events import record_event
@@ -64,6 +65,7 @@ def _set_password(user: User, password: str) -> None:
     """A new password, and every session signed in before it is signed out."""
     user.password_hash = hash_password(password, _method())
     user.session_version = (user.session_version or 0) + 1
+    sessions.revoke_all(user.id)  # off the profile's list too (the caller begins its own)
 
 
 def change_password(principal: Principal, user: User, current: str, new: str) -> None:

@@ -15,6 +15,7 @@ from flask.sessions import SecureCookieSession, SecureCookieSessionInterface, Se
 from flask_login import current_user
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from monark.core import sessions
 from monark.core.errors import Unauthorized, database_down, wants_json
 from monark.core.htmx import current_url, is_htmx, reload
 from monark.core.keys import authenticate_key
@@ -40,7 +41,8 @@ def _load_user(session_id: str) -> User | None:
     user_id, _, version = session_id.partition(":")
     if not user_id.isdigit() or not (version or "0").isdigit():
         return None
-    user = db.session.get(User, int(user_id))
+    # One query: the user and this session's row (``core/sessions``), signed out if revoked.
+    user = sessions.load(int(user_id))
     if user is None or user.session_version != int(version or "0"):
         return None
     return user

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from flask_login import UserMixin
-from sqlalchemy import JSON, ForeignKey, Index, String, UniqueConstraint, text
+from sqlalchemy import JSON, ForeignKey, Index, String, UniqueConstraint, false, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.extensions import db
@@ -54,6 +54,11 @@ class User(UserMixin, db.Model):
     session_version: Mapped[int] = mapped_column(server_default=text("0"))
     # The IANA zone the user reads times in (``core.zones``); None: their org's default.
     time_zone: Mapped[str | None] = mapped_column(String(64), default=None)
+    # Two-factor sign-in (``core/two_factor.py``): the TOTP secret, encrypted at rest (none:
+    # off), and the last time step a code was accepted for, so no code works twice.
+    totp_secret: Mapped[str | None] = mapped_column(String(255), default=None)
+    totp_last_step: Mapped[int | None] = mapped_column(default=None)
+    two_factor_since: Mapped[datetime | None] = mapped_column(default=None)
     created_at: Mapped[CreatedAt]
 
     memberships: Mapped[list[Membership]] = relationship(
@@ -63,6 +68,39 @@ class User(UserMixin, db.Model):
     def get_id(self) -> str:
         """What Flask-Login keeps in the session: the id and the session version."""
         return f"{self.id}:{self.session_version}"
+
+    @property
+    def two_factor(self) -> bool:
+        """Whether signing in asks for a code after the password."""
+        return self.totp_secret is not None
+
+
+class RecoveryCode(db.Model):
+    """One of a user's one-time recovery codes (its digest), for a lost authenticator."""
+
+    __tablename__ = "recovery_codes"
+
+    id: Mapped[IntPk]
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    code_hash: Mapped[str] = mapped_column(String(64))
+    used_at: Mapped[datetime | None] = mapped_column(default=None)
+    created_at: Mapped[CreatedAt]
+
+
+class UserSession(db.Model):
+    """A signed-in browser session: its cookie names it by a random token (stored here as a
+    digest), so it can be listed and signed out from another session (``core/sessions.py``)."""
+
+    __tablename__ = "user_sessions"
+
+    id: Mapped[IntPk]
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_agent: Mapped[str] = mapped_column(String(300), default="")
+    ip: Mapped[str | None] = mapped_column(String(64), default=None)
+    created_at: Mapped[CreatedAt]
+    last_seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class Org(db.Model):
@@ -84,6 +122,10 @@ class Org(db.Model):
     # The IANA zone of the org's schedules and of members who set none (``core.zones``).
     # Server-side only: a row written with the columns of an older schema still inserts.
     time_zone: Mapped[str] = mapped_column(String(64), server_default="UTC")
+    # Owners and admins must sign in with two factors to use this org (members need not).
+    # (A server default alone, as ``users.session_version``: inserts written for older
+    # revisions, which name no such column, still work.)
+    require_two_factor: Mapped[bool] = mapped_column(server_default=false())
     created_at: Mapped[CreatedAt]
 
     memberships: Mapped[list[Membership]] = relationship(

@@ -1,7 +1,9 @@
 """The development outbox: the mail a deployment without ``MAIL_URL`` wrote, for admins.
 
 Served only where ``monark.core.mail`` allows it (no ``MAIL_URL``, and ``flask run``, debug
-or tests): it shows every org's mail, sign-in links included.
+or tests). An admin sees the mail of their current org's people only: each recipient a member
+of it, someone it invited, or the admin themself (links in mail sign people in: another org's
+are not theirs to read).
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
 from email.policy import default as default_policy
-from email.utils import parsedate_to_datetime
+from email.utils import getaddresses, parsedate_to_datetime
 
 import nh3
 from flask import Blueprint, abort, render_template
 from markupsafe import Markup
+from sqlalchemy import func, select
 
 from monark.core import mail
-from monark.core.auth import guard
+from monark.core.auth import guard, require_principal
+from monark.core.models import Invite, Membership, User
+from monark.core.rbac import Principal
+from monark.extensions import db
 
 bp = Blueprint("outbox", __name__, url_prefix="/dev/outbox")
 
@@ -38,6 +44,7 @@ class Sent:
     date: datetime | None
     text: str
     html: Markup
+    recipients: frozenset[str]
 
 
 def _read(name: str) -> Sent:
@@ -59,7 +66,27 @@ def _read(name: str) -> Sent:
         text=text.get_content() if text is not None else "",
         # Drawn inside the page: cleaned like any HTML not written by the page itself.
         html=Markup(nh3.clean(html.get_content())) if html is not None else Markup(""),
+        recipients=frozenset(
+            address.lower()
+            for _, address in getaddresses(
+                [str(message[h]) for h in ("To", "Cc", "Bcc") if message[h] is not None]
+            )
+            if address
+        ),
     )
+
+
+def _people(principal: Principal) -> set[str]:
+    """Whose mail the viewer may read: their org's members and invitees, and themself."""
+    members = select(func.lower(User.email)).join(Membership, Membership.user_id == User.id)
+    members = members.where(Membership.org_id == principal.org_id)
+    invited = select(func.lower(Invite.email)).where(Invite.org_id == principal.org_id)
+    me = select(func.lower(User.email)).where(User.id == principal.user_id)
+    return set(db.session.scalars(members.union(invited, me)))
+
+
+def _shown(sent: Sent, people: set[str]) -> bool:
+    return bool(sent.recipients) and sent.recipients <= people
 
 
 def _names() -> list[str]:
@@ -80,7 +107,9 @@ def _served() -> None:
 def index():
     """The outbox: the newest messages first, with subject, recipient and date."""
     _served()
-    return render_template("dev/outbox.html", messages=[_read(n) for n in _names()])
+    people = _people(require_principal())
+    shown = [sent for sent in map(_read, _names()) if _shown(sent, people)]
+    return render_template("dev/outbox.html", messages=shown)
 
 
 @bp.get("/<name>")
@@ -90,4 +119,7 @@ def message(name: str):
     _served()
     if not NAME.match(name) or not (mail.state().outbox / name).is_file():
         abort(404)
-    return render_template("dev/outbox_message.html", sent=_read(name))
+    sent = _read(name)
+    if not _shown(sent, _people(require_principal())):
+        abort(404)  # as if it were not there: another org's mail
+    return render_template("dev/outbox_message.html", sent=sent)

@@ -293,6 +293,8 @@ class Settings:
     query: QuerySettings
     limits: LimitSettings
     mail: MailSettings
+    # The issuer an authenticator app shows a two-factor code under (``TOTP_ISSUER``).
+    totp_issuer: str
     spend: SpendSettings = field(default_factory=SpendSettings)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
@@ -309,7 +311,16 @@ class Settings:
             mail=MailSettings.from_config(config),
             spend=SpendSettings.from_config(config),
             notifications=NotificationSettings.from_config(config),
+            totp_issuer=_issuer(config),
         )
+
+
+def _issuer(config: Mapping[str, Any]) -> str:
+    issuer = str(config["TOTP_ISSUER"]).strip()
+    # A colon separates issuer and account in the otpauth label; apps show some 60 characters.
+    if not issuer or ":" in issuer or len(issuer) > 60:
+        raise RuntimeError("TOTP_ISSUER must be 1-60 characters, without a colon.")
+    return issuer
 
 
 def install(app: Flask, value: Settings | None = None) -> Settings:

@@ -15,17 +15,21 @@ from flask import (
     session,
     url_for,
 )
-from flask_login import login_user, logout_user
+from flask_login import logout_user
 from sqlalchemy import func, select
 
+from monark.core import sessions, two_factor
 from monark.core.auth import current_principal, guard, memberships_of, verify_password
+from monark.core.errors import ValidationFailed
 from monark.core.ids import form_id
 from monark.core.models import Membership, User
-from monark.core.ratelimit import signin_counts, wait_words
+from monark.core.ratelimit import FailureCounts, signin_counts, wait_words
+from monark.core.rbac import Principal
 from monark.extensions import db
 
 bp = Blueprint("auth", __name__)
 log = logging.getLogger(__name__)
+PENDING_KEY = "pending_sign_in"  # a right password waiting for its code (signed, 5 minutes)
 
 
 @dataclass(frozen=True)
@@ -100,12 +104,81 @@ def login():
             error = (
                 "This account is not a member of any organization. Ask an admin for an invitation."
             )
+        elif user.two_factor:
+            # Not signed in yet: the code step reads this, and signs in when the code passes.
+            session[PENDING_KEY] = two_factor.pending(user, _safe_next(request.args.get("next")))
+            return redirect(url_for("auth.login_code"))
         else:
-            login_user(user)
-            session["org_id"] = memberships_of(user.id)[0].org_id
-            return redirect(_safe_next(request.args.get("next")))
+            return signed_in(user, _safe_next(request.args.get("next")))
     status = 401 if error else 200
     return render_template("auth/login.html", error=error, email=email), status
+
+
+def signed_in(user: User, next_url: str):
+    """Sign ``user`` in (a session row of its own) and go on to ``next_url``."""
+    session.pop(PENDING_KEY, None)
+    sessions.begin(user)
+    session["org_id"] = memberships_of(user.id)[0].org_id
+    return redirect(next_url)
+
+
+@bp.route("/login/code", methods=["GET", "POST"])
+def login_code():
+    """The second step of a two-factor sign-in: a code of the app, or a recovery code."""
+    try:
+        waiting = two_factor.pending_of(session.get(PENDING_KEY))
+    except two_factor.PendingGone as err:
+        session.pop(PENDING_KEY, None)
+        flash(err.message, "error")
+        return redirect(url_for("auth.login"), 303)  # back to the first step, not a guard's
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        user = waiting.user
+        counts = signin_counts()
+        keys = (f"code:{user.id}", f"ip:{request.remote_addr}")
+        if wait := _code_wait(counts, keys):
+            errors["code"] = f"Too many wrong codes; try again in {wait_words(max(wait, 60))}."
+            page = render_template("auth/login_code.html", errors=errors)
+            return page, 429, {"Retry-After": str(wait)}
+        try:
+            kind = two_factor.check(user, request.form.get("code", ""))
+        except ValidationFailed as err:
+            db.session.rollback()
+            _count_failure(counts, keys)
+            errors = err.field_errors()
+        else:
+            memberships = memberships_of(user.id)
+            if not memberships:  # removed from every org since the password step
+                db.session.rollback()
+                session.pop(PENDING_KEY, None)
+                flash("This account is not a member of any organization.", "error")
+                return redirect(url_for("auth.login"), 303)
+            if kind == "recovery":
+                first = memberships[0]
+                principal = Principal.for_user(user.id, first.org_id, first.role)
+                two_factor.record_recovery_use(principal, user)
+                left = two_factor.recovery_left(user.id)
+                flash(f"You signed in with a recovery code; {left} are left.", "warning")
+            db.session.commit()
+            return signed_in(user, waiting.next_url)
+    status = 422 if errors else 200
+    return render_template("auth/login_code.html", errors=errors), status
+
+
+def _code_wait(counts: FailureCounts, keys: tuple[str, ...]) -> int:
+    """Seconds until another code may be tried (the sign-in limits; fail open, logged)."""
+    try:
+        return counts.retry_after(*keys)
+    except Exception as err:
+        log.warning("rate limiter storage failed (%s): code not limited", type(err).__name__)
+        return 0
+
+
+def _count_failure(counts: FailureCounts, keys: tuple[str, ...]) -> None:
+    try:
+        counts.failed(*keys)
+    except Exception as err:
+        log.warning("rate limiter storage failed (%s): code not counted", type(err).__name__)
 
 
 def _throttled(email: str, wait: int):
@@ -118,7 +191,8 @@ def _throttled(email: str, wait: int):
 
 @bp.post("/logout")
 def logout():
-    """Sign out and forget the chosen org."""
+    """Sign out (this session's row too) and forget the chosen org."""
+    sessions.end()
     logout_user()
     session.clear()
     return redirect(url_for("auth.login"))

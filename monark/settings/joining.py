@@ -6,11 +6,12 @@ admin's side (making and revoking invitations) is in ``monark.settings.views``.
 
 from __future__ import annotations
 
-from flask import current_app, flash, render_template, request, session
-from flask_login import current_user, login_user
+from flask import current_app, flash, render_template, request, session, url_for
+from flask_login import current_user
 
+from monark.core import sessions, two_factor
 from monark.core.errors import AppError, ValidationFailed
-from monark.core.signin import check_password
+from monark.core.signin import PENDING_KEY, check_password
 from monark.core.web import see_other
 from monark.settings import members
 
@@ -53,6 +54,10 @@ def invite():
     if request.method == "POST":
         try:
             membership = _accept(view)
+        except CodeFirst:
+            # The account signs in with two factors: its code first, then this page again,
+            # signed in, where it joins as itself.
+            return see_other("auth.login_code")
         except ValidationFailed as err:
             errors, status = err.field_errors(), 422
         except AppError as err:
@@ -74,7 +79,7 @@ def _accept(view: members.InviteView):
         membership = members.accept_new_account(
             view, request.form.get("name", ""), request.form.get("password", ""), method
         )
-        login_user(membership.user)
+        sessions.begin(membership.user)
         return membership
     # An existing account proves itself with its password, limited like sign-in.
     password = request.form.get("password", "")
@@ -88,6 +93,13 @@ def _accept(view: members.InviteView):
         raise ValidationFailed(
             "Wrong password.", [{"field": "password", "message": "That password is not right."}]
         )
+    if view.account.two_factor:
+        session[PENDING_KEY] = two_factor.pending(view.account, url_for("settings.invite"))
+        raise CodeFirst()
     membership = members.accept_as(view, view.account)
-    login_user(view.account)
+    sessions.begin(view.account)
     return membership
+
+
+class CodeFirst(Exception):
+    """The right password of an account that also needs its two-factor code."""

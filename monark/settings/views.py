@@ -7,10 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
-from flask_login import login_user
 from markupsafe import Markup
 
-from monark.core import accounts, keys, mail, zones
+from monark.core import accounts, keys, mail, sessions, two_factor, zones
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
@@ -25,6 +24,7 @@ from monark.settings import (
     joining,
     key_revocation,
     members,
+    security,
     services,
     usage,
 )
@@ -49,6 +49,7 @@ def org_page(
     new_invite: tuple[str, str] | None = None,
     approval_errors: list[str] | None = None,
     four_eyes_errors: list[str] | None = None,
+    two_factor_errors: dict[str, str] | None = None,
     **shown: Any,
 ):
     """The settings page; a refused form (settings or invitation) comes back as typed, the
@@ -71,6 +72,7 @@ def org_page(
         four_eyes_tools=four_eyes.four_eyes_candidates(),
         approval_errors=approval_errors or [],
         four_eyes_errors=four_eyes_errors or [],
+        two_factor_errors=two_factor_errors or {},
         **shown,
     ), status
 
@@ -284,14 +286,18 @@ def profile():
         flash("Profile saved.", "info")
         # The user's assistant switch opens or closes the header button and the panel.
         return redirect_full(url_for("settings.profile"))
-    return _profile_page()
+    return profile_page()
 
 
-def _profile_page(errors: dict[str, str] | None = None, status: int = 200, **shown: Any):
+def profile_page(errors: dict[str, str] | None = None, status: int = 200, **shown: Any):
+    """The profile page; a refused form's errors beside its fields."""
     principal = require_principal()
+    user = db.session.get(User, principal.user_id)
     page = render_template(
         "settings/profile.html",
-        user=db.session.get(User, principal.user_id),
+        user=user,
+        recovery_left=two_factor.recovery_left(user.id) if user.two_factor else 0,
+        user_sessions=sessions.active(user.id, sessions.current_id()),
         errors=errors or {},
         report=usage.report(principal, usage.period(request.args.get("days")), own=True),
         periods=usage.PERIODS,
@@ -315,8 +321,9 @@ def profile_password():
             request.form.get("new_password", ""),
         )
     except ValidationFailed as err:
-        return _profile_page(err.field_errors(), 422)
-    login_user(user)  # this session, under the new session version: it stays signed in
+        return profile_page(err.field_errors(), 422)
+    # This session, under the new session version and a row of its own: it stays signed in.
+    sessions.begin(user)
     flash("Password changed. Your other sessions are signed out.", "info:password")
     return see_other("settings.profile", _anchor="password")
 
@@ -331,6 +338,54 @@ def profile_email():
             user, request.form.get("email", ""), request.form.get("email_password", "")
         )
     except ValidationFailed as err:
-        return _profile_page(err.field_errors(), 422, new_email=request.form.get("email", ""))
+        return profile_page(err.field_errors(), 422, new_email=request.form.get("email", ""))
     flash(f"A link to confirm {sent_to} is on its way there.", "info:email")
     return see_other("settings.profile", _anchor="email")
+
+
+# ---- security: two-factor sign-in, sessions (``settings/security.py``) ---------------------
+
+
+@bp.route("/profile/two-factor", methods=["GET", "POST"], endpoint="two_factor")
+@guard()
+def two_factor_enrol():
+    """Set up two-factor sign-in: scan, confirm with a code, keep the recovery codes."""
+    return security.enrol(require_principal())
+
+
+@bp.post("/profile/two-factor/disable")
+@guard()
+def two_factor_disable():
+    """Turn two-factor sign-in off (the password, or a code, required)."""
+    try:
+        return security.disable(require_principal())
+    except ValidationFailed as err:
+        return profile_page(err.field_errors(), 422)
+
+
+@bp.post("/profile/sessions/<int:session_id>/revoke")
+@guard()
+def session_revoke(session_id: int):
+    """Sign out one of the user's sessions."""
+    return security.revoke_session(require_principal(), session_id)
+
+
+@bp.post("/profile/sessions/revoke-others")
+@guard()
+def sessions_revoke_others():
+    """Sign out every session of the user but this one."""
+    return security.revoke_others(require_principal())
+
+
+@bp.post("/settings/two-factor", endpoint="two_factor_requirement")
+@guard("org.manage")
+def two_factor_requirement():
+    """Whether owners and admins must sign in with two factors (owners only)."""
+    required = request.form.get("require_two_factor") == "on"
+    try:
+        security.set_requirement(require_principal(), required)
+    except ValidationFailed as err:
+        return org_page(two_factor_errors=err.field_errors(), status=422)
+    said = "required for owners and admins" if required else "not required"
+    flash(f"Saved: two-factor sign-in is {said}.", "info:two-factor")
+    return see_other("settings.org_settings", _anchor="two-factor")
