@@ -10,7 +10,7 @@ from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.settings import time_zones
-from monark.settings.views import _profile_page, org_page
+from monark.settings.views import profile_page, org_page
 
 bp = Blueprint("settings_zones", __name__)
 
@@ -36,7 +36,7 @@ def profile_zone():
     try:
         user = time_zones.set_user_zone(require_principal(), typed)
     except ValidationFailed as err:
-        return _profile_page(err.field_errors(), 422, time_zone_typed=typed)
+        return profile_page(err.field_errors(), 422, time_zone_typed=typed)
     flash(f"Time zone saved: times are shown in {zone_label(user.time_zone)}.", "info:time-zone")
     # Every time on the page changes: the whole page again. No anchor: from /profile, a load
     # of /profile#time-zone would only scroll (the page shows its section's message itself).
