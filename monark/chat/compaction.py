@@ -297,7 +297,8 @@ def _compact(
         model=setup.model,
         stop_reason=step.stop_reason,
     )
-    meter().charge(summary, step.usage, setup.price, principal.user_id)
+    # Counted, not checked: the step that follows it checks the spend with its own reply.
+    meter().charge(summary, step.usage, setup.price, principal)
     db.session.commit()
     hooks.on_message_saved(summary)
     return True

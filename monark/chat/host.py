@@ -55,12 +55,19 @@ class PromptBuilder(Protocol):
 
 class Meter(Protocol):
     """Stores what a reply used and cost, in the caller's transaction (the reply not yet
-    committed). ``price`` is what the host's resolver put in ``ResolvedAi.price``: chat
-    carries it and never reads it."""
+    committed), and says why the spend now closes the assistant (a budget the reply used
+    up, read from the database so every instance agrees), or None. ``price`` and
+    ``budget`` are what the host's resolver put in ``ResolvedAi``: chat carries them and
+    never reads them; ``budget`` None: no check."""
 
     def charge(
-        self, message: Message, usage: UsageReport, price: object, user_id: int | None
-    ) -> None: ...
+        self,
+        message: Message,
+        usage: UsageReport,
+        price: object,
+        principal: Principal,
+        budget: object = None,
+    ) -> str | None: ...
 
 
 def count_tokens(message: Message, usage: UsageReport) -> None:
@@ -87,6 +94,12 @@ class Closed:
         return ""
 
     def charge(
-        self, message: Message, usage: UsageReport, price: object, user_id: int | None
-    ) -> None:
+        self,
+        message: Message,
+        usage: UsageReport,
+        price: object,
+        principal: Principal,
+        budget: object = None,
+    ) -> str | None:
         count_tokens(message, usage)  # no prices without a host: the cost stays unknown
+        return None

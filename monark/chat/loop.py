@@ -108,6 +108,7 @@ class _Setup:
     silence: float
     context: ContextPolicy
     price: object  # of its model, for the meter alone (``ResolvedAi.price``)
+    budget: object  # the org's, read once a turn, for the spend check and meter alone
     # Why spend pauses the turn (asked before its first step, then after each reply).
     paused: str | None = None
     spend_asked: bool = False
@@ -134,6 +135,7 @@ class _Setup:
                 chat_settings(),
             ),
             price=resolved.price,
+            budget=resolved.budget,
         )
 
 
@@ -151,7 +153,7 @@ def _stop_before_step(
         result.status = TurnStatus.AWAITING_CONFIRMATION
         return None
     if not setup.spend_asked:
-        setup.paused, setup.spend_asked = spend_closed(principal), True
+        setup.paused, setup.spend_asked = spend_closed(principal, setup.budget), True
     if setup.paused:  # a budget ran out: the turn ends here, and says why
         return _end_with_note(
             principal, conversation, hooks, result, setup.paused, TurnStatus.PAUSED
@@ -309,7 +311,9 @@ def _store_step(
     message.status = status
     message.error = step.error.message if step.error else None
     message.stop_reason = step.stop_reason
-    meter().charge(message, step.usage, setup.price, principal.user_id)
+    # Counted in this reply's transaction: a budget it used up (or another instance's
+    # spend did) pauses the turn before its next step; the spend is read from the database.
+    setup.paused = meter().charge(message, step.usage, setup.price, principal, setup.budget)
     metrics.tokens(
         setup.provider_name,
         setup.model,
@@ -320,10 +324,6 @@ def _store_step(
             "cache_write": step.usage.cache_creation_tokens,
         },
     )
-    # Counted in this reply's transaction: a budget it used up pauses the turn before its
-    # next step (on any instance: the spend is read from the database).
-    setup.paused = spend_closed(principal, record=True)
-    store.touch(principal, conversation_id)
     for call in calls:
         call.message_id = message.id
         db.session.add(call)

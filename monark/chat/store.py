@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, inspect, select, update
+from sqlalchemy import func, inspect, select
 from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat.models import (
@@ -56,19 +56,6 @@ def get_conversation(principal: Principal, conversation_id: int) -> Conversation
     if conversation is None:
         raise NotFound("No such conversation.")
     return conversation
-
-
-def touch(principal: Principal, conversation_id: int) -> None:
-    """Mark activity in a conversation of the principal's own now (one statement, nothing
-    loaded); ``NotFound`` otherwise."""
-    touched = db.session.execute(
-        update(Conversation)
-        .where(*_own(principal, conversation_id))
-        .values(last_activity_at=utcnow())
-        .execution_options(synchronize_session=False)
-    ).rowcount
-    if touched != 1:
-        raise NotFound("No such conversation.")
 
 
 def end_transaction(*keep: Any, commit: bool = True) -> None:
