@@ -11,7 +11,7 @@ imports its SDK).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from importlib import import_module
 from typing import Any
 
 from monark.chat.llm.descriptor import (
@@ -35,34 +35,22 @@ __all__ = [
 ]
 
 
-def _anthropic(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
-    from monark.chat.llm.anthropic import AnthropicProvider
-
-    return AnthropicProvider.from_config(config)
-
-
-def _openai(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
-    from monark.chat.llm.openai_chat import OpenAIProvider
-
-    return OpenAIProvider(descriptor, config)
-
-
-def _gemini(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
-    from monark.chat.llm.gemini import GeminiProvider
-
-    return GeminiProvider(descriptor, config)
-
-
-_FACTORIES: dict[str, Callable[[ProviderDescriptor, ProviderConfig], LlmProvider]] = {
-    "anthropic": _anthropic,
-    "openai": _openai,
-    "gemini": _gemini,
+# Each adapter's module and class, imported when its first adapter is built.
+_ADAPTERS = {
+    "anthropic": ("monark.chat.llm.anthropic", "AnthropicProvider"),
+    "openai": ("monark.chat.llm.openai_chat", "OpenAIProvider"),
+    "gemini": ("monark.chat.llm.gemini", "GeminiProvider"),
 }
 
 
+def _create(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
+    module, name = _ADAPTERS[descriptor.adapter]
+    return getattr(import_module(module), name)(descriptor, config)
+
+
 def _provider(*args: Any, **options: Any) -> ProviderDescriptor:
-    """A descriptor, built with its adapter's factory (``args[2]`` names the adapter)."""
-    return ProviderDescriptor(*args, factory=_FACTORIES[args[2]], **options)
+    """A descriptor, built with the factory of its adapter (``args[2]``)."""
+    return ProviderDescriptor(*args, factory=_create, **options)
 
 
 _COMPATIBLE = "automatic prefix caching, where the vendor offers it"

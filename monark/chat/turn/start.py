@@ -60,11 +60,12 @@ def claimed(
     principal: Principal,
     conversation_id: int,
     opening: Callable[[], list[Progress]],
-    work: Callable[[TurnHooks], TurnResult],
+    first: Callable[[TurnHooks], None] | None = None,
 ) -> Turn:
     """Claim the conversation's turn and run ``opening`` under the claim (the user's
     message, a decision); it returns the progress events of what it stored. A failed
-    opening gives the claim back."""
+    opening gives the claim back. The turn runs ``first`` (the writes just decided, say),
+    then advances the conversation."""
     turn_id = lease.claim(conversation_id)
     try:
         lease.check_org_room(principal.org_id)
@@ -75,6 +76,12 @@ def claimed(
     except BaseException:
         lease.give_back(conversation_id, turn_id)
         raise
+
+    def work(hooks: TurnHooks) -> TurnResult:
+        if first is not None:
+            first(hooks)
+        return advance_conversation(principal, conversation_id, hooks)
+
     return Turn(principal, conversation_id, turn_id, work, opening=opened)
 
 
@@ -112,12 +119,7 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
         db.session.commit()
         return [*events, MessageSaved(message.id)]
 
-    return claimed(
-        principal,
-        conversation_id,
-        opening,
-        lambda hooks: advance_conversation(principal, conversation_id, hooks),
-    )
+    return claimed(principal, conversation_id, opening)
 
 
 def begin_retry(principal: Principal, conversation_id: int) -> Turn:
@@ -133,12 +135,7 @@ def begin_retry(principal: Principal, conversation_id: int) -> Turn:
             raise Conflict(NOTHING_TO_RETRY)
         return []
 
-    return claimed(
-        principal,
-        conversation_id,
-        opening,
-        lambda hooks: advance_conversation(principal, conversation_id, hooks),
-    )
+    return claimed(principal, conversation_id, opening)
 
 
 # ---- the same, run here and now (tests, scripts, the CLI) ---------------------------------
