@@ -45,7 +45,7 @@ from sqlalchemy import func, insert, select, text
 
 from monark import create_app
 from monark.chat import store
-from monark.chat.host import count_tokens
+from monark.chat.host import Charge, count_tokens
 from monark.chat.llm.types import UsageReport
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.core.auth import hash_password
@@ -305,7 +305,7 @@ def bench_accounting(app: Flask, steps: int) -> dict[str, list[float]]:
                     t0 = time.perf_counter()
                     if mode == "off":
                         count_tokens(message, usage_)
-                    elif charge(message, usage_, price, member, budget[mode]) is not None:
+                    elif charge(Charge(message, usage_, member, price, budget[mode])):
                         raise SystemExit("the budget paused the bench")
                     t1 = time.perf_counter()
                     store.end_transaction(message)  # the loop's commit, the reply kept loaded

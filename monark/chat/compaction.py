@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from monark.chat import store
 from monark.chat.executor import ToolSpec
 from monark.chat.hooks import TurnHooks
+from monark.chat.host import Charge
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
@@ -247,7 +248,7 @@ def _compact(
         stop_reason=step.stop_reason,
     )
     # Counted, not checked: the step that follows it checks the spend with its own reply.
-    meter().charge(summary, step.usage, setup.price, principal)
+    meter().charge(Charge(summary, step.usage, principal, setup.price))
     db.session.commit()
     hooks.on_message_saved(summary)
     return True

@@ -53,21 +53,25 @@ class PromptBuilder(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Charge:
+    """A reply to charge: what it used, whose turn it is, and the price and budget the
+    host's resolver put in ``ResolvedAi`` (chat carries them and never reads them;
+    ``budget`` None: the spend is not checked)."""
+
+    message: Message
+    usage: UsageReport
+    principal: Principal
+    price: object = None
+    budget: object = None
+
+
 class Meter(Protocol):
     """Stores what a reply used and cost, in the caller's transaction (the reply not yet
     committed), and says why the spend now closes the assistant (a budget the reply used
-    up, read from the database so every instance agrees), or None. ``price`` and
-    ``budget`` are what the host's resolver put in ``ResolvedAi``: chat carries them and
-    never reads them; ``budget`` None: no check."""
+    up, read from the database so every instance agrees), or None."""
 
-    def charge(
-        self,
-        message: Message,
-        usage: UsageReport,
-        price: object,
-        principal: Principal,
-        budget: object = None,
-    ) -> str | None: ...
+    def charge(self, reply: Charge) -> str | None: ...
 
 
 def count_tokens(message: Message, usage: UsageReport) -> None:
@@ -93,13 +97,6 @@ class Closed:
     def edit_note(self, original: Mapping[str, Any], edited: Mapping[str, Any], ran: bool) -> str:
         return ""
 
-    def charge(
-        self,
-        message: Message,
-        usage: UsageReport,
-        price: object,
-        principal: Principal,
-        budget: object = None,
-    ) -> str | None:
-        count_tokens(message, usage)  # no prices without a host: the cost stays unknown
+    def charge(self, reply: Charge) -> str | None:
+        count_tokens(reply.message, reply.usage)  # no prices without a host: cost unknown
         return None

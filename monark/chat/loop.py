@@ -20,6 +20,7 @@ from monark.chat import store
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
 from monark.chat.compaction import fit
 from monark.chat.hooks import TurnHooks
+from monark.chat.host import Charge
 from monark.chat.llm.common import held
 from monark.chat.llm.types import TOO_LONG, LlmRequest
 from monark.chat.models import (
@@ -250,7 +251,7 @@ def _store_step(
     message.stop_reason = step.stop_reason
     # Counted in this reply's transaction: a budget it used up (or another instance's
     # spend did) pauses the turn before its next step; the spend is read from the database.
-    setup.paused = meter().charge(message, step.usage, setup.price, principal, setup.budget)
+    setup.paused = meter().charge(Charge(message, step.usage, principal, setup.price, setup.budget))
     metrics.tokens(
         setup.provider_name,
         setup.model,

@@ -71,6 +71,8 @@ class AdapterCache:
 
 @dataclass(frozen=True)
 class Limits:
+    """How far a turn goes: its model steps, and the tokens of each reply."""
+
     max_steps: int
     max_tokens: int
 

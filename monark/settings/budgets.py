@@ -67,6 +67,8 @@ class Reply:
 
 @dataclass(frozen=True)
 class Spent:
+    """What was spent: its cost, and the tokens of models without a price."""
+
     cost: Decimal
     unpriced_tokens: int
 

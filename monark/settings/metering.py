@@ -15,11 +15,9 @@ from typing import Any
 from sqlalchemy import bindparam
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monark.chat.host import count_tokens
-from monark.chat.llm.types import UsageReport
+from monark.chat.host import Charge, count_tokens
 from monark.chat.models import Message
 from monark.core.models import utcnow
-from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.settings import budgets
 from monark.settings.models import NO_USER, UsageDay
@@ -38,20 +36,15 @@ SUMMED = (
 )
 
 
-def charge(
-    message: Message,
-    usage: UsageReport,
-    price: object,
-    principal: Principal,
-    budget: object = None,
-) -> str | None:
+def charge(reply: Charge) -> str | None:
     """Store a reply's usage and cost (unknown without a price or a reported usage), count
     it in its day's row, in the caller's transaction, and say why the spend now pauses the
-    principal's assistant (``budgets.checked``), or None. ``price`` and ``budget``: what the
-    resolver put in ``ResolvedAi`` (a ``Price``, or None: unknown; ``budgets.Limits``, or
-    None: no check)."""
-    count_tokens(message, usage)
-    message.cost = cost_of(price if isinstance(price, Price) else None, usage)
+    principal's assistant (``budgets.checked``), or None. ``reply.price`` and
+    ``reply.budget``: what the resolver put in ``ResolvedAi`` (a ``Price``, or None:
+    unknown; ``budgets.Limits``, or None: no check)."""
+    message, principal, budget = reply.message, reply.principal, reply.budget
+    count_tokens(message, reply.usage)
+    message.cost = cost_of(reply.price if isinstance(reply.price, Price) else None, reply.usage)
     values = day_values(message, principal.user_id)
     # On the session's connection, in its transaction: the reply's own pending changes need
     # no flush first (the commit writes them), which keeps this to one statement a reply.
@@ -67,24 +60,17 @@ def charge(
     else:  # in process: the check, then the count (both see the spend without this reply)
         row = connection.execute(budgets.CHECK, params).first()
         connection.execute(_upsert(dialect), values)
-    reply = budgets.Reply(
+    counted = budgets.Reply(
         values["day"], values["user_id"], values["cost"], values["unpriced_tokens"]
     )
-    return budgets.checked(principal, row, today, record=True, reply=reply)
+    return budgets.checked(principal, row, today, record=True, reply=counted)
 
 
 class Metering:
     """The host's ``chat.host.Meter``: ``charge`` above."""
 
-    def charge(
-        self,
-        message: Message,
-        usage: UsageReport,
-        price: object,
-        principal: Principal,
-        budget: object = None,
-    ) -> str | None:
-        return charge(message, usage, price, principal, budget)
+    def charge(self, reply: Charge) -> str | None:
+        return charge(reply)
 
 
 def day_values(message: Message, user_id: int | None) -> dict[str, Any]:

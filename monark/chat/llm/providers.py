@@ -11,9 +11,6 @@ imports its SDK).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
-
 from monark.chat.llm.descriptor import (
     PROVIDER_IDS,
     ProviderConfig,
@@ -21,7 +18,6 @@ from monark.chat.llm.descriptor import (
     ProviderId,
     TokenParam,
 )
-from monark.chat.llm.types import LlmProvider
 
 __all__ = [
     "PROVIDERS",
@@ -35,28 +31,10 @@ __all__ = [
 ]
 
 
-# Each adapter's module and class, imported when its first adapter is built.
-_ADAPTERS = {
-    "anthropic": ("monark.chat.llm.anthropic", "AnthropicProvider"),
-    "openai": ("monark.chat.llm.openai_chat", "OpenAIProvider"),
-    "gemini": ("monark.chat.llm.gemini", "GeminiProvider"),
-}
-
-
-def _create(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
-    module, name = _ADAPTERS[descriptor.adapter]
-    return getattr(import_module(module), name)(descriptor, config)
-
-
-def _provider(*args: Any, **options: Any) -> ProviderDescriptor:
-    """A descriptor, built with the factory of its adapter (``args[2]``)."""
-    return ProviderDescriptor(*args, factory=_create, **options)
-
-
 _COMPATIBLE = "automatic prefix caching, where the vendor offers it"
 
 PROVIDERS: tuple[ProviderDescriptor, ...] = (
-    _provider(
+    ProviderDescriptor(
         "anthropic",
         "Anthropic",
         "anthropic",
@@ -66,7 +44,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="three cache breakpoints: system prompt, tools, conversation so far",
         default_model="claude-sonnet-5-5",
     ),
-    _provider(
+    ProviderDescriptor(
         "openai",
         "OpenAI",
         "openai",
@@ -76,7 +54,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="automatic prefix caching (the cached share is stored per reply)",
         default_model="gpt-5",
     ),
-    _provider(
+    ProviderDescriptor(
         "gemini",
         "Google Gemini",
         "gemini",
@@ -87,14 +65,14 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="implicit caching (the cached share is stored per reply)",
         default_model="gemini-2.5-flash",
     ),
-    _provider(
+    ProviderDescriptor(
         "openai_compatible",
         "OpenAI-compatible (any base URL)",
         "openai",
         needs_key=False,
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "groq",
         "Groq",
         "openai",
@@ -102,7 +80,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.groq.com/openai/v1",
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "mistral",
         "Mistral",
         "openai",
@@ -110,7 +88,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.mistral.ai/v1",
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "deepseek",
         "DeepSeek",
         "openai",
@@ -118,7 +96,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.deepseek.com/v1",
         caching="automatic context caching (the cached share is stored per reply)",
     ),
-    _provider(
+    ProviderDescriptor(
         "together",
         "Together AI",
         "openai",
@@ -126,7 +104,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.together.xyz/v1",
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "openrouter",
         "OpenRouter",
         "openai",
@@ -134,7 +112,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://openrouter.ai/api/v1",
         caching="the routed vendor's own caching",
     ),
-    _provider(
+    ProviderDescriptor(
         "xai",
         "xAI",
         "openai",
@@ -142,7 +120,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.x.ai/v1",
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "ollama",
         "Ollama (local)",
         "openai",
@@ -151,7 +129,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="none (a local model)",
         local=True,
     ),
-    _provider(
+    ProviderDescriptor(
         "lmstudio",
         "LM Studio (local)",
         "openai",
@@ -160,7 +138,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="none (a local model)",
         local=True,
     ),
-    _provider(
+    ProviderDescriptor(
         "vllm",
         "vLLM (local)",
         "openai",
