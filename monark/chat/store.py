@@ -181,7 +181,10 @@ def next_seq(conversation_id: int) -> Any:
 
 
 def add_message(conversation: Conversation, actor: Principal, **fields: Any) -> Message:
-    """Store a message with the next sequence number, and its event (ids only)."""
+    """Store a message with the next sequence number, and its event (ids only); a person's
+    own (``author_kind`` "user": what they wrote, or did) is the actor's."""
+    if fields.get("author_kind") == "user":
+        fields["author_user_id"] = actor.user_id
     message = Message(
         org_id=conversation.org_id,
         conversation_id=conversation.id,

@@ -55,22 +55,24 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Reply:
-    """A reply's share of the spend, counted by the statement that reads the spend (which
-    sees the spend as it was before it, so the check adds it)."""
-
-    day: date
-    user_id: int
-    cost: Decimal
-    unpriced_tokens: int
-
-
-@dataclass(frozen=True)
 class Spent:
     """What was spent: its cost, and the tokens of models without a price."""
 
     cost: Decimal
     unpriced_tokens: int
+
+    def __add__(self, other: Spent) -> Spent:
+        return Spent(self.cost + other.cost, self.unpriced_tokens + other.unpriced_tokens)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply's spend, counted by the statement that reads the spend (which sees the
+    spend as it was before it, so the check adds it)."""
+
+    day: date
+    user_id: int
+    spent: Spent
 
 
 @dataclass(frozen=True)
@@ -301,11 +303,11 @@ def checked(
     if not limits.apply_to(principal.user_id):
         return None
     cost, tokens, my_cost, my_tokens = (value or 0 for value in row[4:])
+    spent, day = Spent(Decimal(cost), int(tokens)), Spent(Decimal(my_cost), int(my_tokens))
     if reply is not None and reply.day >= start:
-        cost, tokens = cost + reply.cost, tokens + reply.unpriced_tokens
+        spent += reply.spent
         if reply.day == today and reply.user_id == principal.user_id:
-            my_cost, my_tokens = my_cost + reply.cost, my_tokens + reply.unpriced_tokens
-    spent = Spent(Decimal(cost), int(tokens))
+            day += reply.spent
     state = Status(
         limits, spent, _share(spent, limits.monthly_cost, limits.monthly_tokens), period, renews
     )
@@ -322,7 +324,6 @@ def checked(
         )
     if principal.user_id is None:
         return None
-    day = Spent(Decimal(my_cost), int(my_tokens))
     if _share(day, limits.user_daily_cost, limits.user_daily_tokens) < 1:
         return None
     if record and not _user_trip_recorded(principal, today):

@@ -60,9 +60,8 @@ def charge(reply: Charge) -> str | None:
     else:  # in process: the check, then the count (both see the spend without this reply)
         row = connection.execute(budgets.CHECK, params).first()
         connection.execute(_upsert(dialect), values)
-    counted = budgets.Reply(
-        values["day"], values["user_id"], values["cost"], values["unpriced_tokens"]
-    )
+    spent = budgets.Spent(values["cost"], values["unpriced_tokens"])
+    counted = budgets.Reply(values["day"], values["user_id"], spent)
     return budgets.checked(principal, row, today, record=True, reply=counted)
 
 

@@ -111,7 +111,6 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
             conversation,
             principal,
             author_kind="user",
-            author_user_id=principal.user_id,
             role=MessageRole.USER,
             text=data.text,
             content=[{"type": "text", "text": sentence}],
@@ -138,7 +137,7 @@ def begin_retry(principal: Principal, conversation_id: int) -> Turn:
     return claimed(principal, conversation_id, opening)
 
 
-# ---- the same, run here and now (tests, scripts, the CLI) ---------------------------------
+# ---- run here and now (tests, scripts, the CLI; a retry: ``run_turn(begin_retry(…))``) -----
 
 
 def send_message(
@@ -148,12 +147,3 @@ def send_message(
 ) -> TurnResult:
     """Store the user's message, then run the turn in this thread."""
     return run_turn(begin_send(principal, data), hooks)
-
-
-def retry_turn(
-    principal: Principal,
-    conversation_id: int,
-    hooks: TurnHooks | None = None,
-) -> TurnResult:
-    """Advance a conversation again, in this thread."""
-    return run_turn(begin_retry(principal, conversation_id), hooks)
