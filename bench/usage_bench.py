@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _measure import add_database_argument, throwaway_database, verdict
+from _measure import QueryLog, add_database_argument, throwaway_database, verdict
 from flask import Flask
 from sqlalchemy import func, insert, select, text
 
@@ -273,9 +273,12 @@ def bench_page(app: Flask, total: int, runs: int) -> tuple[list[tuple[str, float
     return results, same
 
 
-def bench_accounting(app: Flask, steps: int) -> dict[str, list[float]]:
+def bench_accounting(
+    app: Flask, steps: int, log: QueryLog
+) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Per step: the meter as the loop runs it + commit (on), with the org's budget set and
-    without one, against the token counts + commit (off), in alternating blocks."""
+    without one, against the token counts + commit (off), in alternating blocks; and the
+    SQL statements of one step in each mode (the commit's own included)."""
     price = price_table().get("anthropic", "claude-sonnet-4-5")
     modes = ("off", "on, budget set", "on, no budget")
     times: dict[str, list[float]] = {m: [] for m in modes}
@@ -298,20 +301,31 @@ def bench_accounting(app: Flask, steps: int) -> dict[str, list[float]]:
         budgets.set_budget(member, {"monthly_cost": "1000000", "user_daily_cost": "100000"})
         # What the turn's resolver read (once a turn): the org's budget, or none.
         budget = {"on, budget set": resolve(member.org_id).budget, "on, no budget": NO_BUDGET}
+
+        def step(mode: str, usage_: UsageReport) -> float:
+            """One step's accounting in ``mode``; the ms before the commit."""
+            t0 = time.perf_counter()
+            if mode == "off":
+                count_tokens(message, usage_)
+            elif charge(Charge(message, usage_, member, price, budget[mode])):
+                raise SystemExit("the budget paused the bench")
+            return (time.perf_counter() - t0) * 1000
+
         for block in range(steps // 50):
             for mode in modes[block % 3 :] + modes[: block % 3]:
                 for i in range(50):
-                    usage_ = UsageReport(120 + i, 40 + block, 900, 30)
                     t0 = time.perf_counter()
-                    if mode == "off":
-                        count_tokens(message, usage_)
-                    elif charge(Charge(message, usage_, member, price, budget[mode])):
-                        raise SystemExit("the budget paused the bench")
-                    t1 = time.perf_counter()
+                    before_commit = step(mode, UsageReport(120 + i, 40 + block, 900, 30))
                     store.end_transaction(message)  # the loop's commit, the reply kept loaded
                     times[mode].append((time.perf_counter() - t0) * 1000)
-                    times[f"{mode}, before commit"].append((t1 - t0) * 1000)
-    return times
+                    times[f"{mode}, before commit"].append(before_commit)
+        statements = {}
+        for i, mode in enumerate(modes):
+            with log.capture():
+                step(mode, UsageReport(7 + i, 7, 7, 7))
+                store.end_transaction(message)
+            statements[mode] = log.count
+    return times, statements
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,18 +335,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--steps", type=int, default=2000)
     args = parser.parse_args(argv)
-    with throwaway_database(args.database_url, build_app) as (app, _log):
+    with throwaway_database(args.database_url, build_app) as (app, log):
         results, same = bench_page(app, args.replies, args.runs)
-        steps = bench_accounting(app, args.steps)
+        steps, statements = bench_accounting(app, args.steps, log)
     print()
     print(f"{'case':<46} {'median ms':>10} {'p95 ms':>10}")
     for name, median, p95 in results:
         print(f"{name:<46} {median:>10.2f} {p95:>10.2f}")
     print()
-    print(f"{'per model step (store + commit)':<46} {'median ms':>10} {'p95 ms':>10}")
+    print(f"{'per model step (store + commit)':<46} {'median ms':>10} {'p95 ms':>10} statements")
     for mode in steps:
         name, median, p95 = row(f"accounting {mode}", steps[mode])
-        print(f"{name:<46} {median:>10.3f} {p95:>10.3f}")
+        count = f"{statements[mode]:>11}" if mode in statements else ""
+        print(f"{name:<46} {median:>10.3f} {p95:>10.3f}{count}")
     added = {}
     for mode in ("on, budget set", "on, no budget"):
         with_commit = statistics.median(steps[mode]) - statistics.median(steps["off"])
