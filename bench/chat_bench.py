@@ -121,7 +121,7 @@ CONVERSATION_SIZES = (10, 100, 500)
 TARGET_RATIO = 10.0
 BLOCK = 50  # calls of one case in a row
 TARGET_GROWTH = 5.0
-# Queries of one step, the turn's setup included (provider settings, tool specs, the org).
+# Queries of one step, its setup included (AI settings and budget, tool specs, the org).
 TARGET_QUERIES = 12
 
 

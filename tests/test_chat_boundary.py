@@ -22,6 +22,7 @@ ALLOWED = (
     "monark.core.bounds",
     "monark.core.broker",
     "monark.core.crypto",
+    "monark.core.enum_text",
     "monark.core.errors",
     "monark.core.events",
     "monark.core.ids",

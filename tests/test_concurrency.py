@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 
 from monark.approvals import service as approval_service
 from monark.chat.models import ToolCall
-from monark.chat.turn.start import SendInput, retry_turn, send_message
+from monark.chat.turn.run import run_turn
+from monark.chat.turn.start import SendInput, begin_retry, send_message
 from monark.core.errors import Conflict
 from monark.core.models import Event
 from monark.core.rbac import Principal
@@ -254,7 +255,7 @@ def test_one_turn_at_a_time_per_conversation(app, world):
             except Conflict as err:
                 assert "still being written" in err.message
             try:
-                retry_turn(member, conversation_id)
+                run_turn(begin_retry(member, conversation_id))
                 raise AssertionError("a retry started")
             except Conflict:
                 pass

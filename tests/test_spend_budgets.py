@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from monark.assistant.gates import check_gates
 from monark.chat.models import Message
+from monark.chat.runtime import set_llm_provider
 from monark.chat.turn.start import SendInput, send_message
 from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import Event
@@ -74,6 +75,55 @@ def test_a_budget_tripping_mid_conversation_pauses_after_its_step(world, scripte
     assert [e.payload["fields"] for e in _events(world.a.org.id, "budget.updated")][-1] == [
         "monthly_cost"
     ]
+
+
+def test_another_instances_spend_pauses_a_running_turn_after_its_step(world, scripted, priced):
+    # The budget is far above what this turn spends; while its second step streams, another
+    # instance's replies use it up (a day row committed on a connection of its own). The
+    # step ends, its read runs, and the turn pauses before a third: the spend is read from
+    # the database after each reply, not kept by the process that runs the turn.
+    admin, member = world.a.principal("admin"), world.a.principal("member")
+    budgets.set_budget(admin, {"monthly_cost": "1"})
+    elsewhere = {
+        "org_id": world.a.org.id,
+        "day": date.today(),
+        "user_id": admin.user_id,
+        "provider": "anthropic",
+        "model": "elsewhere",
+        "replies": 3,
+        "cost": Decimal("1.5"),
+    }
+    engine = db.engine  # the provider streams on a thread of its own, outside the app
+
+    class SpentElsewhere(type(scripted)):
+        def stream(self, request):
+            if len(self.requests) == 1:  # the second step: another instance spends meanwhile
+                with engine.begin() as other:
+                    other.execute(UsageDay.__table__.insert().values(elsewhere))
+            yield from super().stream(request)
+
+    provider = SpentElsewhere(scripted.script)
+    set_llm_provider(provider)
+    scripted.script.add(
+        [Call("records_list", {"model": "tasks", "limit": 2})],
+        [Call("records_list", {"model": "tasks", "limit": 3})],
+        [Say("Never said: the budget ran out before this step.")],
+    )
+    result = send_message(member, SendInput(text="List them twice"))
+    assert result.error is None, result.error
+    assert result.status == "paused"
+    rows = list(
+        db.session.scalars(
+            select(Message)
+            .where(Message.conversation_id == result.conversation_id)
+            .order_by(Message.seq)
+        )
+    )
+    assert [m.role for m in rows] == ["user", "assistant", "assistant", "note"]
+    assert [c.status for c in rows[2].tool_calls] == ["SUCCEEDED"]
+    assert "monthly budget for the assistant is used up" in rows[-1].text
+    assert scripted.script.remaining == 1
+    assert len(_events(world.a.org.id, "budget.tripped")) == 1
 
 
 def test_a_new_month_starts_fresh(world, priced):

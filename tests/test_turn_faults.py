@@ -15,7 +15,8 @@ from monark.approvals import service as approval_service
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.runtime import llm_provider, set_llm_provider
 from monark.chat.turn import lease
-from monark.chat.turn.start import SendInput, retry_turn, send_message
+from monark.chat.turn.run import run_turn
+from monark.chat.turn.start import SendInput, begin_retry, send_message
 from monark.extensions import db
 from monark.records.models import Record
 from tests.llm_script import Call, Fail, HttpFail, Say
@@ -115,7 +116,7 @@ def test_a_silent_provider_fails_the_step_after_the_configured_time(world, fake_
     assert 1.0 <= took < 3.0
     fake_anthropic.hang = None
     fake_anthropic.script.add([Say("Here now.")])
-    again = retry_turn(member, result.conversation_id)
+    again = run_turn(begin_retry(member, result.conversation_id))
     assert again.status == "done"
     assert _messages(result.conversation_id)[-1].text == "Here now."
 
@@ -130,7 +131,7 @@ def test_overloaded_on_every_try_is_a_clear_error_and_retry_works_later(world, f
     error = _messages(result.conversation_id)[-1]
     assert (error.status, error.error) == ("error", "Overloaded (overloaded_error)")
     fake_anthropic.script.add([Say("Better now.")])
-    assert retry_turn(member, result.conversation_id).status == "done"
+    assert run_turn(begin_retry(member, result.conversation_id)).status == "done"
     assert _messages(result.conversation_id)[-1].text == "Better now."
 
 
@@ -142,7 +143,7 @@ def test_an_error_event_mid_stream_keeps_the_text_and_retry_goes_on(world, fake_
     cut = _messages(result.conversation_id)[-1]
     assert (cut.status, cut.text) == ("incomplete", "Half of the")
     assert "Overloaded" in cut.error
-    assert retry_turn(member, result.conversation_id).status == "done"
+    assert run_turn(begin_retry(member, result.conversation_id)).status == "done"
     assert [m.status for m in _messages(result.conversation_id)] == [
         "complete",
         "incomplete",

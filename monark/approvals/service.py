@@ -11,7 +11,7 @@ from monark.approvals.decision import Decision, Runner, awaiting_others, decide
 from monark.approvals.edits import edit_schema
 from monark.approvals.expiry import refuse_if_expired
 from monark.chat.hooks import TurnHooks
-from monark.chat.loop import TurnResult, advance_conversation
+from monark.chat.loop import TurnResult
 from monark.chat.runtime import tool_executor
 from monark.chat.turn.progress import CallChanged, Progress
 from monark.chat.turn.run import Turn, run_turn
@@ -49,14 +49,13 @@ def begin_decision(
         decide(runner, [own_calls.get_tool_call(principal, tool_call_id)], decision)
         return []
 
-    def work(hooks: TurnHooks) -> TurnResult:
+    def run(hooks: TurnHooks) -> None:
         decided = own_calls.get_tool_call(principal, tool_call_id)
         hooks.on_tool_call(decided)
         if confirm:
             runner.run(decided, hooks)
-        return advance_conversation(principal, conversation_id, hooks)
 
-    return claimed(principal, conversation_id, opening, work)
+    return claimed(principal, conversation_id, opening, run)
 
 
 def begin_group_decision(
@@ -98,7 +97,7 @@ def begin_group_decision(
         confirmed_ids.extend(i for i in ids if confirm and i in selected)
         return [CallChanged(i) for i in ids]
 
-    def work(hooks: TurnHooks) -> TurnResult:
+    def run(hooks: TurnHooks) -> None:
         # The confirmed calls in one read, then held apart from the session: each is
         # attached only while it runs, so the commits of one write neither expire nor
         # flush the others (settled EXECUTING above, they change only by their own run).
@@ -109,9 +108,8 @@ def begin_group_decision(
             hooks.on_tool_call(call)
             runner.run(call, hooks)
             db.session.expunge_all()
-        return advance_conversation(principal, conversation_id, hooks)
 
-    return claimed(principal, conversation_id, opening, work)
+    return claimed(principal, conversation_id, opening, run)
 
 
 def edit_tool_call(

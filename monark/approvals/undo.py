@@ -215,7 +215,6 @@ def _store_undo(
         conversation,
         principal,
         author_kind="user",
-        author_user_id=principal.user_id,
         role=MessageRole.NOTE,
         text=f"Undid: {headline}",
         content=[{"type": "text", "text": model_text(call), "undo_of": call.id}],

@@ -22,15 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from monark.chat import store
 from monark.chat.executor import ToolSpec
 from monark.chat.hooks import TurnHooks
+from monark.chat.host import Charge
 from monark.chat.llm.types import (
     Block,
     LlmMessage,
-    LlmProvider,
     LlmRequest,
     TextBlock,
     ToolDefinition,
@@ -43,17 +42,16 @@ from monark.chat.models import (
     MessageStatus,
 )
 from monark.chat.runtime import meter
+from monark.chat.setup import ContextPolicy, TurnSetup
 from monark.chat.streaming import stream_step
 from monark.chat.transcript import build_llm_messages, row_turns, shown_rows
 from monark.core.rbac import Principal
-from monark.core.settings import ChatSettings
 from monark.extensions import db
 
 CHARS_PER_TOKEN = 4  # a rough count, corrected by the provider's own after each step
 # What a block costs beyond its text (its type, ids and framing), in characters: a long
 # conversation of short messages is mostly that.
 BLOCK_CHARS = 48
-DEFAULT_WINDOW = 128_000  # a provider nobody described
 STUB_JUMP = 0.1  # the least share of the window one move of the stub boundary saves
 MAX_ROUNDS = 3  # summaries one step may write (a history far past the window takes more)
 SUMMARY_TOKENS = 2048  # the longest summary asked for
@@ -67,48 +65,6 @@ SUMMARIZE = (
 )
 
 Row = store.TranscriptMessage
-
-
-@dataclass(frozen=True)
-class ContextPolicy:
-    """The model's context window, in tokens, and the shares of it that make old tool
-    results stubs (``stub_at``) and old turns a summary (``compact_at``)."""
-
-    window: int
-    stub_at: float
-    compact_at: float
-
-    @classmethod
-    def of(cls, provider: str, provider_window: int | None, chat: ChatSettings) -> ContextPolicy:
-        """The provider's window, or the deployment's setting (``CHAT_CONTEXT_WINDOW``) for
-        a turn on the deployment's own provider (an org's provider of its own keeps its own
-        window: the setting is about the deployment's model)."""
-        setting = chat.context_window if provider == chat.llm_provider else 0
-        window = setting or provider_window or DEFAULT_WINDOW
-        return cls(window, chat.context_stub_at, chat.context_compact_at)
-
-    def tokens(self, share: float) -> int:
-        return int(self.window * share)
-
-    @property
-    def keep(self) -> int:
-        """Tokens the newest rows keep whole when results are stubbed or turns summarized."""
-        return self.tokens(self.stub_at / 2)
-
-
-class StepSetup(Protocol):
-    """What a fit needs of the loop's setup (the provider, the request's fixed parts)."""
-
-    provider: LlmProvider
-    provider_name: str
-    specs: dict[str, ToolSpec]
-    tools: list[ToolDefinition]
-    system: str
-    model: str
-    max_tokens: int
-    silence: float
-    context: ContextPolicy
-    price: object
 
 
 def tokens_of(chars: int) -> int:
@@ -248,7 +204,7 @@ class _Quiet(TurnHooks):
         return self.inner.should_stop()
 
 
-def summary_request(setup: StepSetup, context: Context, start: int) -> LlmRequest:
+def summary_request(setup: TurnSetup, context: Context, start: int) -> LlmRequest:
     """The request for a summary of the shown rows before ``start``: the same system
     prompt and tools as every step (their cached prefix serves), the rows as the model saw
     them, and the instruction last."""
@@ -261,17 +217,11 @@ def summary_request(setup: StepSetup, context: Context, start: int) -> LlmReques
         messages[-1] = LlmMessage("user", (*messages[-1].content, ask))
     else:
         messages.append(LlmMessage("user", (ask,)))
-    return LlmRequest(
-        model=setup.model,
-        system=setup.system,
-        messages=messages,
-        tools=setup.tools,
-        max_tokens=min(setup.max_tokens, SUMMARY_TOKENS),
-    )
+    return setup.request(messages, max_tokens=SUMMARY_TOKENS)
 
 
 def _compact(
-    setup: StepSetup,
+    setup: TurnSetup,
     principal: Principal,
     conversation: Conversation,
     context: Context,
@@ -297,7 +247,8 @@ def _compact(
         model=setup.model,
         stop_reason=step.stop_reason,
     )
-    meter().charge(summary, step.usage, setup.price, principal.user_id)
+    # Counted, not checked: the step that follows it checks the spend with its own reply.
+    meter().charge(Charge(summary, step.usage, principal, setup.price))
     db.session.commit()
     hooks.on_message_saved(summary)
     return True
@@ -318,7 +269,7 @@ class Fitted:
 
 
 def fit(
-    setup: StepSetup,
+    setup: TurnSetup,
     principal: Principal,
     conversation: Conversation,
     rows: list[Row],

@@ -54,14 +54,25 @@ class PromptBuilder(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Charge:
+    """A reply to charge: what it used, whose turn it is, and the price and budget the
+    host's resolver put in ``ResolvedAi`` (chat carries them and never reads them;
+    ``budget`` None: the spend is not checked)."""
+
+    message: Message
+    usage: UsageReport
+    principal: Principal
+    price: object = None
+    budget: object = None
+
+
 class Meter(Protocol):
     """Stores what a reply used and cost, in the caller's transaction (the reply not yet
-    committed). ``price`` is what the host's resolver put in ``ResolvedAi.price``: chat
-    carries it and never reads it."""
+    committed), and says why the spend now closes the assistant (a budget the reply used
+    up, read from the database so every instance agrees), or None."""
 
-    def charge(
-        self, message: Message, usage: UsageReport, price: object, user_id: int | None
-    ) -> None: ...
+    def charge(self, reply: Charge) -> str | None: ...
 
 
 def count_tokens(message: Message, usage: UsageReport) -> None:
@@ -87,7 +98,6 @@ class Closed:
     def edit_note(self, original: Mapping[str, Any], edited: Mapping[str, Any], ran: bool) -> str:
         return ""
 
-    def charge(
-        self, message: Message, usage: UsageReport, price: object, user_id: int | None
-    ) -> None:
-        count_tokens(message, usage)  # no prices without a host: the cost stays unknown
+    def charge(self, reply: Charge) -> str | None:
+        count_tokens(reply.message, reply.usage)  # no prices without a host: cost unknown
+        return None

@@ -18,11 +18,11 @@ from enum import StrEnum
 import monark.core.metrics as metrics
 from monark.chat import store
 from monark.chat.calls import precheck, preview_of, run_tool_call, validate
-from monark.chat.compaction import ContextPolicy, fit
-from monark.chat.executor import ChatToolExecutor, ToolSpec
+from monark.chat.compaction import fit
 from monark.chat.hooks import TurnHooks
+from monark.chat.host import Charge
 from monark.chat.llm.common import held
-from monark.chat.llm.types import TOO_LONG, LlmProvider, LlmRequest, ToolDefinition
+from monark.chat.llm.types import TOO_LONG, LlmRequest
 from monark.chat.models import (
     CALL_NAME_MAX,
     PENDING_STATUSES,
@@ -34,19 +34,12 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.chat.runtime import (
-    meter,
-    prompt_builder,
-    proposal_gate,
-    provider_for,
-    spend_closed,
-    tool_executor,
-)
+from monark.chat.runtime import meter, proposal_gate
+from monark.chat.setup import TurnSetup
 from monark.chat.streaming import Step, stream_step
-from monark.chat.transcript import build_llm_messages, tool_definitions
+from monark.chat.transcript import build_llm_messages
 from monark.core.bounds import clip
 from monark.core.rbac import Principal
-from monark.core.settings import chat_settings
 from monark.extensions import db
 
 
@@ -92,53 +85,8 @@ def _steps_this_turn(rows: Sequence[store.TranscriptMessage]) -> int:
     return steps
 
 
-@dataclass
-class _Setup:
-    """What every step of a turn uses: the provider, the tools, the system prompt, limits."""
-
-    provider: LlmProvider
-    provider_name: str
-    executor: ChatToolExecutor
-    specs: dict[str, ToolSpec]
-    tools: list[ToolDefinition]
-    system: str
-    model: str
-    max_tokens: int
-    max_steps: int
-    silence: float
-    context: ContextPolicy
-    price: object  # of its model, for the meter alone (``ResolvedAi.price``)
-    # Why spend pauses the turn (asked before its first step, then after each reply).
-    paused: str | None = None
-    spend_asked: bool = False
-
-    @classmethod
-    def load(cls, principal: Principal) -> _Setup:
-        provider, resolved = provider_for(principal.org_id)
-        executor = tool_executor()
-        specs = {s.name: s for s in executor.specs(principal)}
-        return cls(
-            provider=provider,
-            provider_name=getattr(provider, "name", None) or resolved.config.provider,
-            executor=executor,
-            specs=specs,
-            tools=tool_definitions(list(specs.values())),
-            system=prompt_builder().system(principal),
-            model=resolved.config.model,
-            max_tokens=resolved.limits.max_tokens,
-            max_steps=resolved.limits.max_steps,
-            silence=resolved.config.read_timeout,
-            context=ContextPolicy.of(
-                resolved.config.provider,
-                resolved.descriptor.context_window if resolved.descriptor else None,
-                chat_settings(),
-            ),
-            price=resolved.price,
-        )
-
-
 def _stop_before_step(
-    setup: _Setup,
+    setup: TurnSetup,
     principal: Principal,
     conversation: Conversation,
     hooks: TurnHooks,
@@ -150,8 +98,6 @@ def _stop_before_step(
     if any(c.status in PENDING_STATUSES for row in rows for c in row.tool_calls):
         result.status = TurnStatus.AWAITING_CONFIRMATION
         return None
-    if not setup.spend_asked:
-        setup.paused, setup.spend_asked = spend_closed(principal), True
     if setup.paused:  # a budget ran out: the turn ends here, and says why
         return _end_with_note(
             principal, conversation, hooks, result, setup.paused, TurnStatus.PAUSED
@@ -182,7 +128,7 @@ def _end_with_note(
 
 
 def _open_reply(
-    setup: _Setup, principal: Principal, conversation: Conversation, hooks: TurnHooks
+    setup: TurnSetup, principal: Principal, conversation: Conversation, hooks: TurnHooks
 ) -> Message:
     """The assistant message this step streams into, stored (empty) before the first token:
     its text is saved as it streams, so a crash keeps what came. It stays loaded across
@@ -203,20 +149,14 @@ def _open_reply(
 
 
 def _request(
-    setup: _Setup, conversation: Conversation, rows: list[store.TranscriptMessage]
+    setup: TurnSetup, conversation: Conversation, rows: list[store.TranscriptMessage]
 ) -> LlmRequest:
     """The step's request: the rows as the model sees them now."""
-    return LlmRequest(
-        model=setup.model,
-        system=setup.system,
-        messages=build_llm_messages(rows, setup.specs, conversation.context_stub_before),
-        tools=setup.tools,
-        max_tokens=setup.max_tokens,
-    )
+    return setup.request(build_llm_messages(rows, setup.specs, conversation.context_stub_before))
 
 
 def _stream_reply(
-    setup: _Setup,
+    setup: TurnSetup,
     principal: Principal,
     conversation: Conversation,
     rows: list[store.TranscriptMessage],
@@ -251,7 +191,7 @@ def _call_id(asked: str) -> str:
 
 
 def _proposed_calls(
-    setup: _Setup, actor: Principal, conversation: Conversation, requested: list
+    setup: TurnSetup, actor: Principal, conversation: Conversation, requested: list
 ) -> list[ToolCall]:
     """Tool calls for what the model asked, with their previews and checks."""
     stored: list[ToolCall] = []
@@ -285,7 +225,7 @@ def _proposed_calls(
 
 
 def _store_step(
-    setup: _Setup,
+    setup: TurnSetup,
     principal: Principal,
     conversation_id: int,
     message: Message,
@@ -309,7 +249,9 @@ def _store_step(
     message.status = status
     message.error = step.error.message if step.error else None
     message.stop_reason = step.stop_reason
-    meter().charge(message, step.usage, setup.price, principal.user_id)
+    # Counted in this reply's transaction: a budget it used up (or another instance's
+    # spend did) pauses the turn before its next step; the spend is read from the database.
+    setup.paused = meter().charge(Charge(message, step.usage, principal, setup.price, setup.budget))
     metrics.tokens(
         setup.provider_name,
         setup.model,
@@ -320,10 +262,6 @@ def _store_step(
             "cache_write": step.usage.cache_creation_tokens,
         },
     )
-    # Counted in this reply's transaction: a budget it used up pauses the turn before its
-    # next step (on any instance: the spend is read from the database).
-    setup.paused = spend_closed(principal, record=True)
-    store.touch(principal, conversation_id)
     for call in calls:
         call.message_id = message.id
         db.session.add(call)
@@ -343,7 +281,7 @@ def _store_step(
 
 
 def _run_reads(
-    setup: _Setup, principal: Principal, calls: list[ToolCall], hooks: TurnHooks
+    setup: TurnSetup, principal: Principal, calls: list[ToolCall], hooks: TurnHooks
 ) -> None:
     """Run the step's reads now, and the writes allowed for this conversation; other
     writes wait for the user."""
@@ -369,7 +307,7 @@ def advance_conversation(
 ) -> TurnResult:
     """Run model steps until the turn ends, a write awaits confirmation, or a limit hits."""
     hooks = hooks or TurnHooks()
-    setup = _Setup.load(principal)
+    setup = TurnSetup.load(principal)
     # The turn holds its adapter: dropped from the cache meanwhile, its client still serves
     # every step of the turn, and is closed when the turn ends.
     started, outcome = time.monotonic(), "error"  # an exception is an error for /metrics
@@ -384,7 +322,7 @@ def advance_conversation(
 
 
 def _run_steps(
-    setup: _Setup, principal: Principal, conversation_id: int, hooks: TurnHooks
+    setup: TurnSetup, principal: Principal, conversation_id: int, hooks: TurnHooks
 ) -> TurnResult:
     """The turn's steps, until it ends, a write awaits confirmation, or a limit hits."""
     result = TurnResult(TurnStatus.DONE, conversation_id)

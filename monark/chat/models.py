@@ -7,9 +7,10 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, String, Text, TypeDecorator, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from monark.core.enum_text import EnumText
 from monark.core.models import utcnow
 from monark.core.money import Money
 from monark.extensions import db
@@ -73,24 +74,6 @@ class CallEvent(StrEnum):
     def event_type(self) -> str:
         """The audit event's type."""
         return f"chat.tool_call.{self}"
-
-
-class EnumText(TypeDecorator):
-    """A ``StrEnum`` stored as its plain value in a string column (the values stay what
-    they always were, and a value the enum does not know is refused on write)."""
-
-    impl = String
-    cache_ok = True
-
-    def __init__(self, enum: type[StrEnum], length: int):
-        super().__init__(length)
-        self.enum = enum
-
-    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
-        return None if value is None else self.enum(value).value
-
-    def process_result_value(self, value: Any, dialect: Any) -> StrEnum | None:
-        return None if value is None else self.enum(value)
 
 
 class Conversation(db.Model):

@@ -71,6 +71,8 @@ class AdapterCache:
 
 @dataclass(frozen=True)
 class Limits:
+    """How far a turn goes: its model steps, and the tokens of each reply."""
+
     max_steps: int
     max_tokens: int
 
@@ -87,6 +89,9 @@ class ResolvedAi:
     # What its model's tokens cost, for the host's meter alone (``host.Meter``): chat
     # carries it to the meter and never reads it. None: unknown.
     price: object = None
+    # The org's budget as the resolver read it, once per turn, for the host's spend check
+    # and meter alone (chat carries it, unread). None: the host reads it when it checks.
+    budget: object = None
 
     @property
     def admin_problem(self) -> str | None:
@@ -96,11 +101,11 @@ class ResolvedAi:
 # Which model an org's turns talk to (None: the deployment's alone); the host's.
 Resolver = Callable[[int | None], ResolvedAi]
 # Why a principal's spend closes the assistant (a budget used up), or None; the host's.
-# ``record``: asked by the loop right after a reply was counted, in its transaction.
-SpendCheck = Callable[[Principal, bool], str | None]
+# ``budget``: the one in ``ResolvedAi.budget`` (None: the check reads it).
+SpendCheck = Callable[[Principal, object], str | None]
 
 
-def no_limit(principal: Principal, record: bool = False) -> str | None:
+def no_limit(principal: Principal, budget: object = None) -> str | None:
     """The spend check of a host that installed none: nothing is capped."""
     return None
 
@@ -171,9 +176,9 @@ def tool_executor() -> ChatToolExecutor:
     return runtime().executor
 
 
-def spend_closed(principal: Principal, record: bool = False) -> str | None:
+def spend_closed(principal: Principal, budget: object = None) -> str | None:
     """Why the principal's spend closes the assistant now (read from the database), or None."""
-    return runtime().spend(principal, record)
+    return runtime().spend(principal, budget)
 
 
 def meter() -> Meter:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, inspect, select, update
+from sqlalchemy import func, inspect, select
 from sqlalchemy.orm.attributes import set_committed_value
 
 from monark.chat.models import (
@@ -56,19 +56,6 @@ def get_conversation(principal: Principal, conversation_id: int) -> Conversation
     if conversation is None:
         raise NotFound("No such conversation.")
     return conversation
-
-
-def touch(principal: Principal, conversation_id: int) -> None:
-    """Mark activity in a conversation of the principal's own now (one statement, nothing
-    loaded); ``NotFound`` otherwise."""
-    touched = db.session.execute(
-        update(Conversation)
-        .where(*_own(principal, conversation_id))
-        .values(last_activity_at=utcnow())
-        .execution_options(synchronize_session=False)
-    ).rowcount
-    if touched != 1:
-        raise NotFound("No such conversation.")
 
 
 def end_transaction(*keep: Any, commit: bool = True) -> None:
@@ -194,7 +181,10 @@ def next_seq(conversation_id: int) -> Any:
 
 
 def add_message(conversation: Conversation, actor: Principal, **fields: Any) -> Message:
-    """Store a message with the next sequence number, and its event (ids only)."""
+    """Store a message with the next sequence number, and its event (ids only); a person's
+    own (``author_kind`` "user": what they wrote, or did) is the actor's."""
+    if fields.get("author_kind") == "user":
+        fields["author_user_id"] = actor.user_id
     message = Message(
         org_id=conversation.org_id,
         conversation_id=conversation.id,

@@ -11,15 +11,19 @@ public host unless the deployment allows private ones (``CHAT_LLM_ALLOW_PRIVATE`
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlalchemy import select
 
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor, endpoint_of, get_provider
 from monark.chat.runtime import Limits, ResolvedAi
 from monark.core.crypto import SecretUnreadable, decrypt
+from monark.core.models import Org
 from monark.core.net import Unresolvable, UnsafeAddress, public_addresses
 from monark.core.settings import chat_settings, spend_settings
 from monark.extensions import db
-from monark.settings.models import OrgAiSettings
+from monark.settings.budgets import limits_of
+from monark.settings.models import OrgAiSettings, OrgBudget
 from monark.settings.prices import Price, PriceError, parse_price, price_table
 
 MIN_KEY = 8  # shorter is no real key, and could not be told apart from text to redact
@@ -38,9 +42,19 @@ def org_settings(org_id: int) -> OrgAiSettings | None:
 
 def resolve(org_id: int | None) -> ResolvedAi:
     """The provider configuration and limits of an org's turns (the deployment's alone
-    for ``org_id`` None)."""
-    stored = org_settings(org_id) if org_id is not None else None
-    return resolve_row(stored if stored is not None else OrgAiSettings())
+    for ``org_id`` None), and its budget: both read in one statement, once a turn, so a
+    turn of an org without a budget never reads its spend (``budgets.spend_check``)."""
+    if org_id is None:
+        return resolve_row(OrgAiSettings())
+    stored, budget = db.session.execute(
+        select(OrgAiSettings, OrgBudget)
+        .select_from(Org)
+        .outerjoin(OrgAiSettings, OrgAiSettings.org_id == Org.id)
+        .outerjoin(OrgBudget, OrgBudget.org_id == Org.id)
+        .where(Org.id == org_id)
+    ).one_or_none() or (None, None)
+    resolved = resolve_row(stored if stored is not None else OrgAiSettings())
+    return replace(resolved, budget=limits_of(budget))
 
 
 def _own_endpoint(

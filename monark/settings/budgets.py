@@ -48,11 +48,32 @@ class Limits:
     user_daily_cost: Decimal | None
     user_daily_tokens: int | None
 
+    def apply_to(self, user_id: int | None) -> bool:
+        """Whether any limit caps a principal's spend (a member's daily caps need a member)."""
+        org = self.monthly_cost is not None or self.monthly_tokens is not None
+        user = self.user_daily_cost is not None or self.user_daily_tokens is not None
+        return org or (user and user_id is not None)
+
 
 @dataclass(frozen=True)
 class Spent:
+    """What was spent: its cost, and the tokens of models without a price."""
+
     cost: Decimal
     unpriced_tokens: int
+
+    def __add__(self, other: Spent) -> Spent:
+        return Spent(self.cost + other.cost, self.unpriced_tokens + other.unpriced_tokens)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply's spend, counted by the statement that reads the spend (which sees the
+    spend as it was before it, so the check adds it)."""
+
+    day: date
+    user_id: int
+    spent: Spent
 
 
 @dataclass(frozen=True)
@@ -215,8 +236,11 @@ def _user_trip_recorded(principal: Principal, today: date) -> bool:
 
 
 _MINE = (UsageDay.user_id == bindparam("user")) & (UsageDay.day == bindparam("today"))
-# The org's budget row and its month's (and the member's day's) sums, in one statement.
-_CHECK = (
+# The org's budget row and its month's (and the member's day's) sums, in one statement,
+# built once: this runs after every reply of a budgeted org, and building and running ORM
+# queries cost more than the query itself. ``settings.metering`` runs it with the reply's
+# day row counted in the same statement (PostgreSQL) or just after it.
+CHECK = (
     select(
         OrgBudget.monthly_cost,
         OrgBudget.monthly_tokens,
@@ -240,33 +264,52 @@ _CHECK = (
 )
 
 
-def spend_check(principal: Principal, record: bool = False) -> str | None:
-    """Why the principal's assistant is paused by spend now, or None (the gate's check).
-
-    ``record``: the loop's check after a reply was counted, in that reply's transaction:
-    crossing 80% or 100% this period is audited then (once, whichever instance wins).
-    One statement, built once, on the session's connection: this runs after every reply,
-    and building and running ORM queries cost more than the query itself."""
-    today = utcnow().date()
-    start, period, renews = _period(today)
-    params = {
+def check_params(principal: Principal, today: date) -> dict[str, Any]:
+    """``CHECK``'s parameters for a principal's spend on ``today``."""
+    return {
         "org": principal.org_id,
-        "start": start,
+        "start": _period(today)[0],
         "user": principal.user_id or -1,
         "today": today,
     }
-    row = db.session.connection().execute(_CHECK, params).first()
-    if row is None:  # no such org
+
+
+def capped(budget: object, principal: Principal) -> bool:
+    """Whether a budget the resolver read (``ResolvedAi.budget``) caps the principal's
+    spend; a budget not read yet (None) might."""
+    return not isinstance(budget, Limits) or budget.apply_to(principal.user_id)
+
+
+def spend_check(principal: Principal, budget: object = None, record: bool = False) -> str | None:
+    """Why the principal's assistant is paused by spend now, or None (the gate's check,
+    and the loop's before a turn's first step).
+
+    ``budget``: the org's, as the turn's resolver read it: with no limit at all the spend is
+    not read. ``record``: crossing 80% or 100% this period is audited now (once, whichever
+    instance wins)."""
+    if not capped(budget, principal):
         return None
+    today = utcnow().date()
+    row = db.session.connection().execute(CHECK, check_params(principal, today)).first()
+    return checked(principal, row, today, record)
+
+
+def checked(
+    principal: Principal, row: Any, today: date, record: bool, reply: Reply | None = None
+) -> str | None:
+    """The verdict on ``CHECK``'s row (None: no such org), with ``reply`` added to the sums."""
+    if row is None:
+        return None
+    start, period, renews = _period(today)
     limits = limits_of(row)
-    org_limited = limits.monthly_cost is not None or limits.monthly_tokens is not None
-    user_limited = principal.user_id is not None and (
-        limits.user_daily_cost is not None or limits.user_daily_tokens is not None
-    )
-    if not (org_limited or user_limited):
+    if not limits.apply_to(principal.user_id):
         return None
-    cost, tokens, my_cost, my_tokens = row[4:]
-    spent = Spent(cost if cost is not None else Decimal(0), int(tokens or 0))
+    cost, tokens, my_cost, my_tokens = (value or 0 for value in row[4:])
+    spent, day = Spent(Decimal(cost), int(tokens)), Spent(Decimal(my_cost), int(my_tokens))
+    if reply is not None and reply.day >= start:
+        spent += reply.spent
+        if reply.day == today and reply.user_id == principal.user_id:
+            day += reply.spent
     state = Status(
         limits, spent, _share(spent, limits.monthly_cost, limits.monthly_tokens), period, renews
     )
@@ -281,9 +324,8 @@ def spend_check(principal: Principal, record: bool = False) -> str | None:
             f"used up ({state.spent_text()}). It is paused until {state.renews.isoformat()}, "
             f"unless {_lifters(principal.org_id)} raises the budget in Settings → Usage."
         )
-    if not user_limited:
+    if principal.user_id is None:
         return None
-    day = Spent(my_cost if my_cost is not None else Decimal(0), int(my_tokens or 0))
     if _share(day, limits.user_daily_cost, limits.user_daily_tokens) < 1:
         return None
     if record and not _user_trip_recorded(principal, today):

@@ -15,11 +15,11 @@ from typing import Any
 from sqlalchemy import bindparam
 from sqlalchemy.dialects import postgresql, sqlite
 
-from monark.chat.host import count_tokens
-from monark.chat.llm.types import UsageReport
+from monark.chat.host import Charge, count_tokens
 from monark.chat.models import Message
 from monark.core.models import utcnow
 from monark.extensions import db
+from monark.settings import budgets
 from monark.settings.models import NO_USER, UsageDay
 from monark.settings.prices import Price, cost_of
 
@@ -36,26 +36,44 @@ SUMMED = (
 )
 
 
-def charge(message: Message, usage: UsageReport, price: object, user_id: int | None) -> None:
-    """Store a reply's usage and cost (unknown without a price or a reported usage), and
-    count it in its day's row, in the caller's transaction. ``price``: the one the resolver
-    put in ``ResolvedAi`` (a ``Price``, or None: unknown)."""
-    count_tokens(message, usage)
-    message.cost = cost_of(price if isinstance(price, Price) else None, usage)
-    count_reply(message, user_id)
+def charge(reply: Charge) -> str | None:
+    """Store a reply's usage and cost (unknown without a price or a reported usage), count
+    it in its day's row, in the caller's transaction, and say why the spend now pauses the
+    principal's assistant (``budgets.checked``), or None. ``reply.price`` and
+    ``reply.budget``: what the resolver put in ``ResolvedAi`` (a ``Price``, or None:
+    unknown; ``budgets.Limits``, or None: no check)."""
+    message, principal, budget = reply.message, reply.principal, reply.budget
+    count_tokens(message, reply.usage)
+    message.cost = cost_of(reply.price if isinstance(reply.price, Price) else None, reply.usage)
+    values = day_values(message, principal.user_id)
+    # On the session's connection, in its transaction: the reply's own pending changes need
+    # no flush first (the commit writes them), which keeps this to one statement a reply.
+    connection = db.session.connection()
+    dialect = connection.dialect.name
+    if budget is None or not budgets.capped(budget, principal):
+        connection.execute(_upsert(dialect), values)
+        return None
+    today = utcnow().date()
+    params = budgets.check_params(principal, today)
+    if dialect == "postgresql":  # one round trip: the day row counted by the check itself
+        row = connection.execute(_counted_check(), params | values).first()
+    else:  # in process: the check, then the count (both see the spend without this reply)
+        row = connection.execute(budgets.CHECK, params).first()
+        connection.execute(_upsert(dialect), values)
+    spent = budgets.Spent(values["cost"], values["unpriced_tokens"])
+    counted = budgets.Reply(values["day"], values["user_id"], spent)
+    return budgets.checked(principal, row, today, record=True, reply=counted)
 
 
 class Metering:
     """The host's ``chat.host.Meter``: ``charge`` above."""
 
-    def charge(
-        self, message: Message, usage: UsageReport, price: object, user_id: int | None
-    ) -> None:
-        charge(message, usage, price, user_id)
+    def charge(self, reply: Charge) -> str | None:
+        return charge(reply)
 
 
-def count_reply(message: Message, user_id: int | None) -> None:
-    """Add one stored reply's usage to its day's row (in the caller's transaction)."""
+def day_values(message: Message, user_id: int | None) -> dict[str, Any]:
+    """What one stored reply adds to its day's row, with the row's key."""
     tokens = (
         message.input_tokens
         + message.output_tokens
@@ -63,7 +81,7 @@ def count_reply(message: Message, user_id: int | None) -> None:
         + message.cache_creation_tokens
     )
     cost = message.cost
-    values = {
+    return {
         "org_id": message.org_id,
         "day": (message.created_at or utcnow()).date(),
         "user_id": user_id or NO_USER,
@@ -78,10 +96,6 @@ def count_reply(message: Message, user_id: int | None) -> None:
         "unpriced_tokens": 0 if cost is not None else tokens,
         "unpriced_replies": 0 if cost is not None else 1,
     }
-    # On the session's connection, in its transaction: the reply's own pending changes need
-    # no flush first (the commit writes them), which keeps this step's cost to one statement.
-    connection = db.session.connection()
-    connection.execute(_upsert(connection.dialect.name), values)
 
 
 _KEY = ["org_id", "day", "user_id", "provider", "model"]
@@ -100,4 +114,14 @@ def _upsert(dialect: str) -> Any:
             index_elements=_KEY,
             set_={name: table.c[name] + statement.excluded[name] for name in SUMMED},
         )
+    return found
+
+
+def _counted_check() -> Any:
+    """``budgets.CHECK`` with the day row's upsert as its ``WITH`` (PostgreSQL runs a
+    data-modifying ``WITH`` once, on the check's snapshot: the sums leave the reply out)."""
+    found = _UPSERTS.get("check")
+    if found is None:
+        counted = _upsert("postgresql").returning(UsageDay.id).cte("counted")
+        found = _UPSERTS["check"] = budgets.CHECK.add_cte(counted)
     return found

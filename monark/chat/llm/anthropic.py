@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import SdkAdapter, StepState, http_client_options
-
-if TYPE_CHECKING:
-    from monark.chat.llm.descriptor import ProviderConfig
+from monark.chat.llm.common import SdkAdapter, StepState
 
 EPHEMERAL = {"type": "ephemeral"}
 NOT_CONNECTED = (
@@ -75,55 +72,8 @@ def build_params(request: t.LlmRequest) -> dict[str, Any]:
     return params
 
 
-def _error_text(err: Exception) -> str:
-    body = getattr(err, "body", None)
-    if isinstance(body, dict):
-        detail = body.get("error", body)
-        if isinstance(detail, dict) and detail.get("message"):
-            kind = detail.get("type")
-            return f"{detail['message']}" + (f" ({kind})" if kind else "")
-    status = getattr(err, "status_code", None)
-    message = getattr(err, "message", None) or str(err)
-    return f"{message}" + (f" (HTTP {status})" if status else "")
-
-
 class AnthropicProvider(SdkAdapter):
     """Streams a step through the official SDK; the client is built on first use."""
-
-    def __init__(
-        self,
-        api_key: str,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 60.0,
-        max_retries: int = 2,
-        public_only: bool = False,
-        org_endpoint: bool = False,
-        **client_options: Any,
-    ):
-        super().__init__("anthropic", api_key)
-        self.timeouts = (connect_timeout, read_timeout)
-        self.public_only = public_only
-        self.org_endpoint = org_endpoint
-        self.client_options = {"max_retries": max_retries, **client_options}
-
-    @classmethod
-    def from_config(cls, config: ProviderConfig) -> AnthropicProvider:
-        """The adapter for a provider configuration (an org's settings or the deployment's)."""
-        options = {"base_url": config.base_url} if config.base_url else {}
-        return cls(
-            config.api_key,
-            connect_timeout=config.connect_timeout,
-            read_timeout=config.read_timeout,
-            max_retries=config.max_retries,
-            public_only=config.public_only,
-            org_endpoint=config.org_endpoint,
-            **options,
-        )
-
-    def models(self) -> list[str]:
-        """The models this key may use."""
-        with self.in_use():
-            return sorted(m.id for m in self.client().models.list())
 
     def problem(self) -> str | None:
         return None if self.api_key else NOT_CONNECTED + "."
@@ -133,23 +83,19 @@ class AnthropicProvider(SdkAdapter):
 
     def make_client(self) -> Any:
         anthropic = import_sdk()
-        connect, read = self.timeouts
+        config = self.config
         # ANTHROPIC_BASE_URL is read by the SDK itself. The read timeout bounds each wait
         # for the next bytes of a stream, not the whole reply.
         return anthropic.Anthropic(
             api_key=self.api_key,
-            timeout=anthropic.Timeout(read, connect=connect),
-            http_client=anthropic.DefaultHttpxClient(
-                **http_client_options(self.public_only, self.org_endpoint)
-            ),
-            **self.client_options,
+            timeout=anthropic.Timeout(config.read_timeout, connect=config.connect_timeout),
+            http_client=anthropic.DefaultHttpxClient(**self.http_options()),
+            max_retries=config.max_retries,
+            **({"base_url": config.base_url} if config.base_url else {}),
         )
 
     def open_stream(self, request: t.LlmRequest) -> Any:
         return self.client().messages.create(**build_params(request), stream=True)
-
-    def error_text(self, err: Exception) -> str:
-        return _error_text(err)
 
     def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         tools: dict[int, dict[str, Any]] = {}

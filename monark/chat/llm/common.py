@@ -8,6 +8,7 @@ from contextlib import contextmanager, nullcontext, suppress
 from contextvars import ContextVar
 from typing import Any
 
+from monark.chat.llm.descriptor import ProviderConfig, ProviderDescriptor
 from monark.chat.llm.types import TOO_LONG, LlmEvent, LlmRequest, ProviderError, UsageReport
 from monark.core.net import public_only_transport
 
@@ -138,14 +139,30 @@ def close_provider(provider: Any) -> None:
         close()
 
 
-class SdkAdapter:
-    """What every adapter shares: its SDK client built on first use (the SDK imported
-    then), the configuration check, Stop, failures (building the client, sending,
-    mid-stream) turned into error events, never with the key in them, and ``close``."""
+def body_error_text(err: Exception) -> str:
+    """An SDK's HTTP error in plain words: the message of its JSON body (``{"error":
+    {"message", "type"}}``, as Anthropic, OpenAI and their clones answer), else its own."""
+    body = getattr(err, "body", None)
+    detail = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(detail, dict) and detail.get("message"):
+        kind = detail.get("type") or detail.get("code")
+        return str(detail["message"]) + (f" ({kind})" if kind else "")
+    status = getattr(err, "status_code", None)
+    text = getattr(err, "message", None) or str(err) or type(err).__name__
+    return text + (f" (HTTP {status})" if status else "")
 
-    def __init__(self, name: str, api_key: str):
-        self.name = name
-        self.api_key = api_key
+
+class SdkAdapter:
+    """What every adapter shares: its descriptor and configuration, its SDK client built on
+    first use (the SDK imported then), the configuration check, Stop, failures (building
+    the client, sending, mid-stream) turned into error events, never with the key in them,
+    and ``close``."""
+
+    def __init__(self, descriptor: ProviderDescriptor, config: ProviderConfig):
+        self.descriptor = descriptor
+        self.config = config
+        self.name: str = descriptor.id
+        self.api_key = config.api_key
         self._client: Any = None
         self._lock = threading.Lock()
         self._building = threading.Lock()
@@ -160,7 +177,20 @@ class SdkAdapter:
 
     def problem(self) -> str | None:
         """Why no reply can come (no key, no endpoint), before anyone sends a message."""
-        return None
+        if not self.descriptor.needs_key or self.api_key:
+            return None
+        label, env = self.descriptor.label, self.descriptor.key_env
+        if self.config.org_endpoint:
+            return (
+                f"{label} needs an API key: a base URL of the org's own needs a key of its "
+                "own, set in Settings."
+            )
+        on_server = f" (or {env} on the server)" if env else ""
+        return f"{label} needs an API key: an admin sets it in Settings{on_server}."
+
+    def http_options(self) -> dict[str, Any]:
+        """Options for the SDK's HTTP client (``http_client_options``) of this endpoint."""
+        return http_client_options(self.config.public_only, self.config.org_endpoint)
 
     def open_stream(self, request: LlmRequest) -> Any:
         """Send the request; the SDK's stream of events."""
@@ -172,7 +202,13 @@ class SdkAdapter:
 
     def error_text(self, err: Exception) -> str:
         """The SDK's error in plain words."""
-        return str(err) or type(err).__name__
+        return body_error_text(err)
+
+    def models(self) -> list[str]:
+        """The models this key may use, as the endpoint lists them (Anthropic's, OpenAI's
+        and their clones' lists are alike)."""
+        with self.in_use():
+            return sorted(m.id for m in self.client().models.list())
 
     # ---- shared ----
 

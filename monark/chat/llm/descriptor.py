@@ -1,15 +1,15 @@
 """What a provider is and how it is reached: its id, its descriptor, its configuration.
 
 The adapters (``anthropic``, ``openai_chat``, ``gemini``) read these; ``providers`` lists
-one descriptor per provider and builds the adapters, so no adapter imports the module that
-imports it. A descriptor builds its adapter with the factory it is given (``providers``
-gives each its adapter's).
+one descriptor per provider. A descriptor builds its adapter, importing the adapter's module
+by name then (``ADAPTERS``): no module imports an adapter, and an SDK is imported only when
+an org first talks to its provider.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Literal
 
 from monark.chat.llm.types import LlmProvider
@@ -31,6 +31,12 @@ ProviderId = Literal[
 ]
 PROVIDER_IDS: tuple[ProviderId, ...] = ProviderId.__args__  # type: ignore[attr-defined]
 TokenParam = Literal["max_tokens", "max_completion_tokens", "max_output_tokens"]
+# Each adapter's module and class, imported when its first adapter is built.
+ADAPTERS = {
+    "anthropic": ("monark.chat.llm.anthropic", "AnthropicProvider"),
+    "openai": ("monark.chat.llm.openai_chat", "OpenAIProvider"),
+    "gemini": ("monark.chat.llm.gemini", "GeminiProvider"),
+}
 
 
 @dataclass(frozen=True)
@@ -65,14 +71,12 @@ class ProviderDescriptor:
     caching: str = "automatic prefix caching where the vendor offers it"
     local: bool = False  # runs on the deployment's own machine or network
     default_model: str = ""
-    # Builds the adapter (``providers`` imports the adapter's module then, and only then).
-    factory: Callable[[ProviderDescriptor, ProviderConfig], LlmProvider] = field(
-        kw_only=True, repr=False, compare=False
-    )
 
     def create(self, config: ProviderConfig) -> LlmProvider:
-        """The adapter for ``config`` (its SDK is imported when it first needs a client)."""
-        return self.factory(self, config)
+        """The adapter for ``config``: its module imported now, and its SDK when it first
+        needs a client."""
+        module, name = ADAPTERS[self.adapter]
+        return getattr(import_module(module), name)(self, config)
 
     def endpoint(self, config: ProviderConfig) -> str | None:
         """The endpoint ``config`` talks to: its own base URL first, this provider's default

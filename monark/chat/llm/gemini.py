@@ -13,13 +13,10 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import Chunks, SdkAdapter, StepState, http_client_options
-
-if TYPE_CHECKING:
-    from monark.chat.llm.descriptor import ProviderConfig, ProviderDescriptor
+from monark.chat.llm.common import Chunks, SdkAdapter, StepState
 
 STOP_REASONS = {"STOP": "end_turn", "MAX_TOKENS": "max_tokens"}
 
@@ -95,19 +92,7 @@ def error_text(err: Exception) -> str:
 class GeminiProvider(SdkAdapter):
     """Streams a step through ``google-genai``."""
 
-    def __init__(self, descriptor: ProviderDescriptor, config: ProviderConfig):
-        super().__init__(descriptor.id, config.api_key)
-        self.descriptor = descriptor
-        self.config = config
-        self._types: Any = None
-
-    def problem(self) -> str | None:
-        if not self.config.api_key:
-            return (
-                "Google Gemini needs an API key: an admin sets it in Settings "
-                "(or GEMINI_API_KEY on the server)."
-            )
-        return None
+    _types: Any = None  # ``google.genai.types``, imported with the client
 
     def make_client(self) -> Any:
         from google import genai
@@ -115,7 +100,7 @@ class GeminiProvider(SdkAdapter):
 
         options: dict[str, Any] = {
             "timeout": int(self.config.read_timeout * 1000),  # ms
-            "client_args": http_client_options(self.config.public_only, self.config.org_endpoint),
+            "client_args": self.http_options(),
         }
         if self.config.base_url:
             options["base_url"] = self.config.base_url

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import Chunks, SdkAdapter, StepState, http_client_options
-
-if TYPE_CHECKING:
-    from monark.chat.llm.descriptor import ProviderConfig, ProviderDescriptor
+from monark.chat.llm.common import Chunks, SdkAdapter, StepState
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 NO_KEY_NEEDED = "not-needed"  # the SDK insists on a key; local servers ignore it
@@ -92,21 +89,6 @@ def build_params(request: t.LlmRequest, token_param: str) -> dict[str, Any]:
     return params
 
 
-def error_text(err: Exception) -> str:
-    """The SDK's error in plain words."""
-    body = getattr(err, "body", None)
-    detail = body.get("error", body) if isinstance(body, dict) else None
-    if isinstance(detail, dict) and detail.get("message"):
-        kind = detail.get("type") or detail.get("code")
-        text = str(detail["message"]) + (f" ({kind})" if kind else "")
-    else:
-        status = getattr(err, "status_code", None)
-        text = (getattr(err, "message", None) or str(err) or type(err).__name__) + (
-            f" (HTTP {status})" if status else ""
-        )
-    return text
-
-
 class _Calls:
     """Tool calls assembled from their streamed pieces, by index."""
 
@@ -145,22 +127,9 @@ class _Calls:
 class OpenAIProvider(SdkAdapter):
     """Streams a step through the official ``openai`` SDK."""
 
-    def __init__(self, descriptor: ProviderDescriptor, config: ProviderConfig):
-        super().__init__(descriptor.id, config.api_key)
-        self.descriptor = descriptor
-        self.config = config
-
     def problem(self) -> str | None:
-        if self.descriptor.needs_key and not self.config.api_key:
-            if self.config.org_endpoint:
-                return (
-                    f"{self.descriptor.label} needs an API key: a base URL of the org's own "
-                    "needs a key of its own, set in Settings."
-                )
-            env = (
-                f" (or {self.descriptor.key_env} on the server)" if self.descriptor.key_env else ""
-            )
-            return f"{self.descriptor.label} needs an API key: an admin sets it in Settings{env}."
+        if missing := super().problem():
+            return missing
         if not self.descriptor.endpoint(self.config):
             return "Set the base URL of the OpenAI-compatible endpoint in Settings."
         return None
@@ -174,17 +143,12 @@ class OpenAIProvider(SdkAdapter):
             base_url=self.descriptor.endpoint(config),
             timeout=openai.Timeout(config.read_timeout, connect=config.connect_timeout),
             max_retries=config.max_retries,
-            http_client=openai.DefaultHttpxClient(
-                **http_client_options(config.public_only, config.org_endpoint)
-            ),
+            http_client=openai.DefaultHttpxClient(**self.http_options()),
         )
 
     def open_stream(self, request: t.LlmRequest) -> Any:
         params = build_params(request, self.descriptor.token_param)
         return self.client().chat.completions.create(**params)
-
-    def error_text(self, err: Exception) -> str:
-        return error_text(err)
 
     def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         calls = _Calls()
@@ -212,11 +176,8 @@ class OpenAIProvider(SdkAdapter):
 
     def models(self) -> list[str]:
         """The endpoint's model catalogue (OpenAI's own filtered to chat models)."""
-        with self.in_use():
-            ids = sorted(m.id for m in self.client().models.list())
-        if self.descriptor.id == "openai":
-            ids = [i for i in ids if i.startswith(CHAT_FAMILIES)]
-        return ids
+        ids = super().models()
+        return [i for i in ids if i.startswith(CHAT_FAMILIES)] if self.name == "openai" else ids
 
 
 CHAT_FAMILIES = ("gpt-", "o1", "o3", "o4", "chatgpt-")

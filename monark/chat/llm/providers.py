@@ -11,9 +11,6 @@ imports its SDK).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from monark.chat.llm.descriptor import (
     PROVIDER_IDS,
     ProviderConfig,
@@ -21,7 +18,6 @@ from monark.chat.llm.descriptor import (
     ProviderId,
     TokenParam,
 )
-from monark.chat.llm.types import LlmProvider
 
 __all__ = [
     "PROVIDERS",
@@ -35,40 +31,10 @@ __all__ = [
 ]
 
 
-def _anthropic(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
-    from monark.chat.llm.anthropic import AnthropicProvider
-
-    return AnthropicProvider.from_config(config)
-
-
-def _openai(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
-    from monark.chat.llm.openai_chat import OpenAIProvider
-
-    return OpenAIProvider(descriptor, config)
-
-
-def _gemini(descriptor: ProviderDescriptor, config: ProviderConfig) -> LlmProvider:
-    from monark.chat.llm.gemini import GeminiProvider
-
-    return GeminiProvider(descriptor, config)
-
-
-_FACTORIES: dict[str, Callable[[ProviderDescriptor, ProviderConfig], LlmProvider]] = {
-    "anthropic": _anthropic,
-    "openai": _openai,
-    "gemini": _gemini,
-}
-
-
-def _provider(*args: Any, **options: Any) -> ProviderDescriptor:
-    """A descriptor, built with its adapter's factory (``args[2]`` names the adapter)."""
-    return ProviderDescriptor(*args, factory=_FACTORIES[args[2]], **options)
-
-
 _COMPATIBLE = "automatic prefix caching, where the vendor offers it"
 
 PROVIDERS: tuple[ProviderDescriptor, ...] = (
-    _provider(
+    ProviderDescriptor(
         "anthropic",
         "Anthropic",
         "anthropic",
@@ -78,7 +44,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="three cache breakpoints: system prompt, tools, conversation so far",
         default_model="claude-sonnet-5-5",
     ),
-    _provider(
+    ProviderDescriptor(
         "openai",
         "OpenAI",
         "openai",
@@ -88,7 +54,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="automatic prefix caching (the cached share is stored per reply)",
         default_model="gpt-5",
     ),
-    _provider(
+    ProviderDescriptor(
         "gemini",
         "Google Gemini",
         "gemini",
@@ -99,14 +65,14 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="implicit caching (the cached share is stored per reply)",
         default_model="gemini-2.5-flash",
     ),
-    _provider(
+    ProviderDescriptor(
         "openai_compatible",
         "OpenAI-compatible (any base URL)",
         "openai",
         needs_key=False,
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "groq",
         "Groq",
         "openai",
@@ -114,7 +80,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.groq.com/openai/v1",
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "mistral",
         "Mistral",
         "openai",
@@ -122,7 +88,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.mistral.ai/v1",
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "deepseek",
         "DeepSeek",
         "openai",
@@ -130,7 +96,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.deepseek.com/v1",
         caching="automatic context caching (the cached share is stored per reply)",
     ),
-    _provider(
+    ProviderDescriptor(
         "together",
         "Together AI",
         "openai",
@@ -138,7 +104,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.together.xyz/v1",
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "openrouter",
         "OpenRouter",
         "openai",
@@ -146,7 +112,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://openrouter.ai/api/v1",
         caching="the routed vendor's own caching",
     ),
-    _provider(
+    ProviderDescriptor(
         "xai",
         "xAI",
         "openai",
@@ -154,7 +120,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         default_base_url="https://api.x.ai/v1",
         caching=_COMPATIBLE,
     ),
-    _provider(
+    ProviderDescriptor(
         "ollama",
         "Ollama (local)",
         "openai",
@@ -163,7 +129,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="none (a local model)",
         local=True,
     ),
-    _provider(
+    ProviderDescriptor(
         "lmstudio",
         "LM Studio (local)",
         "openai",
@@ -172,7 +138,7 @@ PROVIDERS: tuple[ProviderDescriptor, ...] = (
         caching="none (a local model)",
         local=True,
     ),
-    _provider(
+    ProviderDescriptor(
         "vllm",
         "vLLM (local)",
         "openai",

@@ -60,11 +60,12 @@ def claimed(
     principal: Principal,
     conversation_id: int,
     opening: Callable[[], list[Progress]],
-    work: Callable[[TurnHooks], TurnResult],
+    first: Callable[[TurnHooks], None] | None = None,
 ) -> Turn:
     """Claim the conversation's turn and run ``opening`` under the claim (the user's
     message, a decision); it returns the progress events of what it stored. A failed
-    opening gives the claim back."""
+    opening gives the claim back. The turn runs ``first`` (the writes just decided, say),
+    then advances the conversation."""
     turn_id = lease.claim(conversation_id)
     try:
         lease.check_org_room(principal.org_id)
@@ -75,6 +76,12 @@ def claimed(
     except BaseException:
         lease.give_back(conversation_id, turn_id)
         raise
+
+    def work(hooks: TurnHooks) -> TurnResult:
+        if first is not None:
+            first(hooks)
+        return advance_conversation(principal, conversation_id, hooks)
+
     return Turn(principal, conversation_id, turn_id, work, opening=opened)
 
 
@@ -105,7 +112,6 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
             conversation,
             principal,
             author_kind="user",
-            author_user_id=principal.user_id,
             role=MessageRole.USER,
             text=data.text,
             content=[{"type": "text", "text": sentence}],
@@ -113,12 +119,7 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
         db.session.commit()
         return [*events, MessageSaved(message.id)]
 
-    return claimed(
-        principal,
-        conversation_id,
-        opening,
-        lambda hooks: advance_conversation(principal, conversation_id, hooks),
-    )
+    return claimed(principal, conversation_id, opening)
 
 
 def begin_retry(principal: Principal, conversation_id: int) -> Turn:
@@ -134,15 +135,10 @@ def begin_retry(principal: Principal, conversation_id: int) -> Turn:
             raise Conflict(NOTHING_TO_RETRY)
         return []
 
-    return claimed(
-        principal,
-        conversation_id,
-        opening,
-        lambda hooks: advance_conversation(principal, conversation_id, hooks),
-    )
+    return claimed(principal, conversation_id, opening)
 
 
-# ---- the same, run here and now (tests, scripts, the CLI) ---------------------------------
+# ---- run here and now (tests, scripts, the CLI; a retry: ``run_turn(begin_retry(…))``) -----
 
 
 def send_message(
@@ -152,12 +148,3 @@ def send_message(
 ) -> TurnResult:
     """Store the user's message, then run the turn in this thread."""
     return run_turn(begin_send(principal, data), hooks)
-
-
-def retry_turn(
-    principal: Principal,
-    conversation_id: int,
-    hooks: TurnHooks | None = None,
-) -> TurnResult:
-    """Advance a conversation again, in this thread."""
-    return run_turn(begin_retry(principal, conversation_id), hooks)
