@@ -10,7 +10,7 @@ from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.settings import time_zones
-from monark.settings.views import profile_page, org_page
+from monark.settings.views import org_page, profile_page
 
 bp = Blueprint("settings_zones", __name__)
 
