@@ -9,7 +9,7 @@ from sqlalchemy import update
 from monark.core import zones
 from monark.core.errors import NotFound
 from monark.core.events import record_event
-from monark.core.models import User
+from monark.core.models import Org, User
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.settings.services import get_org
@@ -24,14 +24,19 @@ def _user(principal: Principal) -> User:
 
 def set_user_zone(principal: Principal, raw: object) -> User:
     """The user's own time zone (``ValidationFailed`` naming ``time_zone``: nothing changes)."""
-    name = zones.checked(raw, "time_zone")
     user = _user(principal)
-    if user.time_zone != name:
-        user.time_zone = name
-        record_event(principal, "user.updated", "user", user.id, {"fields": ["time_zone"]})
+    _set_zone(principal, user, "user", zones.checked(raw, "time_zone"))
+    return user
+
+
+def _set_zone(principal: Principal, row: User | Org, kind: str, name: str) -> None:
+    """Keep ``name`` as the row's zone (an event only when it changed), and forget the
+    readers' zones this request worked out."""
+    if row.time_zone != name:
+        row.time_zone = name
+        record_event(principal, f"{kind}.updated", kind, row.id, {"fields": ["time_zone"]})
     db.session.commit()
     zones.forget_reader_zone()
-    return user
 
 
 def adopt_browser_zone(principal: Principal, raw: object) -> bool:
@@ -61,10 +66,5 @@ def set_org_zone(principal: Principal, raw: object) -> str:
     one. ``ValidationFailed`` naming ``time_zone``: nothing changes."""
     principal.require("org.manage")
     name = zones.checked(raw, "time_zone")
-    org = get_org(principal)
-    if org.time_zone != name:
-        org.time_zone = name
-        record_event(principal, "org.updated", "org", org.id, {"fields": ["time_zone"]})
-    db.session.commit()
-    zones.forget_reader_zone()
+    _set_zone(principal, get_org(principal), "org", name)
     return name
