@@ -46,6 +46,9 @@ from monark.core.signin import bp as signin_bp
 from monark.core.web import register_web
 from monark.extensions import csrf, db, login_manager, migrate
 from monark.records.views import bp as records_bp
+from monark.search.routes import SEARCH_ROUTES
+from monark.search.routes import bp as search_internal_bp
+from monark.search.views import bp as search_bp
 from monark.settings import ai_provider, budgets
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.metering import Metering
@@ -72,11 +75,13 @@ BLUEPRINTS = (
     automations_internal_bp,
     wiki_bp,
     wiki_internal_bp,
+    search_bp,
+    search_internal_bp,
     api_bp,
     outbox_bp,
 )
 # Every route an agent may call, declared beside its feature's services.
-ROUTES = (*V1_ROUTES, *AUTOMATION_ROUTES, *WIKI_ROUTES)
+ROUTES = (*V1_ROUTES, *AUTOMATION_ROUTES, *WIKI_ROUTES, *SEARCH_ROUTES)
 
 
 def create_app(overrides: dict[str, Any] | None = None) -> Flask:

@@ -11,6 +11,8 @@ from monark.chat.models import Conversation, Message, Participant, ToolCall
 from monark.core.models import ApiKey, Event, Invite, Membership, Org, User
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
+from monark.search import index as _search_index  # noqa: F401  (its flush hook, its DDL)
+from monark.search.models import SearchDocument
 from monark.settings.models import OrgAiSettings, OrgBudget, ToolDay, UsageDay
 from monark.wiki.models import WikiPage
 
@@ -38,6 +40,7 @@ __all__ = [
     "Record",
     "RecordModel",
     "RecordValue",
+    "SearchDocument",
     "ToolCall",
     "ToolDay",
     "UsageDay",
