@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from markupsafe import Markup, escape
 from sqlalchemy import (
@@ -34,6 +34,10 @@ MAX_QUERY = 200  # characters: a search, not a document
 MAX_TERMS = 8
 MAX_TERM = 64
 MAX_LIMIT = 50
+# How many matches are ranked at most: a word nearly every document has would otherwise
+# rank them all on each keystroke. Past it, the newest (SQLite) or the first the index
+# yields (PostgreSQL) are ranked; every match below it is ranked exactly.
+CANDIDATES = 1000
 # A word of any script; everything else (FTS operators, quotes, NUL, a lone surrogate)
 # separates words, so a query is only ever plain words, each quoted.
 _WORD = re.compile(r"\w+")
@@ -172,9 +176,11 @@ def hinted(words: list[str]) -> tuple[list[str], tuple[str, ...]]:
     return rest, KIND_WORDS[named[0]]
 
 
-def _first(kinds: tuple[str, ...]) -> list[Any]:
-    """An ORDER BY term that puts ``kinds`` first (none when no kind was named)."""
-    return [case((D.kind.in_(kinds), 0), else_=1)] if kinds else []
+def _first(kinds: tuple[str, ...]) -> Any:
+    """A column ``first``: 0 for ``kinds`` (all of them when no kind was named), else 1."""
+    if not kinds:
+        return literal_column("0").label("first")
+    return case((D.kind.in_(kinds), 0), else_=1).label("first")
 
 
 def _fts5_query(words: list[str], every: bool) -> str:
@@ -211,39 +217,67 @@ def readable(principal: Principal, exclude_conversation: int | None = None) -> C
     return and_(D.org_id == principal.org_id, or_(*kinds))
 
 
+class Match(NamedTuple):
+    """One ranked document, its title and snippet marked."""
+
+    kind: str
+    object_id: int
+    model_id: int | None
+    parent_id: int | None
+    title: str
+    snippet: str
+
+
 # The FTS5 table as SQL sees it (no model: ``index.SQLITE_DDL`` makes it).
 _FTS = table(FTS_TABLE, column("rowid"))
 
 
 def _ranked_sqlite(
     where: ColumnElement[bool], match: str, limit: int, kinds: tuple[str, ...]
-) -> list[Any]:
-    """The best ``limit`` matches: bm25 with the title weighing ten times the body."""
-    rank = literal_column(f"bm25({FTS_TABLE}, 10.0, 1.0)")
+) -> list[Match]:
+    """The best ``limit`` of the newest ``CANDIDATES`` matches the reader may read, by bm25
+    (titles weigh ten times the body); marks made for those alone (each reads its text)."""
+    matches = literal_column(FTS_TABLE).op("MATCH")(match)
+    rank = literal_column(f"bm25({FTS_TABLE}, 10.0, 1.0)").label("rank")
+    candidates = (
+        select(D.id, D.kind, D.object_id, D.model_id, D.parent_id, rank, _first(kinds))
+        .select_from(D.__table__.join(_FTS, _FTS.c.rowid == D.id))
+        .where(matches, where)
+        .order_by(_FTS.c.rowid.desc())  # the index's own order: no sort of every match
+        .limit(CANDIDATES)
+        .subquery()
+    )
+    c = candidates.c
+    top = db.session.execute(select(c).order_by(c.first, c.rank, c.id).limit(limit)).all()
+    if not top:
+        return []
     title = literal_column(f"highlight({FTS_TABLE}, 0, '{START}', '{STOP}')")
     snippet = literal_column(f"snippet({FTS_TABLE}, 1, '{START}', '{STOP}', '…', 16)")
-    stmt = (
-        select(D.kind, D.object_id, D.model_id, D.parent_id, title, snippet)
-        .select_from(D.__table__.join(_FTS, _FTS.c.rowid == D.id))
-        .where(literal_column(FTS_TABLE).op("MATCH")(match), where)
-        .order_by(*_first(kinds), rank, D.id)
-        .limit(limit)
-    )
-    return list(db.session.execute(stmt))
+    marks = {
+        rowid: (marked_title, marked_body)
+        for rowid, marked_title, marked_body in db.session.execute(
+            select(_FTS.c.rowid, title, snippet).where(
+                matches, _FTS.c.rowid.in_([r.id for r in top])
+            )
+        )
+    }
+    return [Match(r.kind, r.object_id, r.model_id, r.parent_id, *marks[r.id]) for r in top]
 
 
 def _ranked_postgres(
     where: ColumnElement[bool], query: str, limit: int, kinds: tuple[str, ...]
-) -> list[Any]:
-    """The best ``limit`` matches by ts_rank (titles weigh A, bodies B), then their
-    headlines (made for those alone: a headline reads the whole text)."""
+) -> list[Match]:
+    """The best ``limit`` of the first ``CANDIDATES`` matches the reader may read, by
+    ts_rank (titles weigh A, bodies B), then their headlines (made for those alone: a
+    headline reads the whole text)."""
     tsq = func.to_tsquery(literal_column("'english'"), query)
     vector = literal_column(VECTOR_COLUMN)
+    candidates = select(D.id).where(vector.op("@@")(tsq), where).limit(CANDIDATES)
     rank = func.ts_rank(vector, tsq).label("rank")
-    first = (_first(kinds) or [literal_column("0")])[0].label("first")
+    first = _first(kinds)
     top = (
         select(D.id, D.kind, D.object_id, D.model_id, D.parent_id, D.title, D.body, rank, first)
-        .where(vector.op("@@")(tsq), where)
+        .where(D.id.in_(candidates.scalar_subquery()))
         .order_by(first, rank.desc(), D.id)
         .limit(limit)
         .subquery()
@@ -259,7 +293,7 @@ def _ranked_postgres(
         func.ts_headline(english, top.c.title, tsq, whole),
         func.ts_headline(english, top.c.body, tsq, part),
     ).order_by(top.c.first, top.c.rank.desc(), top.c.id)
-    return list(db.session.execute(stmt))
+    return [Match(*row) for row in db.session.execute(stmt)]
 
 
 def _ranked(
@@ -268,13 +302,13 @@ def _ranked(
     every: bool,
     limit: int,
     kinds: tuple[str, ...],
-) -> list[Any]:
+) -> list[Match]:
     if db.session.get_bind().dialect.name == "postgresql":
         return _ranked_postgres(where, _tsquery(words, every), limit, kinds)
     return _ranked_sqlite(where, _fts5_query(words, every), limit, kinds)
 
 
-def _labels(rows: list[Any]) -> tuple[dict[int, str], dict[int, str]]:
+def _labels(rows: list[Match]) -> tuple[dict[int, str], dict[int, str]]:
     """Model keys of the records found, and titles of the conversations of messages."""
     model_ids = {r.model_id for r in rows if r.model_id is not None}
     conversation_ids = {r.parent_id for r in rows if r.kind == "message"}
@@ -297,7 +331,7 @@ def _labels(rows: list[Any]) -> tuple[dict[int, str], dict[int, str]]:
     return keys, titles
 
 
-def _hit(row: Any, keys: dict[int, str], titles: dict[int, str]) -> Hit | None:
+def _hit(row: Match, keys: dict[int, str], titles: dict[int, str]) -> Hit | None:
     kind, object_id, model_id, parent_id, title, snippet = row
     if kind == "record":
         key = keys.get(model_id)
