@@ -183,17 +183,20 @@ def _first(kinds: tuple[str, ...]) -> Any:
     return case((D.kind.in_(kinds), 0), else_=1).label("first")
 
 
-def _fts5_query(words: list[str], every: bool) -> str:
-    """An FTS5 expression of quoted words (the last also as a prefix, for typing)."""
+def _fts5_query(words: list[str], every: bool, typing: bool) -> str:
+    """An FTS5 expression of quoted words (while typing, the last one as a prefix: it is
+    stemmed as the words are, so "refunds"* still finds "refund")."""
     quoted = [f'"{w}"' for w in words]
-    quoted[-1] = f"({quoted[-1]} OR {quoted[-1]}*)"
+    if typing:
+        quoted[-1] += "*"
     return (" AND " if every else " OR ").join(quoted)
 
 
-def _tsquery(words: list[str], every: bool) -> str:
-    """A ``to_tsquery`` expression of quoted words (the last also as a prefix)."""
+def _tsquery(words: list[str], every: bool, typing: bool) -> str:
+    """A ``to_tsquery`` expression of quoted words (while typing, the last as a prefix)."""
     quoted = [f"'{w}'" for w in words]
-    quoted[-1] = f"({quoted[-1]} | {quoted[-1]}:*)"
+    if typing:
+        quoted[-1] += ":*"
     return (" & " if every else " | ").join(quoted)
 
 
@@ -300,12 +303,13 @@ def _ranked(
     where: ColumnElement[bool],
     words: list[str],
     every: bool,
+    typing: bool,
     limit: int,
     kinds: tuple[str, ...],
 ) -> list[Match]:
     if db.session.get_bind().dialect.name == "postgresql":
-        return _ranked_postgres(where, _tsquery(words, every), limit, kinds)
-    return _ranked_sqlite(where, _fts5_query(words, every), limit, kinds)
+        return _ranked_postgres(where, _tsquery(words, every, typing), limit, kinds)
+    return _ranked_sqlite(where, _fts5_query(words, every, typing), limit, kinds)
 
 
 def _labels(rows: list[Match]) -> tuple[dict[int, str], dict[int, str]]:
@@ -355,19 +359,20 @@ def search(
     query: str,
     limit: int = 20,
     *,
+    typing: bool = False,
     exclude_conversation: int | None = None,
 ) -> list[Hit]:
     """What the principal may read that matches ``query``, best first: every word if
-    anything has them all, else any word; a kind the query names first. A conversation
-    shows once (its best match)."""
+    anything has them all, else any word; a kind the query names first; ``typing`` (the
+    header's box): the last word is a prefix. A conversation shows once (its best match)."""
     words, kinds = hinted(terms(query))
     if not words:
         return []
     limit = max(1, min(limit, MAX_LIMIT))
     where = readable(principal, exclude_conversation)
-    rows = _ranked(where, words, True, limit, kinds)
+    rows = _ranked(where, words, True, typing, limit, kinds)
     if not rows and len(words) > 1:
-        rows = _ranked(where, words, False, limit, kinds)
+        rows = _ranked(where, words, False, typing, limit, kinds)
     keys, titles = _labels(rows)
     hits: list[Hit] = []
     seen: set[int] = set()

@@ -26,7 +26,10 @@ def page():
     hits: list[services.Hit] = []
     error = None
     try:
-        hits = services.search(principal, query, HEADER_LIMIT if in_box else services.MAX_LIMIT)
+        if in_box:  # asked for as the user types: the last word may be half of one
+            hits = services.search(principal, query, HEADER_LIMIT, typing=True)
+        else:
+            hits = services.search(principal, query, services.MAX_LIMIT)
     except ValidationFailed as err:
         error = err.message
     context = {
