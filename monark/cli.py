@@ -1,4 +1,5 @@
-"""Flask CLI commands: ``flask --app app seed-demo``, ``flask --app app rotate-secrets``."""
+"""Flask CLI commands: ``flask --app app seed-demo``, ``flask --app app rotate-secrets``,
+``flask --app app search reindex``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import date, timedelta
 
 import click
 from flask import Flask, current_app
+from flask.cli import AppGroup
 from sqlalchemy import func, select
 
 from monark.automations import services as automations
@@ -18,6 +20,7 @@ from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records import services
 from monark.records.models import Record, RecordModel
+from monark.search.index import reindex_all
 from monark.settings.models import OrgAiSettings
 from monark.wiki import services as wiki
 from monark.wiki.models import WikiPage
@@ -242,6 +245,17 @@ def register_cli(app: Flask) -> None:
         """Encrypt every stored secret anew with the first of ENCRYPTION_KEYS."""
         count = rotate_secrets()
         click.echo(f"{count} stored key(s) encrypted with the first of ENCRYPTION_KEYS.")
+
+    search = AppGroup("search", help="The search index.")
+
+    @search.command("reindex")
+    def search_reindex_command() -> None:
+        """Rebuild the search index from the tables (after a restore, or bulk writes)."""
+        count = reindex_all(db.session)
+        db.session.commit()
+        click.echo(f"Search index rebuilt: {count} document(s).")
+
+    app.cli.add_command(search)
 
 
 def rotate_secrets() -> int:

@@ -49,6 +49,9 @@ from monark.extensions import csrf, db, login_manager, migrate
 from monark.notifications import delivery as notification_delivery
 from monark.notifications.views import bp as notifications_bp
 from monark.records.views import bp as records_bp
+from monark.search.routes import SEARCH_ROUTES
+from monark.search.routes import bp as search_internal_bp
+from monark.search.views import bp as search_bp
 from monark.settings import ai_provider, budgets
 from monark.settings.ai import bp as settings_ai_bp
 from monark.settings.metering import Metering
@@ -78,12 +81,14 @@ BLUEPRINTS = (
     automations_internal_bp,
     wiki_bp,
     wiki_internal_bp,
+    search_bp,
+    search_internal_bp,
     api_bp,
     outbox_bp,
     notifications_bp,
 )
 # Every route an agent may call, declared beside its feature's services.
-ROUTES = (*V1_ROUTES, *AUTOMATION_ROUTES, *WIKI_ROUTES)
+ROUTES = (*V1_ROUTES, *AUTOMATION_ROUTES, *WIKI_ROUTES, *SEARCH_ROUTES)
 
 
 def create_app(overrides: dict[str, Any] | None = None) -> Flask:

@@ -22,6 +22,8 @@ from monark.core.models import (
 from monark.extensions import db
 from monark.notifications.models import Notification, NotificationPreference
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
+from monark.search import index as _search_index  # noqa: F401  (its flush hook, its DDL)
+from monark.search.models import SearchDocument
 from monark.settings.models import OrgAiSettings, OrgBudget, OrgPrompt, ToolDay, UsageDay
 from monark.wiki.models import WikiPage
 
@@ -54,6 +56,7 @@ __all__ = [
     "RecordValue",
     "RecoveryCode",
     "ReplyFeedback",
+    "SearchDocument",
     "ToolCall",
     "ToolDay",
     "UsageDay",

@@ -595,6 +595,11 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("outbox.message", "GET", "no such message",
             _url("/dev/outbox/20260101T000000.000000-00000000.eml"),
             row(owner=404, admin=404, member=403, viewer=403, other=404)),
+    # Search answers every member, each with what they may read (tests/test_search.py).
+    WebCase("search.page", "GET", "", _url("/search?q=acme"),
+            row(owner=200, admin=200, member=200, viewer=200, other=200)),
+    WebCase("search_internal.search", "GET", "", _url("/internal/search?q=acme"),
+            row(signed_out=401, owner=200, admin=200, member=200, viewer=200, other=200)),
     WebCase("audit.audit_log", "GET", "", _url("/audit"),
             row(owner=200, admin=200, member=403, viewer=403, other=200)),
     # Assistant conversations belong to their creator alone: even admins get 404.

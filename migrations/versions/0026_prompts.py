@@ -1,7 +1,7 @@
 """Prompts an org's admins saved, offered by every new conversation
 
 Revision ID: 0026_prompts
-Revises: 0023_time_zones
+Revises: 0024_search
 Create Date: 2026-12-03 11:00:00
 
 """
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = "0026_prompts"
-down_revision = "0023_time_zones"
+down_revision = "0024_search"
 branch_labels = None
 depends_on = None
 

@@ -55,7 +55,7 @@ def test_pages_and_swaps_log_no_csp_violation(world, browse):
     expect(s.page.locator("#four-eyes .flash")).to_contain_text("Saved: four eyes is off.")
     # ... as the records toolbar swaps its table, and the panel opens.
     s.goto("/models/tasks/records")
-    s.page.get_by_label("Search").fill("task")
+    s.page.get_by_label("Search", exact=True).fill("task")  # the toolbar's, not the header's
     expect(s.page.locator("#records-table")).to_contain_text("match")
     s.page.get_by_role("button", name="Chrysa").click()
     expect(s.page.get_by_role("complementary", name="Assistant")).to_be_visible()
