@@ -63,15 +63,28 @@ def test_two_workers_counts_add_up_whichever_answers(tmp_path):
         assert during.get("monark_turns_total|done", 0) <= TURNS
         engine = create_engine(running.database_url)
         with engine.connect() as conn:
-            stored_input = conn.execute(
-                text("SELECT coalesce(sum(input_tokens), 0) FROM chat_messages")
-            ).scalar()
+            stored = conn.execute(
+                text(
+                    "SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),"
+                    " coalesce(sum(cache_read_tokens), 0),"
+                    " coalesce(sum(cache_creation_tokens), 0), sum(cost),"
+                    " count(*) FILTER (WHERE role = 'assistant' AND cost IS NULL)"
+                    " FROM chat_messages"
+                )
+            ).one()
         engine.dispose()
         for _ in range(8):  # several scrapes, whichever worker answers each
             samples = scrape(url)
             assert samples["monark_turns_total|done"] == TURNS
             assert samples["monark_turn_duration_seconds_count"] == TURNS
-            assert samples["monark_tokens_total|input"] == stored_input > 0
+            assert samples["monark_tokens_total|input"] == stored[0] > 0
+            assert samples["monark_tokens_total|output"] == stored[1] > 0
+            assert samples.get("monark_tokens_total|cache_read", 0) == stored[2]
+            assert samples.get("monark_tokens_total|cache_write", 0) == stored[3]
+            # The default model is priced: the replies' exact costs, summed as floats.
+            cost = float(stored[4] or 0)  # SQLite's sum of a numeric column may be a float
+            assert stored[5] == 0 and cost > 0
+            assert samples["monark_cost_usd_total"] == pytest.approx(cost)
         # The separate bind (gunicorn's master) says the same, state included.
         served = scrape(f"http://{bind}", "/")
         assert served["monark_turns_total|done"] == TURNS

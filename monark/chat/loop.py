@@ -309,17 +309,7 @@ def _store_step(
     message.status = status
     message.error = step.error.message if step.error else None
     message.stop_reason = step.stop_reason
-    meter().charge(message, step.usage, setup.price, principal.user_id)
-    metrics.tokens(
-        setup.provider_name,
-        setup.model,
-        {
-            "input": step.usage.input_tokens,
-            "output": step.usage.output_tokens,
-            "cache_read": step.usage.cache_read_tokens,
-            "cache_write": step.usage.cache_creation_tokens,
-        },
-    )
+    meter().charge(message, step.usage, setup.price, principal.user_id)  # /metrics counts it
     # Counted in this reply's transaction: a budget it used up pauses the turn before its
     # next step (on any instance: the spend is read from the database).
     setup.paused = spend_closed(principal, record=True)

@@ -18,6 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from monark.chat.host import count_tokens
 from monark.chat.llm.types import UsageReport
 from monark.chat.models import Message
+from monark.core import metrics
 from monark.core.models import utcnow
 from monark.extensions import db
 from monark.settings.models import NO_USER, UsageDay
@@ -43,6 +44,20 @@ def charge(message: Message, usage: UsageReport, price: object, user_id: int | N
     count_tokens(message, usage)
     message.cost = cost_of(price if isinstance(price, Price) else None, usage)
     count_reply(message, user_id)
+    _count_for_operators(message)
+
+
+def _count_for_operators(message: Message) -> None:
+    """/metrics: the reply's tokens by kind and its cost (every stored reply, summaries too)."""
+    provider, model = message.provider or "", message.model or ""
+    kinds = {
+        "input": message.input_tokens,
+        "output": message.output_tokens,
+        "cache_read": message.cache_read_tokens,
+        "cache_write": message.cache_creation_tokens,
+    }
+    metrics.tokens(provider, model, kinds)
+    metrics.cost(provider, model, message.cost)
 
 
 class Metering:

@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Date, cast, func, select
+from sqlalchemy import Date, case, cast, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.models import Conversation, ToolCall
@@ -21,10 +21,11 @@ from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import User, utcnow
 from monark.core.money import money_text
 from monark.core.rbac import Principal
-from monark.core.settings import chat_settings
+from monark.core.settings import chat_settings, spend_settings
 from monark.extensions import db
 from monark.settings.metering import SUMMED
 from monark.settings.models import NO_USER, ToolDay, UsageDay
+from monark.settings.prices import price_table
 
 PERIODS = (30, 90)  # days a page may show
 
@@ -130,6 +131,31 @@ def cell_text(value: Any) -> str:
     return str(value)
 
 
+@dataclass(frozen=True)
+class Unpriced:
+    """A model whose replies have no cost in the period, and why (said on the page)."""
+
+    model: str  # "provider · model"
+    tokens: int  # of its replies without a price
+    replies: int  # of its replies with cost unknown (no price, or no usage reported)
+    no_usage: int  # of those, replies whose provider reported no tokens at all
+    priced_now: bool  # the price table has it now (added after these replies)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why its cost is unknown, said plainly."""
+        out = []
+        if self.replies > self.no_usage:
+            if self.priced_now:
+                out.append("its price was added after these replies were stored")
+            else:
+                out.append("the price table has no price for this model")
+        if self.no_usage:
+            n = self.no_usage
+            out.append(f"the provider reported no usage for {n} repl{'y' if n == 1 else 'ies'}")
+        return out
+
+
 @dataclass
 class Report:
     """A period's usage: totals, and the tables the page shows."""
@@ -140,6 +166,8 @@ class Report:
     totals: Totals
     tables: list[Table]
     own: bool  # one member's own usage (their profile)
+    unpriced: list[Unpriced] = field(default_factory=list)  # why a cost is unknown
+    prices_read: str = ""  # the day the price table was read
 
     @property
     def cost_text(self) -> str:
@@ -184,7 +212,38 @@ def report(principal: Principal, days: int, own: bool = False, today: date | Non
     if not own:
         tables.append(_by_user(where))
     tables.append(_tools(principal, since, until, own))
-    return Report(days, since, until, totals, tables, own)
+    table = price_table(spend_settings().prices_file)
+    return Report(days, since, until, totals, tables, own, _unpriced(where), table.read)
+
+
+def _unpriced(where: list[Any]) -> list[Unpriced]:
+    """The models with replies of unknown cost in the period (from the day rows)."""
+    table = price_table(spend_settings().prices_file)
+    # A day row counts a reply without usage as an unpriced reply with no tokens: the
+    # replies with no usage are those the row's tokens do not account for.
+    no_usage = func.sum(case((UsageDay.unpriced_tokens == 0, UsageDay.unpriced_replies), else_=0))
+    rows = db.session.execute(
+        select(
+            UsageDay.provider,
+            UsageDay.model,
+            func.sum(UsageDay.unpriced_tokens),
+            func.sum(UsageDay.unpriced_replies),
+            no_usage,
+        )
+        .where(*where, UsageDay.unpriced_replies > 0)
+        .group_by(UsageDay.provider, UsageDay.model)
+        .order_by(UsageDay.provider, UsageDay.model)
+    )
+    return [
+        Unpriced(
+            f"{provider} · {model}" if provider else (model or "(none)"),
+            int(tokens or 0),
+            int(replies or 0),
+            int(none or 0),
+            table.get(provider, model) is not None,
+        )
+        for provider, model, tokens, replies, none in rows
+    ]
 
 
 def _daily(where: list[Any], since: date, until: date) -> tuple[Table, Totals]:
