@@ -207,6 +207,32 @@ def test_a_bad_price_file_stops_the_start(tmp_path, monkeypatch):
         create_app({"SQLALCHEMY_DATABASE_URI": "sqlite://", "SECRET_KEY": "x"})
 
 
+_GOOD = 'output = "1"\ncache_write = "0"\ncache_read = "0"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('[openai."gpt-x"]\ninput = "1e9"\n' + _GOOD, r"openai\.gpt-x\.input: more than"),
+        ('[openai."gpt-x"]\ninptu = "1"\n' + _GOOD, r"openai\.gpt-x\.inptu: not a price"),
+        ('[openai."gpt-x"]\ninput = true\n' + _GOOD, r"openai\.gpt-x\.input: a price"),
+        ('[openai."gpt-x"]\ninput = "1,5"\n' + _GOOD, r"openai\.gpt-x\.input: '1,5'"),
+        ('openai = "cheap"\n', r"openai: expected a table of models"),
+        ("[openai\ninput = 1\n", r"cannot be read as TOML"),
+    ],
+)
+def test_a_price_file_that_cannot_be_one_is_refused_naming_the_field(tmp_path, text, named):
+    own = tmp_path / "own-prices.toml"
+    own.write_text(text)
+    with pytest.raises(PriceError, match=named):
+        price_table(str(own))
+
+
+def test_a_price_file_that_is_missing_is_refused_naming_it(tmp_path):
+    with pytest.raises(PriceError, match="nowhere.toml: cannot be read"):
+        price_table(str(tmp_path / "nowhere.toml"))
+
+
 def test_cost_of_is_exact():
     from monark.settings.prices import cost_of
 
