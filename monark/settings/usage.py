@@ -208,42 +208,13 @@ def report(principal: Principal, days: int, own: bool = False, today: date | Non
     if own:
         where.append(UsageDay.user_id == (principal.user_id or -1))
     daily, totals = _daily(where, since, until)
-    tables = [daily, _by_model(where)]
+    models, unpriced = _by_model(where)
+    tables = [daily, models]
     if not own:
         tables.append(_by_user(where))
     tables.append(_tools(principal, since, until, own))
-    table = price_table(spend_settings().prices_file)
-    return Report(days, since, until, totals, tables, own, _unpriced(where), table.read)
-
-
-def _unpriced(where: list[Any]) -> list[Unpriced]:
-    """The models with replies of unknown cost in the period (from the day rows)."""
-    table = price_table(spend_settings().prices_file)
-    # A day row counts a reply without usage as an unpriced reply with no tokens: the
-    # replies with no usage are those the row's tokens do not account for.
-    no_usage = func.sum(case((UsageDay.unpriced_tokens == 0, UsageDay.unpriced_replies), else_=0))
-    rows = db.session.execute(
-        select(
-            UsageDay.provider,
-            UsageDay.model,
-            func.sum(UsageDay.unpriced_tokens),
-            func.sum(UsageDay.unpriced_replies),
-            no_usage,
-        )
-        .where(*where, UsageDay.unpriced_replies > 0)
-        .group_by(UsageDay.provider, UsageDay.model)
-        .order_by(UsageDay.provider, UsageDay.model)
-    )
-    return [
-        Unpriced(
-            f"{provider} · {model}" if provider else (model or "(none)"),
-            int(tokens or 0),
-            int(replies or 0),
-            int(none or 0),
-            table.get(provider, model) is not None,
-        )
-        for provider, model, tokens, replies, none in rows
-    ]
+    read = price_table(spend_settings().prices_file).read
+    return Report(days, since, until, totals, tables, own, unpriced, read)
 
 
 def _daily(where: list[Any], since: date, until: date) -> tuple[Table, Totals]:
@@ -276,17 +247,30 @@ def _share(t: Totals) -> str:
     return f"{(t.cache_share * 100).quantize(Decimal('0.1'))}%"
 
 
-def _by_model(where: list[Any]) -> Table:
-    rows = [
-        [f"{row[0]} · {row[1]}" if row[0] else (row[1] or "(none)"), *_totals(row, 2).cells()]
-        for row in db.session.execute(
-            select(UsageDay.provider, UsageDay.model, *_SUMS)
-            .where(*where)
-            .group_by(UsageDay.provider, UsageDay.model)
-            .order_by(UsageDay.provider, UsageDay.model)
-        )
-    ]
-    return Table("models", "By model", ["Model", *TOTAL_COLUMNS], rows, series=[6])
+def _by_model(where: list[Any]) -> tuple[Table, list[Unpriced]]:
+    """The table by model, and the models with replies of unknown cost (one query)."""
+    # A day row counts a reply without usage as an unpriced reply with no tokens: the
+    # replies with no usage are those the row's tokens do not account for.
+    no_usage = func.sum(case((UsageDay.unpriced_tokens == 0, UsageDay.unpriced_replies), else_=0))
+    found = db.session.execute(
+        select(UsageDay.provider, UsageDay.model, *_SUMS, func.sum(UsageDay.unpriced_replies))
+        .add_columns(no_usage)
+        .where(*where)
+        .group_by(UsageDay.provider, UsageDay.model)
+        .order_by(UsageDay.provider, UsageDay.model)
+    ).all()
+    prices = price_table(spend_settings().prices_file)
+    rows, unpriced = [], []
+    for row in found:
+        label = f"{row[0]} · {row[1]}" if row[0] else (row[1] or "(none)")
+        totals = _totals(row, 2)
+        rows.append([label, *totals.cells()])
+        replies, none = int(row[-2] or 0), int(row[-1] or 0)
+        if replies:
+            priced = prices.get(row[0], row[1]) is not None
+            unpriced.append(Unpriced(label, totals.unpriced_tokens, replies, none, priced))
+    table = Table("models", "By model", ["Model", *TOTAL_COLUMNS], rows, series=[6])
+    return table, unpriced
 
 
 def _by_user(where: list[Any]) -> Table:
