@@ -229,7 +229,7 @@ def test_a_price_file_that_cannot_be_one_is_refused_naming_the_field(tmp_path, t
 
 
 def test_a_price_file_that_is_missing_is_refused_naming_it(tmp_path):
-    with pytest.raises(PriceError, match="nowhere.toml: cannot be read"):
+    with pytest.raises(PriceError, match=r"nowhere\.toml: cannot be read"):
         price_table(str(tmp_path / "nowhere.toml"))
 
 
