@@ -246,10 +246,13 @@ _LIMITS: dict[str, Default] = {
     "LIMIT_SIGNIN_IP_FAILURES": 50,
     "LIMIT_SIGNIN_ACCOUNT_FAILURES": 100,
     "LIMIT_SIGNIN_WINDOW": Duration("15m"),
-    # Per minute: turns a user starts (messages, retries, decisions), calls of one API
-    # key (/api/v1, so MCP too), records_query calls of one principal; and turns running
-    # at once in one org. 0 turns a limit off.
+    # Per minute: turns a user starts (messages, retries), decisions a user takes on cards
+    # (Confirm, Reject, Allow, Confirm selected: counted apart, so that confirming a run of
+    # cards leaves the messages' count alone; each starts a continuation, hence a limit),
+    # calls of one API key (/api/v1, so MCP too), records_query calls of one principal; and
+    # turns running at once in one org. 0 turns a limit off.
     "LIMIT_MESSAGES_PER_MINUTE": 20,
+    "LIMIT_DECISIONS_PER_MINUTE": 120,
     "LIMIT_API_PER_MINUTE": 300,
     "LIMIT_QUERIES_PER_MINUTE": 30,
     "LIMIT_TURNS_PER_ORG": 10,

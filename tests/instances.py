@@ -190,6 +190,7 @@ def deployment(
             # A deployment lives for a whole test file, so its per-minute counts would carry
             # from one test to the next: the limits are off unless a test sets its own.
             "LIMIT_MESSAGES_PER_MINUTE": "0",
+            "LIMIT_DECISIONS_PER_MINUTE": "0",
             "LIMIT_TURNS_PER_ORG": "0",
             "LIMIT_API_PER_MINUTE": "0",
             "LIMIT_QUERIES_PER_MINUTE": "0",

@@ -3,6 +3,7 @@ scraped while turns run (the real Anthropic SDK against the fake server) the cou
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
@@ -105,6 +106,11 @@ def test_scraped_while_turns_run_the_counts_add_up(app, world, login, fake_anthr
     for kind, count in stored.items():
         assert delta("monark_tokens_total", kind=kind) == count, kind
     assert stored["input"] > 0
+    # Cost: the stored replies' exact costs, summed as a float (the default model is priced).
+    cost = sum(m.cost for m in replies)
+    assert all(m.cost is not None for m in replies) and cost > 0
+    assert delta("monark_cost_usd_total", provider="anthropic") == pytest.approx(float(cost))
+    assert delta("monark_unpriced_replies_total") == 0
     # Tool calls by tool and status, as stored.
     assert delta("monark_tool_calls_total", tool="records_list", status="succeeded") == 1
     assert delta("monark_tool_calls_total", tool="records_create", status="proposed") == 1
@@ -118,3 +124,23 @@ def test_scraped_while_turns_run_the_counts_add_up(app, world, login, fake_anthr
     # HTTP latency by endpoint: the two sends, and the scrapes themselves.
     assert delta("monark_http_request_duration_seconds_count", endpoint="assistant.stream") == 2
     assert delta("monark_http_request_duration_seconds_count", endpoint="metrics") >= 2
+
+
+def test_a_reply_without_a_price_is_counted_as_unpriced_with_its_tokens(
+    app, world, login, fake_anthropic, monkeypatch
+):
+    configure(monkeypatch, app, METRICS_TOKEN=TOKEN, CHAT_LLM_MODEL="claude-not-in-the-table")
+    before = scrape(app)
+    fake_anthropic.script.add([Say("No price for me.")])
+    assert post_stream(login("member@acme.test"), "Hello").status_code == 200
+    after = scrape(app)
+    labels = {"provider": "anthropic", "model": "claude-not-in-the-table"}
+
+    def delta(name: str, **more: str) -> float:
+        return total(after, name, **labels, **more) - total(before, name, **labels, **more)
+
+    (reply,) = db.session.scalars(select(Message).where(Message.role == "assistant")).all()
+    assert reply.cost is None and reply.input_tokens > 0
+    assert delta("monark_unpriced_replies_total") == 1
+    assert delta("monark_cost_usd_total") == 0
+    assert delta("monark_tokens_total", kind="input") == reply.input_tokens

@@ -5,12 +5,14 @@ add up to every worker's."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 
 import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 
+from monark.chat.models import Message
 from tests.instances import HOST, Client, deployment, free_port
 from tests.llm_script import Say
 
@@ -63,15 +65,31 @@ def test_two_workers_counts_add_up_whichever_answers(tmp_path):
         assert during.get("monark_turns_total|done", 0) <= TURNS
         engine = create_engine(running.database_url)
         with engine.connect() as conn:
-            stored_input = conn.execute(
-                text("SELECT coalesce(sum(input_tokens), 0) FROM chat_messages")
-            ).scalar()
+            stored = conn.execute(
+                text(
+                    "SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),"
+                    " coalesce(sum(cache_read_tokens), 0),"
+                    " coalesce(sum(cache_creation_tokens), 0),"
+                    " count(*) FILTER (WHERE role = 'assistant' AND cost IS NULL)"
+                    " FROM chat_messages"
+                )
+            ).one()
+            # Each reply's exact cost read through its column's type (on SQLite, an integer
+            # of 1e-10 dollars), summed here.
+            costs = conn.execute(select(Message.cost).where(Message.cost.is_not(None))).scalars()
+            cost = sum(costs, Decimal(0))
         engine.dispose()
         for _ in range(8):  # several scrapes, whichever worker answers each
             samples = scrape(url)
             assert samples["monark_turns_total|done"] == TURNS
             assert samples["monark_turn_duration_seconds_count"] == TURNS
-            assert samples["monark_tokens_total|input"] == stored_input > 0
+            assert samples["monark_tokens_total|input"] == stored[0] > 0
+            assert samples["monark_tokens_total|output"] == stored[1] > 0
+            assert samples.get("monark_tokens_total|cache_read", 0) == stored[2]
+            assert samples.get("monark_tokens_total|cache_write", 0) == stored[3]
+            # The default model is priced: the replies' exact costs, summed as floats.
+            assert stored[4] == 0 and cost > 0
+            assert samples["monark_cost_usd_total"] == pytest.approx(float(cost))
         # The separate bind (gunicorn's master) says the same, state included.
         served = scrape(f"http://{bind}", "/")
         assert served["monark_turns_total|done"] == TURNS

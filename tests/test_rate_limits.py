@@ -15,12 +15,12 @@ from monark import create_app
 from monark.api.routes import V1_ROUTES
 from monark.assistant.tools import build_chat_toolset
 from monark.chat import store
-from monark.chat.models import Conversation, Message
+from monark.chat.models import Conversation, Message, ToolCall
 from monark.core.models import utcnow
 from monark.core.ratelimit import wait_words
 from monark.extensions import db
-from tests.llm_script import Say
-from tests.test_chat_stream import post_stream
+from tests.llm_script import Call, Say
+from tests.test_chat_stream import post_stream, read
 from tests.tuning import configure
 
 # A port nothing listens on: a Redis that is down.
@@ -77,6 +77,45 @@ def test_retry_counts_as_a_message_too(app, world, login, scripted, monkeypatch)
         "/chat/retry", {"conversation_id": conversation_id}, headers={"HX-Request": "true"}
     )
     assert_limit_headers(refused, 1)
+
+
+def _create(title: str) -> list:
+    return [Call("records_create", {"model": "tasks", "values": {"title": title}})]
+
+
+def _waiting_call_id() -> int:
+    db.session.rollback()  # the requests share the test's session: read what they stored
+    return db.session.scalar(select(ToolCall.id).where(ToolCall.status == "PROPOSED"))
+
+
+def test_decisions_count_apart_from_messages(app, world, login, scripted, monkeypatch):
+    configure(monkeypatch, app, LIMIT_MESSAGES_PER_MINUTE=2, LIMIT_DECISIONS_PER_MINUTE=3)
+    # One message, then three confirms, each continuation proposing the next write.
+    scripted.script.add(_create("A"), _create("B"), _create("C"), [Say("All three.")])
+    browser = login("member@acme.test")
+    assert post_stream(browser, "Add three").status_code == 200
+    conversation_id = db.session.scalar(select(Conversation.id))
+    for _ in range(3):
+        decided = read(browser.post("/chat/decide", {"decision": f"confirm:{_waiting_call_id()}"}))
+        assert decided.status_code == 200
+    # Three decisions used none of the messages' count: the second message goes.
+    scripted.script.add(_create("D"))
+    assert post_stream(browser, "One more", conversation_id=conversation_id).status_code == 200
+    waiting = _waiting_call_id()
+    # A fourth decision of any kind is past the decisions' limit, and nothing is decided.
+    refused = browser.post("/chat/decide", {"decision": f"confirm:{waiting}"})
+    wait = assert_limit_headers(refused, 3)
+    said = f"Too many decisions: 3 a minute at most; try again in {wait_words(wait)}."
+    assert said in notice_text(refused)
+    assert browser.post("/chat/allow", {"tool_call_id": waiting}).status_code == 429
+    message_id = db.session.get(ToolCall, waiting).message_id
+    group = {"decision": f"confirm:{message_id}", "selected": [str(waiting)]}
+    assert browser.post("/chat/decide-group", group).status_code == 429
+    assert _waiting_call_id() == waiting
+    # And the messages' own limit still holds: a third message is refused.
+    third = post_stream(browser, "And another", conversation_id=conversation_id)
+    assert_limit_headers(third, 2)
+    assert "Too many messages" in notice_text(third)
 
 
 def test_turns_at_once_per_org_are_counted_from_the_leases(
@@ -159,6 +198,7 @@ def test_records_query_over_the_limit_is_an_error_result_for_the_model(app, worl
     ("key", "value"),
     [
         ("LIMIT_MESSAGES_PER_MINUTE", -1),
+        ("LIMIT_DECISIONS_PER_MINUTE", 10**7),
         ("LIMIT_API_PER_MINUTE", 10**9),
         ("LIMIT_QUERIES_PER_MINUTE", "lots"),
         ("LIMIT_TURNS_PER_ORG", 2.5),
@@ -213,6 +253,8 @@ def test_a_limiter_that_is_down_fails_closed_for_the_model_path(down_app, caplog
     with down_app.test_request_context("/chat/stream"), caplog.at_level(logging.WARNING):
         with pytest.raises(ratelimit.LimiterDown) as refused:
             ratelimit.check_messages(1)
+        with pytest.raises(ratelimit.LimiterDown):
+            ratelimit.check_decisions(1)
         with pytest.raises(ratelimit.LimiterDown):
             ratelimit.check_queries("1:user:1")
     assert refused.value.status == 503

@@ -103,10 +103,11 @@ def test_the_deployments_price_file_prices_a_model_the_table_lacks(
 ):
     own = tmp_path / "prices.toml"
     own.write_text(
-        'read = "2026-12-01"\n[anthropic."claude-sonnet-5-5"]\n'
+        'read = "2026-12-01"\n[anthropic."claude-own-build"]\n'
         'input = "2"\noutput = "10"\ncache_write = "2.5"\ncache_read = "0.2"\n'
     )
-    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-sonnet-5-5", PRICES_FILE=str(own))
+    assert price_table().get("anthropic", "claude-own-build") is None
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-own-build", PRICES_FILE=str(own))
     assert price_table(str(own)).read == "2026-12-01"
     conversation_id = run_read_then_write_turn(world, fake_anthropic)
     for reply in _replies(conversation_id):
@@ -128,6 +129,54 @@ def test_an_orgs_own_price_for_its_model_wins(app, world, monkeypatch):
     # Kept for the model it was set for: another model is priced by the table.
     configure(monkeypatch, app, CHAT_LLM_MODEL="claude-haiku-4-5")
     assert resolve(org_id).price == price_table().get("anthropic", "claude-haiku-4-5")
+
+
+def test_each_providers_default_model_is_priced_with_the_day_it_was_read():
+    from monark.chat.llm.providers import get_provider
+    from monark.config import _ASSISTANT
+
+    table = price_table()
+    assert table.read >= "2026-12-03"
+    defaults = {("anthropic", str(_ASSISTANT["CHAT_LLM_MODEL"]))}
+    defaults |= {(name, get_provider(name).default_model) for name in ("openai", "gemini")}
+    assert ("anthropic", "claude-sonnet-5-5") in defaults
+    for provider, model in sorted(defaults):
+        price = table.get(provider, model)
+        assert price is not None, (provider, model)
+        assert price.input > 0 and price.output > price.input
+
+
+def test_the_usage_page_says_why_a_cost_is_unknown(app, world, fake_anthropic, monkeypatch, login):
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-not-in-the-table")
+    run_read_then_write_turn(world, fake_anthropic)
+    page = login("admin@acme.test").get("/settings/usage")
+    note = BeautifulSoup(page.get_data(as_text=True), "html.parser").select_one("#usage-unpriced")
+    said = note.get_text(" ", strip=True)
+    assert "Cost unknown for some replies" in said
+    assert "anthropic · claude-not-in-the-table : 3 replies" in said
+    assert "the price table has no price for this model" in said
+    assert f"read {price_table().read}" in said and "PRICES_FILE" in said
+    # A provider that reported no usage is said so, for its own model.
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-sonnet-4-5")
+    provider = NoUsage()
+    provider.script.add([Say("Hello without usage.")])
+    set_llm_provider(provider)
+    try:
+        send_message(world.a.principal("admin"), SendInput(text="Hi"))
+    finally:
+        set_llm_provider(None)
+    page = login("admin@acme.test").get("/settings/usage")
+    note = BeautifulSoup(page.get_data(as_text=True), "html.parser").select_one("#usage-unpriced")
+    said = note.get_text(" ", strip=True)
+    assert "claude-sonnet-4-5 : 1 reply, 0 tokens;" in said
+    assert "the provider reported no usage for 1 reply" in said
+    # Priced replies alone: no such note.
+    db.session.execute(UsageDay.__table__.delete())
+    db.session.commit()
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-sonnet-5-5")
+    run_read_then_write_turn(world, fake_anthropic)
+    page = login("admin@acme.test").get("/settings/usage")
+    assert "usage-unpriced" not in page.get_data(as_text=True)
 
 
 @pytest.mark.parametrize(
@@ -156,6 +205,32 @@ def test_a_bad_price_file_stops_the_start(tmp_path, monkeypatch):
     monkeypatch.setenv("PRICES_FILE", str(bad))
     with pytest.raises(RuntimeError, match=r"PRICES_FILE.*openai\.gpt-x\.input"):
         create_app({"SQLALCHEMY_DATABASE_URI": "sqlite://", "SECRET_KEY": "x"})
+
+
+_GOOD = 'output = "1"\ncache_write = "0"\ncache_read = "0"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('[openai."gpt-x"]\ninput = "1e9"\n' + _GOOD, r"openai\.gpt-x\.input: more than"),
+        ('[openai."gpt-x"]\ninptu = "1"\n' + _GOOD, r"openai\.gpt-x\.inptu: not a price"),
+        ('[openai."gpt-x"]\ninput = true\n' + _GOOD, r"openai\.gpt-x\.input: a price"),
+        ('[openai."gpt-x"]\ninput = "1,5"\n' + _GOOD, r"openai\.gpt-x\.input: '1,5'"),
+        ('openai = "cheap"\n', r"openai: expected a table of models"),
+        ("[openai\ninput = 1\n", r"cannot be read as TOML"),
+    ],
+)
+def test_a_price_file_that_cannot_be_one_is_refused_naming_the_field(tmp_path, text, named):
+    own = tmp_path / "own-prices.toml"
+    own.write_text(text)
+    with pytest.raises(PriceError, match=named):
+        price_table(str(own))
+
+
+def test_a_price_file_that_is_missing_is_refused_naming_it(tmp_path):
+    with pytest.raises(PriceError, match=r"nowhere\.toml: cannot be read"):
+        price_table(str(tmp_path / "nowhere.toml"))
 
 
 def test_cost_of_is_exact():

@@ -21,7 +21,7 @@ from monark.approvals import service as approvals
 from monark.assistant.card_view import panel_card
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import allowance_views, message_view
-from monark.assistant.views import _notice, _with_card, bp, decide_call, turn_limited
+from monark.assistant.views import _notice, _with_card, bp, decide_call, decision_limited
 from monark.chat import store
 from monark.chat.models import ToolCallStatus
 from monark.chat.turn.start import require_assistant
@@ -48,7 +48,7 @@ def allowances_html(principal: Principal, conversation_id: int) -> str:
 
 @bp.post("/allow")
 @guard("chat.use")
-@turn_limited
+@decision_limited
 def allow():
     """Confirm a card and allow its tool for the rest of the conversation, then stream the
     continuation; refused (nothing decided) for a tool that may not be allowed."""

@@ -28,7 +28,7 @@ from monark.assistant.inbox import inbox_card
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import message_view
 from monark.assistant.verdict import PanelDecision
-from monark.assistant.views import _busy, _notice, _start, bp, turn_limited
+from monark.assistant.views import _busy, _notice, _start, bp, decision_limited
 from monark.chat.models import Conversation, ToolCall
 from monark.chat.runtime import tool_executor
 from monark.core.auth import guard, require_principal
@@ -200,7 +200,7 @@ def call_card(call_id: int):
 
 @bp.post("/decide-group")
 @guard("chat.use")
-@turn_limited
+@decision_limited
 def decide_group():
     """Confirm the selected writes of a step and reject the rest, or reject them all, then
     stream the continuation."""

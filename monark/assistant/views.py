@@ -78,19 +78,29 @@ def _refused(err: AppError):
     return body, status, getattr(err, "headers", None) or {}
 
 
-def turn_limited(view: Callable[..., Any]) -> Callable[..., Any]:
-    """Count a turn the user starts (messages per minute; under ``guard``): over the limit,
-    a notice saying when to try again, and nothing is stored (the composer keeps the text)."""
+def _limited(check: Callable[[int], None]) -> Callable[..., Any]:
+    """A view under ``guard`` counted by ``check`` (one of ``ratelimit``'s per-user counts):
+    over the limit, a notice saying when to try again, and nothing is stored."""
 
-    @functools.wraps(view)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        try:
-            ratelimit.check_messages(require_principal().user_id or 0)
-        except (ratelimit.RateLimited, ratelimit.LimiterDown) as err:
-            return _refused(err)
-        return view(*args, **kwargs)
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(view)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                check(require_principal().user_id or 0)
+            except (ratelimit.RateLimited, ratelimit.LimiterDown) as err:
+                return _refused(err)
+            return view(*args, **kwargs)
 
-    return wrapped
+        return wrapped
+
+    return decorate
+
+
+# A message or a Retry: messages per minute (the composer keeps the refused text).
+turn_limited = _limited(ratelimit.check_messages)
+# A decision on a card (Confirm, Reject, Allow, Confirm selected): counted apart, so that a
+# user confirming a run of cards can still send a message.
+decision_limited = _limited(ratelimit.check_decisions)
 
 
 def _gate_or_none(principal: Principal) -> str | None:
@@ -413,7 +423,7 @@ def _busy(conversation_id: int | None, message: str):
 
 @bp.post("/decide")
 @guard("chat.use")
-@turn_limited
+@decision_limited
 def decide():
     """Confirm or reject a proposed write, then stream the continuation."""
     principal = require_principal()

@@ -249,19 +249,10 @@ def _store_step(
     message.status = status
     message.error = step.error.message if step.error else None
     message.stop_reason = step.stop_reason
-    # Counted in this reply's transaction: a budget it used up (or another instance's
-    # spend did) pauses the turn before its next step; the spend is read from the database.
+    # Counted in this reply's transaction (and in /metrics): a budget it used up (or another
+    # instance's spend did) pauses the turn before its next step; the spend is read from the
+    # database.
     setup.paused = meter().charge(Charge(message, step.usage, principal, setup.price, setup.budget))
-    metrics.tokens(
-        setup.provider_name,
-        setup.model,
-        {
-            "input": step.usage.input_tokens,
-            "output": step.usage.output_tokens,
-            "cache_read": step.usage.cache_read_tokens,
-            "cache_write": step.usage.cache_creation_tokens,
-        },
-    )
     for call in calls:
         call.message_id = message.id
         db.session.add(call)

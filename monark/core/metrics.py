@@ -18,6 +18,7 @@ import hmac
 import os
 import time
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 from flask import Flask, Response, abort, request
@@ -59,6 +60,17 @@ TOKENS = Counter(
     "Model tokens, by provider, model and kind (input, output, cache_read, cache_write).",
     ["provider", "model", "kind"],
 )
+COST = Counter(
+    "monark_cost_usd",
+    "Cost of the model's replies in US dollars, by provider and model (priced replies only;"
+    " the stored cost is exact, this sum a float).",
+    ["provider", "model"],
+)
+UNPRICED = Counter(
+    "monark_unpriced_replies",
+    "Replies whose cost is unknown (a model without a price, or no usage reported).",
+    ["provider", "model"],
+)
 TOOL_CALLS = Counter(
     "monark_tool_calls",
     "Tool calls reaching a status (proposed, succeeded, failed, rejected), by tool.",
@@ -95,6 +107,14 @@ def tokens(provider: str, model: str, counts: dict[str, int]) -> None:
     for kind, count in counts.items():
         if count:
             TOKENS.labels(provider, model, kind).inc(count)
+
+
+def cost(provider: str, model: str, amount: Decimal | None) -> None:
+    """A reply's cost (None: unknown, counted as an unpriced reply)."""
+    if amount is None:
+        UNPRICED.labels(provider, model).inc()
+    elif amount:
+        COST.labels(provider, model).inc(float(amount))
 
 
 def tool_call(tool: str, status: str) -> None:

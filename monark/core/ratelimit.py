@@ -6,7 +6,9 @@ What is limited (the numbers: ``LimitSettings``, each 0 for off):
   one client address, one address whatever the email (an office behind one address has
   typos too), and one email from anywhere (high, so that a stranger cannot lock someone
   out with a handful of wrong passwords);
-- turns a user starts per minute (``check_messages``, called by the panel's endpoints);
+- turns a user starts per minute (``check_messages``: a message, Retry), and decisions a
+  user takes on cards per minute (``check_decisions``: Confirm, Reject, Allow, Confirm
+  selected), counted apart so that confirming many cards never blocks a message;
 - calls of one API key per minute on /api/v1 (Flask-Limiter's own limit on the blueprint,
   so the MCP server, which calls /api/v1 with its key, is limited too);
 - ``records_query`` calls of one principal per minute (``check_queries``);
@@ -200,6 +202,16 @@ def check_messages(user_id: int) -> None:
         settings().limits.messages_per_minute,
         str(user_id),
         "Too many messages: {limit} a minute at most; try again in {wait}.",
+    )
+
+
+def check_decisions(user_id: int) -> None:
+    """Count a decision the user takes on a card; ``RateLimited`` past the per-minute limit."""
+    _per_minute(
+        "decisions",
+        settings().limits.decisions_per_minute,
+        str(user_id),
+        "Too many decisions: {limit} a minute at most; try again in {wait}.",
     )
 
 

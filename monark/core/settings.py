@@ -142,6 +142,7 @@ class LimitSettings:
     signin_account_failures: int
     signin_window: int  # seconds
     messages_per_minute: int
+    decisions_per_minute: int
     api_per_minute: int
     queries_per_minute: int
     turns_per_org: int
@@ -163,6 +164,7 @@ class LimitSettings:
             signin_account_failures=_bounded(config, "LIMIT_SIGNIN_ACCOUNT_FAILURES", 1),
             signin_window=int(window),
             messages_per_minute=_bounded(config, "LIMIT_MESSAGES_PER_MINUTE", 0),
+            decisions_per_minute=_bounded(config, "LIMIT_DECISIONS_PER_MINUTE", 0),
             api_per_minute=_bounded(config, "LIMIT_API_PER_MINUTE", 0),
             queries_per_minute=_bounded(config, "LIMIT_QUERIES_PER_MINUTE", 0),
             turns_per_org=_bounded(config, "LIMIT_TURNS_PER_ORG", 0),

@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.host import Charge, count_tokens
 from monark.chat.models import Message
+from monark.core import metrics
 from monark.core.models import utcnow
 from monark.extensions import db
 from monark.settings import budgets
@@ -45,6 +46,7 @@ def charge(reply: Charge) -> str | None:
     message, principal, budget = reply.message, reply.principal, reply.budget
     count_tokens(message, reply.usage)
     message.cost = cost_of(reply.price if isinstance(reply.price, Price) else None, reply.usage)
+    _count_for_operators(message)
     values = day_values(message, principal.user_id)
     # On the session's connection, in its transaction: the reply's own pending changes need
     # no flush first (the commit writes them), which keeps this to one statement a reply.
@@ -63,6 +65,19 @@ def charge(reply: Charge) -> str | None:
     spent = budgets.Spent(values["cost"], values["unpriced_tokens"])
     counted = budgets.Reply(values["day"], values["user_id"], spent)
     return budgets.checked(principal, row, today, record=True, reply=counted)
+
+
+def _count_for_operators(message: Message) -> None:
+    """/metrics: the reply's tokens by kind and its cost (every stored reply, summaries too)."""
+    provider, model = message.provider or "", message.model or ""
+    kinds = {
+        "input": message.input_tokens,
+        "output": message.output_tokens,
+        "cache_read": message.cache_read_tokens,
+        "cache_write": message.cache_creation_tokens,
+    }
+    metrics.tokens(provider, model, kinds)
+    metrics.cost(provider, model, message.cost)
 
 
 class Metering:

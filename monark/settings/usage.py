@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Date, cast, func, select
+from sqlalchemy import Date, case, cast, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.models import Conversation, ToolCall
@@ -21,10 +21,11 @@ from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import User, utcnow
 from monark.core.money import money_text
 from monark.core.rbac import Principal
-from monark.core.settings import chat_settings
+from monark.core.settings import chat_settings, spend_settings
 from monark.extensions import db
 from monark.settings.metering import SUMMED
 from monark.settings.models import NO_USER, ToolDay, UsageDay
+from monark.settings.prices import price_table
 
 PERIODS = (30, 90)  # days a page may show
 
@@ -130,6 +131,31 @@ def cell_text(value: Any) -> str:
     return str(value)
 
 
+@dataclass(frozen=True)
+class Unpriced:
+    """A model whose replies have no cost in the period, and why (said on the page)."""
+
+    model: str  # "provider · model"
+    tokens: int  # of its replies without a price
+    replies: int  # of its replies with cost unknown (no price, or no usage reported)
+    no_usage: int  # of those, replies whose provider reported no tokens at all
+    priced_now: bool  # the price table has it now (added after these replies)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why its cost is unknown, said plainly."""
+        out = []
+        if self.replies > self.no_usage:
+            if self.priced_now:
+                out.append("its price was added after these replies were stored")
+            else:
+                out.append("the price table has no price for this model")
+        if self.no_usage:
+            n = self.no_usage
+            out.append(f"the provider reported no usage for {n} repl{'y' if n == 1 else 'ies'}")
+        return out
+
+
 @dataclass
 class Report:
     """A period's usage: totals, and the tables the page shows."""
@@ -140,6 +166,8 @@ class Report:
     totals: Totals
     tables: list[Table]
     own: bool  # one member's own usage (their profile)
+    unpriced: list[Unpriced] = field(default_factory=list)  # why a cost is unknown
+    prices_read: str = ""  # the day the price table was read
 
     @property
     def cost_text(self) -> str:
@@ -180,11 +208,13 @@ def report(principal: Principal, days: int, own: bool = False, today: date | Non
     if own:
         where.append(UsageDay.user_id == (principal.user_id or -1))
     daily, totals = _daily(where, since, until)
-    tables = [daily, _by_model(where)]
+    models, unpriced = _by_model(where)
+    tables = [daily, models]
     if not own:
         tables.append(_by_user(where))
     tables.append(_tools(principal, since, until, own))
-    return Report(days, since, until, totals, tables, own)
+    read = price_table(spend_settings().prices_file).read
+    return Report(days, since, until, totals, tables, own, unpriced, read)
 
 
 def _daily(where: list[Any], since: date, until: date) -> tuple[Table, Totals]:
@@ -217,17 +247,30 @@ def _share(t: Totals) -> str:
     return f"{(t.cache_share * 100).quantize(Decimal('0.1'))}%"
 
 
-def _by_model(where: list[Any]) -> Table:
-    rows = [
-        [f"{row[0]} · {row[1]}" if row[0] else (row[1] or "(none)"), *_totals(row, 2).cells()]
-        for row in db.session.execute(
-            select(UsageDay.provider, UsageDay.model, *_SUMS)
-            .where(*where)
-            .group_by(UsageDay.provider, UsageDay.model)
-            .order_by(UsageDay.provider, UsageDay.model)
-        )
-    ]
-    return Table("models", "By model", ["Model", *TOTAL_COLUMNS], rows, series=[6])
+def _by_model(where: list[Any]) -> tuple[Table, list[Unpriced]]:
+    """The table by model, and the models with replies of unknown cost (one query)."""
+    # A day row counts a reply without usage as an unpriced reply with no tokens: the
+    # replies with no usage are those the row's tokens do not account for.
+    no_usage = func.sum(case((UsageDay.unpriced_tokens == 0, UsageDay.unpriced_replies), else_=0))
+    found = db.session.execute(
+        select(UsageDay.provider, UsageDay.model, *_SUMS, func.sum(UsageDay.unpriced_replies))
+        .add_columns(no_usage)
+        .where(*where)
+        .group_by(UsageDay.provider, UsageDay.model)
+        .order_by(UsageDay.provider, UsageDay.model)
+    ).all()
+    prices = price_table(spend_settings().prices_file)
+    rows, unpriced = [], []
+    for row in found:
+        label = f"{row[0]} · {row[1]}" if row[0] else (row[1] or "(none)")
+        totals = _totals(row, 2)
+        rows.append([label, *totals.cells()])
+        replies, none = int(row[-2] or 0), int(row[-1] or 0)
+        if replies:
+            priced = prices.get(row[0], row[1]) is not None
+            unpriced.append(Unpriced(label, totals.unpriced_tokens, replies, none, priced))
+    table = Table("models", "By model", ["Model", *TOTAL_COLUMNS], rows, series=[6])
+    return table, unpriced
 
 
 def _by_user(where: list[Any]) -> Table:
