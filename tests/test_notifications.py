@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from bs4 import BeautifulSoup
@@ -15,7 +16,7 @@ from monark.automations.models import AutomationRun
 from monark.chat.runtime import tool_executor
 from monark.core import jobs
 from monark.core.errors import NotFound, ValidationFailed
-from monark.core.models import utcnow
+from monark.core.models import User, utcnow
 from monark.core.settings import settings
 from monark.extensions import db
 from monark.notifications import delivery, services
@@ -504,3 +505,25 @@ def test_the_digest_mark_is_the_latest_digest_hour():
     now = datetime(2026, 12, 3, 6, 30, tzinfo=UTC)
     assert delivery.digest_mark(now, 7) == datetime(2026, 12, 2, 7, tzinfo=UTC)
     assert delivery.digest_mark(now.replace(hour=7), 7) == datetime(2026, 12, 3, 7, tzinfo=UTC)
+
+
+def test_the_digest_goes_at_the_digest_hour_of_the_members_own_clock(world, scripted, login, smtp):
+    member_id = world.a.users["member"].id
+    db.session.get(User, member_id).time_zone = "Asia/Tokyo"  # UTC+9, no summer time
+    db.session.commit()
+    scripted.script.add([Call("records_create", {"model": "tasks", "values": {"title": "Far"}})])
+    (call,) = calls_of(send(world.a.principal("member"), "Far").conversation_id)
+    hand(login("member@acme.test"), call.id, world.a.users["owner"].id)
+    decide(login("owner@acme.test"), call.id, "reject")
+    drain()
+    smtp.messages.clear()
+    (made,) = notes(member_id, Kind.REQUEST_DECIDED)
+    made.created_at = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)  # 19:00 in Tokyo
+    db.session.commit()
+    hour = settings().notifications.digest_hour
+    tokyo_mark = datetime(2026, 12, 2, hour, tzinfo=ZoneInfo("Asia/Tokyo")).astimezone(UTC)
+    assert delivery.digest.func(tokyo_mark - timedelta(minutes=1)) == 0
+    assert delivery.digest.func(tokyo_mark + timedelta(minutes=5)) == 1
+    drain()
+    (message,) = smtp.messages
+    assert message["To"] == "member@acme.test"

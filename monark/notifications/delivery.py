@@ -6,8 +6,8 @@ notifications queues the ``notifications.mail`` job with their ids (``after_comm
 inside a unit of work, at its real commit), and one that rolls back queues nothing. The
 job claims each row by a conditional update, so the job, a redelivery and the ``sweep``
 (which mails what a job never took, a queue that was down say) mail one once. The
-``digest`` job sends each member, once a day after ``NOTIFICATIONS_DIGEST_HOUR`` (UTC),
-what is unread of their "digest" notifications made before that hour.
+``digest`` job sends each member, once a day after ``NOTIFICATIONS_DIGEST_HOUR`` on their
+own clock (``core.zones``), what is unread of their "digest" notifications made before then.
 
 What a message says is drawn as its reader may read it when it is sent (``kinds.draw``),
 never from what the change saw.
@@ -25,7 +25,7 @@ from flask import current_app, has_request_context, request
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from monark.core import jobs, mail
+from monark.core import jobs, mail, zones
 from monark.core.models import Membership, Org, User, as_utc, utcnow
 from monark.core.rbac import Principal
 from monark.core.settings import settings
@@ -183,25 +183,32 @@ def digest_mark(now: datetime, hour: int) -> datetime:
 @jobs.periodic("notifications.digest", minutes=60)
 def digest(now: datetime | None = None) -> int:
     """Send each member their digest: the "digest" notifications made before the latest
-    digest hour that no digest took yet, unread ones listed (read ones are seen already);
-    how many messages went."""
+    digest hour on the member's own clock (their time zone, else their org's) that no
+    digest took yet, unread ones listed (read ones are seen already); how many went."""
     now = as_utc(now) or utcnow()
-    mark = digest_mark(now, settings().notifications.digest_hour)
+    hour = settings().notifications.digest_hour
     rows = db.session.execute(
-        select(Notification.id, Notification.user_id, Notification.org_id).where(
+        select(
+            Notification.id, Notification.user_id, Notification.org_id, Notification.created_at
+        ).where(
             Notification.mail == Delivery.DIGEST,
             Notification.mailed_at.is_(None),
-            Notification.created_at < mark,
+            Notification.created_at < now,
         )
     ).all()
-    db.session.commit()
-    groups: dict[tuple[int, int], list[int]] = {}
+    groups: dict[tuple[int, int], list[tuple[int, datetime]]] = {}
     for row in rows:
-        groups.setdefault((row.user_id, row.org_id), []).append(row.id)
+        groups.setdefault((row.user_id, row.org_id), []).append((row.id, as_utc(row.created_at)))
+    due: dict[tuple[int, int], list[int]] = {}
+    for (user_id, org_id), made in groups.items():
+        mark = digest_mark(now.astimezone(zones.user_zone(user_id, org_id)), hour)
+        if ids := [i for i, created in made if created < mark]:
+            due[(user_id, org_id)] = ids
+    db.session.commit()
     sent = 0
     base = settings().mail.public_url or "http://localhost"
     with mail.links_under(base):
-        for (user_id, org_id), ids in sorted(groups.items()):
+        for (user_id, org_id), ids in sorted(due.items()):
             taken = [n for n in _claim(ids, Delivery.DIGEST) if n.read_at is None]
             if taken and _send_digest(user_id, org_id, taken):
                 sent += 1
