@@ -294,7 +294,7 @@ _NOTIFICATIONS: dict[str, Default] = {
     # How often an open page asks for the bell's unread count (paused while the tab is
     # hidden, asked again as it shows).
     "NOTIFICATIONS_POLL": Duration("30s"),
-    # The hour (UTC, 0-23) after which each member's daily digest goes out.
+    # The hour (0-23) of each member's own clock after which their daily digest goes out.
     "NOTIFICATIONS_DIGEST_HOUR": 7,
     # Failed runs in a row of one automation that notify its owner (once per streak).
     "NOTIFICATIONS_FAILED_RUNS": 3,
