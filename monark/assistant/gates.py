@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from flask import has_request_context, request
+
 from monark.chat.host import Gate
 from monark.chat.runtime import spend_closed
 from monark.core.models import Org, User
@@ -21,7 +23,18 @@ def assistant_name(org: Org | None) -> str:
 
 
 def check_gates(principal: Principal) -> Gate:
-    """Check chat.use, the org's chat module, then the AI switches (deployment, org, user)."""
+    """Check chat.use, the org's chat module, then the AI switches (deployment, org, user)
+    and the spend. A page (a GET) draws the gate in several places, the header's button, the
+    panel and its screen: it is checked once for the request."""
+    if not has_request_context() or request.method != "GET":
+        return _checked(principal)
+    key = ("monark.gate", principal.org_id, principal.user_id, principal.role)
+    if key not in request.environ:
+        request.environ[key] = _checked(principal)
+    return request.environ[key]
+
+
+def _checked(principal: Principal) -> Gate:
     if not principal.can("chat.use"):
         return Gate(False, "permission", "Your role does not include the assistant.", False)
     org = db.session.get(Org, principal.org_id)

@@ -3,6 +3,7 @@ allow-list; and JSON shown to people (tool input and results on cards)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -51,9 +52,19 @@ def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
     return value
 
 
+CACHED_TEXT = 20_000  # characters of a reply whose rendering is remembered
+
+
 def render_markdown(text: str) -> Markup:
-    """Safe HTML for a reply: no scripts, handlers, javascript:/data: links or remote images."""
-    html = _md.render(scrub(text or ""))  # nh3 (Rust) refuses lone surrogates
+    """Safe HTML for a reply: no scripts, handlers, javascript:/data: links or remote images.
+    A pure function of the text, so the last few hundred short ones are remembered: a thread
+    drawn again renders only what is new."""
+    text = text or ""
+    return _rendered(text) if len(text) <= CACHED_TEXT else _render(text)
+
+
+def _render(text: str) -> Markup:
+    html = _md.render(scrub(text))  # nh3 (Rust) refuses lone surrogates
     clean = nh3.clean(
         html,
         tags=ALLOWED_TAGS,
@@ -64,6 +75,9 @@ def render_markdown(text: str) -> Markup:
         strip_comments=True,
     )
     return Markup(clean)
+
+
+_rendered = functools.lru_cache(maxsize=512)(_render)
 
 
 def pretty_json(value: Any) -> str:
