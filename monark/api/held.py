@@ -26,7 +26,7 @@ from monark.chat.models import (
 )
 from monark.core.models import ApiKey
 from monark.core.rbac import Principal
-from monark.core.uow import for_update
+from monark.core.uow import for_update, get_or_add
 from monark.extensions import db
 
 
@@ -39,23 +39,13 @@ def lock_key(key_id: int) -> ApiKey:
 
 def key_conversation(principal: Principal, key: ApiKey) -> Conversation:
     """The key's conversation of held writes, made on its first one (under ``lock_key``)."""
-    conversation = db.session.scalar(
-        select(Conversation).where(
-            Conversation.org_id == principal.org_id,
-            Conversation.kind == ConversationKind.API,
-            Conversation.api_key_id == key.id,
-        )
+    conversation = get_or_add(
+        Conversation,
+        {"org_id": principal.org_id, "kind": ConversationKind.API, "api_key_id": key.id},
+        title=key.name,
+        creator_id=key.created_by_id,
     )
-    if conversation is None:
-        conversation = Conversation(
-            org_id=principal.org_id,
-            kind=ConversationKind.API,
-            title=key.name,
-            creator_id=key.created_by_id,
-            api_key_id=key.id,
-        )
-        db.session.add(conversation)
-        db.session.flush()
+    db.session.flush()  # a new one's id, for its first message
     return conversation
 
 

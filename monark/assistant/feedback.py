@@ -22,6 +22,7 @@ from monark.core.events import record_event
 from monark.core.models import User, utcnow
 from monark.core.rbac import Principal
 from monark.core.text import storable
+from monark.core.uow import get_or_add
 from monark.extensions import db
 
 REASON_MAX = 1000  # characters of a reason
@@ -85,19 +86,11 @@ def give(principal: Principal, message_id: int, rating: str, reason: str | None)
     if message is None or message.role != MessageRole.ASSISTANT:
         raise NotFound("No such reply.")
     store.get_conversation(principal, message.conversation_id)  # theirs, or NotFound
-    found = db.session.scalar(
-        select(ReplyFeedback).where(
-            ReplyFeedback.message_id == message.id, ReplyFeedback.user_id == principal.user_id
-        )
+    found = get_or_add(
+        ReplyFeedback,
+        {"org_id": principal.org_id, "message_id": message.id, "user_id": principal.user_id},
+        conversation_id=message.conversation_id,
     )
-    if found is None:
-        found = ReplyFeedback(
-            org_id=principal.org_id,
-            message_id=message.id,
-            conversation_id=message.conversation_id,
-            user_id=principal.user_id,
-        )
-        db.session.add(found)
     found.rating, found.reason = chosen.value, why
     found.provider, found.model = message.provider, message.model
     db.session.flush()

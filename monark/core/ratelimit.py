@@ -177,8 +177,9 @@ def signin_counts(app: Flask | None = None) -> FailureCounts:
     )
 
 
-def _per_minute(kind: str, amount: int, key: str, message: str) -> None:
-    """One more against ``key``'s per-minute ``amount``; fails closed."""
+def _per_minute(kind: str, amount: int, key: str) -> None:
+    """One more ``kind`` against ``key``'s per-minute ``amount``; fails closed. ``kind`` is a
+    plural noun: it names the window in the storage and what the refusal says too many of."""
     found = limiter()
     if amount == 0 or not found.enabled:
         return
@@ -192,34 +193,20 @@ def _per_minute(kind: str, amount: int, key: str, message: str) -> None:
         log.warning("rate limiter storage failed (%s): %s refused", type(err).__name__, kind)
         raise LimiterDown() from None
     wait = max(1, math.ceil(reset_at - clock()))
-    raise RateLimited(message.format(limit=amount, wait=wait_words(wait)), wait, amount, reset_at)
+    message = f"Too many {kind}: {amount} a minute at most; try again in {wait_words(wait)}."
+    raise RateLimited(message, wait, amount, reset_at)
 
 
 def check_messages(user_id: int) -> None:
     """Count a turn the user starts; ``RateLimited`` past the per-minute limit."""
-    _per_minute(
-        "messages",
-        settings().limits.messages_per_minute,
-        str(user_id),
-        "Too many messages: {limit} a minute at most; try again in {wait}.",
-    )
+    _per_minute("messages", settings().limits.messages_per_minute, str(user_id))
 
 
 def check_decisions(user_id: int) -> None:
     """Count a decision the user takes on a card; ``RateLimited`` past the per-minute limit."""
-    _per_minute(
-        "decisions",
-        settings().limits.decisions_per_minute,
-        str(user_id),
-        "Too many decisions: {limit} a minute at most; try again in {wait}.",
-    )
+    _per_minute("decisions", settings().limits.decisions_per_minute, str(user_id))
 
 
 def check_queries(principal_key: str) -> None:
     """Count a ``records_query`` call; ``RateLimited`` past the per-minute limit."""
-    _per_minute(
-        "queries",
-        settings().limits.queries_per_minute,
-        principal_key,
-        "Too many queries: {limit} a minute at most; try again in {wait}.",
-    )
+    _per_minute("queries", settings().limits.queries_per_minute, principal_key)

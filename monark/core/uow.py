@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import current_app
-from sqlalchemy import Connection, Select, event, text
+from sqlalchemy import Connection, Select, event, select, text
 from sqlalchemy.orm import Session
 
 from monark.core.errors import AppError
@@ -39,6 +39,8 @@ class UnitOfWork:
         """Roll everything back when the block ends, even without an exception."""
         self.failed = True
 
+
+Row = TypeVar("Row")
 
 _current: ContextVar[UnitOfWork | None] = ContextVar("monark_unit_of_work", default=None)
 # When the statements of units opened now must stop (``time.monotonic()``), if ever.
@@ -61,6 +63,17 @@ def for_update(stmt: Select[Any]) -> Select[Any]:
             db.session.execute(text("UPDATE orgs SET id = id WHERE 0"))
         return stmt
     return stmt.with_for_update()
+
+
+def get_or_add(model: type[Row], where: Mapping[str, Any], **new: Any) -> Row:
+    """The ``model`` row whose columns equal ``where``, or a new one of ``where`` and ``new``
+    added to the session, not flushed: the caller sets what it needs first. ``where`` names
+    the columns of a unique key (with ``org_id``), so the row found is the only one."""
+    found = db.session.scalar(select(model).filter_by(**where))
+    if found is None:
+        found = model(**where, **new)
+        db.session.add(found)
+    return found
 
 
 def writing_unit() -> UnitOfWork | None:
