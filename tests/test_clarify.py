@@ -68,6 +68,9 @@ def test_a_question_pauses_the_turn_on_its_card(world, login, fake_anthropic):
     buttons = [b.get_text(strip=True) for b in card.select("button")]
     assert buttons == ["Acme Ltd", "Acme Inc", "Send answer"]
     assert "Something else…" in card.get_text()
+    assert "A question above is waiting for your answer" in page.get_text()
+    assert "A question above is waiting for your answer" in body  # the stream's foot too
+    assert "waiting for your Confirm" not in page.get_text()
     # None of a write's approval actions.
     for word in ("Confirm", "Reject", "Allow", "Edit", "Ask someone"):
         assert word not in card.get_text()
@@ -213,3 +216,20 @@ def test_a_question_is_never_confirmed_as_a_write(world, login, fake_anthropic):
     assert refused.status_code == 409 and "question" in refused.get_data(as_text=True)
     assert the_call().status == ToolCallStatus.PROPOSED
     assert len(fake_anthropic.requests) == 1
+
+
+def test_no_write_action_reaches_a_question(world, login, fake_anthropic):
+    ask(fake_anthropic)
+    browser = login("member@acme.test")
+    post_stream(browser, "Update Acme")
+    call_id = the_call().id
+    admin = db.session.scalar(select(User.id).where(User.email == "admin@acme.test"))
+    allow = read(browser.post("/chat/allow", {"tool_call_id": str(call_id)}))
+    assert allow.status_code >= 400
+    hand = read(browser.post(f"/chat/calls/{call_id}/hand-over", {"approver_id": str(admin)}))
+    assert the_call().approver_id is None and hand.status_code != 500
+    edit = read(browser.post(f"/chat/calls/{call_id}/edit", {"question": "Changed?"}))
+    assert edit.status_code >= 400
+    call = the_call()
+    assert call.status == ToolCallStatus.PROPOSED and call.input == QUESTION
+    assert not call.allowed and len(fake_anthropic.requests) == 1
