@@ -18,6 +18,7 @@ from monark.api.views import bp as api_bp
 from monark.approvals import upkeep as approvals_upkeep  # noqa: F401  (periodic jobs)
 from monark.approvals.allowances import AllowanceGate
 from monark.assistant import gauges
+from monark.assistant.ask_user import AskUserTool
 from monark.assistant.blueprint import bp as assistant_bp
 from monark.assistant.feedback_views import moderation_bp
 from monark.assistant.gates import AssistantGates
@@ -146,7 +147,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     notification_delivery.install()  # mail after commit
     jobs.init_app(app)  # after every feature declared its jobs (at import)
     gauges.install(app)
-    toolset = build_chat_toolset(ROUTES, [NavigateTool()])
+    toolset = build_chat_toolset(ROUTES, [NavigateTool(), AskUserTool()])
     runtime.install(
         app,
         toolset,

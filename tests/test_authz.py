@@ -73,6 +73,7 @@ class Ctx:
     viewer_key: int
     chat: int  # the member's assistant conversation
     proposal: int  # a write proposed in another conversation of the member's
+    question: int  # a question (``ask_user``) waiting in a third conversation of the member's
     acme_org: int
     globex_org: int
     invite: int  # a pending invitation to Acme
@@ -106,6 +107,7 @@ def ctx(world: factories.World) -> Ctx:
         viewer_key=_key_id(a.keys["viewer"]),
         chat=chat,
         proposal=proposal,
+        question=_member_question(a),
         acme_org=a.org.id,
         globex_org=world.b.org.id,
         invite=members.create_invite(owner, "newcomer@example.test", "member")[0].id,
@@ -142,6 +144,28 @@ def _member_conversations(a: factories.OrgWorld) -> tuple[int, int]:
     db.session.add(call)
     db.session.commit()
     return chat.id, call.id
+
+
+def _member_question(a: factories.OrgWorld) -> int:
+    """A question the assistant asks the member (``ask_user``), waiting for an answer."""
+    member = a.principal("member")
+    asking = store.create_conversation(member, "Which Acme")
+    reply = store.add_message(
+        asking, member.via_assistant(asking.id), author_kind="agent", role="assistant", text=""
+    )
+    call = ToolCall(
+        org_id=a.org.id,
+        conversation_id=asking.id,
+        message_id=reply.id,
+        provider_call_id="toolu_authz_question",
+        name="ask_user",
+        input={"question": "Which one?", "choices": ["This", "That"]},
+        mutates=False,
+        status="PROPOSED",
+    )
+    db.session.add(call)
+    db.session.commit()
+    return call.id
 
 
 def _owners_notification(c: Ctx) -> int:
@@ -649,6 +673,9 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("assistant.decide", "POST", "member's proposal", _url("/chat/decide"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"decision": f"reject:{c.proposal}"}, writes="own"),
+    WebCase("assistant.answer", "POST", "member's question", _url("/chat/answer"),
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"choice": f"{c.question}:0"}, writes="own"),
     # The Approvals inbox: every signed-in member has one (most are empty).
     WebCase("approvals.inbox", "GET", "", _url("/approvals"),
             row(owner=200, admin=200, member=200, viewer=200, other=200)),

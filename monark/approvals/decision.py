@@ -44,6 +44,7 @@ CHANGED_MESSAGE = (
     "as it is now, and confirm again."
 )
 GROUP_DECIDED = "These actions were already confirmed or rejected."
+NOT_A_WRITE = "This is a question, not a write: answer it on its card."
 REASON_MAX = 500
 EDITED_SINCE = (
     "This card was edited since it was drawn here (in another tab or window), so nothing "
@@ -241,6 +242,8 @@ def decide(
         raise ProposalExpired(expired_message())
     if any(c.status != ToolCallStatus.PROPOSED for c in calls):
         raise Conflict(already)
+    if any(not c.mutates for c in calls):  # a question: answered on its card, never decided
+        raise Conflict(NOT_A_WRITE)
     ids = [c.id for c in calls]
     chosen = [c for c in calls if decision.confirm and (selected is None or c.id in selected)]
     chosen_ids = [c.id for c in chosen]

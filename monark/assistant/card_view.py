@@ -22,6 +22,7 @@ from monark.approvals.decision import shown_token
 from monark.approvals.declared import locked
 from monark.approvals.inbox import holders, permission_of
 from monark.approvals.policy import ApprovalPolicy
+from monark.assistant.ask_user import answer_of, question_of
 from monark.assistant.result_view import ResultTable, result_table
 from monark.chat.executor import ToolSpec
 from monark.chat.models import Conversation, ToolCall, ToolCallStatus
@@ -54,6 +55,8 @@ class CardState(StrEnum):
 
     READ = "read"  # a read's status card
     NAVIGATE = "navigate"  # "Go to …"
+    QUESTION = "question"  # a question waiting for the user's answer (``ask_user``)
+    ANSWERED = "answered"  # a question answered, passed over or expired
     RAN = "ran"  # a write that ran without a card: under an allowance, or an undo
     PROPOSED = "proposed"  # waiting, drawn alone in the panel
     GROUPED = "grouped"  # waiting, one line of a group decided together
@@ -75,6 +78,7 @@ class Action(StrEnum):
     HAND_OVER = "hand_over"  # "Ask someone to approve"
     PICK = "pick"  # "Include this change" in a group
     UNDO = "undo"
+    ANSWER = "answer"  # a question's choices and "Something else…"
 
 
 @dataclass
@@ -125,6 +129,11 @@ class CallView:
     undone: bool = False
     # The token of the arguments this card shows, sent with its decision (``approvals.edits``).
     shown: str = ""
+    # A question to the user (``ask_user``): what it asks, its choices, the answer given.
+    asks_user: bool = False
+    question: str = ""
+    choices: list[str] = field(default_factory=list)
+    answer: str | None = None
 
     @property
     def waiting(self) -> bool:
@@ -142,6 +151,8 @@ class CallView:
 
     @property
     def kind(self) -> str:
+        if self.asks_user:
+            return "question"
         if self.name == "navigate":
             return "navigate"
         return "write" if self.mutates else "read"
@@ -218,6 +229,8 @@ def card_of(
         offered = frozenset(a for a in actions if a is not None)
         return Card(view, state, offered, group_id, handover_error)
 
+    if view.kind == "question":  # none of a write's approval actions apply
+        return card(CardState.QUESTION, Action.ANSWER) if view.waiting else card(CardState.ANSWERED)
     if view.kind == "navigate" and view.nav_path:
         return card(CardState.NAVIGATE)
     if view.kind != "write":
@@ -403,6 +416,9 @@ def _call_view(call: ToolCall, looked: _Lookups, preview: dict[str, Any] | None 
         allowed=call.allowed,
         undo_of=call.undo_of_id,
     )
+    spec = looked.specs.get(call.name)
+    if spec is not None and spec.asks_user and not call.mutates:
+        _question_facts(view, call)
     if call.mutates and call.status == ToolCallStatus.PROPOSED:
         view.allow_label = allowances.offer(call, looked.specs.get(call.name))
     if undo.undoable(call):
@@ -412,6 +428,18 @@ def _call_view(call: ToolCall, looked: _Lookups, preview: dict[str, Any] | None 
     if view.waiting and call.mutates:
         _hand_over_facts(view, call, looked)
     return view
+
+
+def _question_facts(view: CallView, call: ToolCall) -> None:
+    """A question's card: what it asks, its choices, and the answer given (model text and
+    the user's, escaped where drawn)."""
+    question, choices = question_of(call)
+    limit = chat_settings().card_max
+    view.asks_user = True
+    view.question = clip(question, limit)
+    view.choices = [clip(c, limit) for c in choices]
+    answer = answer_of(call)
+    view.answer = clip(answer, limit) if answer is not None else None
 
 
 def _hand_over_facts(view: CallView, call: ToolCall, looked: _Lookups) -> None:

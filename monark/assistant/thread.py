@@ -156,6 +156,7 @@ class ThreadFoot:
     # those calls, which an open panel waits for another member to decide.
     elsewhere: bool = False
     awaited: tuple[int, ...] = ()
+    question: bool = False  # what waits is a question to the user (``ask_user``), no write
 
     @classmethod
     def of(cls, waiting: bool, running: bool, last: tuple[str, str] | None) -> ThreadFoot:
@@ -173,7 +174,20 @@ def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, Thread
     conversation = store.get_conversation(principal, conversation_id)
     last, waiting = store.tail_state(conversation.id, decisions.cutoff())
     foot = ThreadFoot.of(waiting, lease.live_turn_id(conversation) is not None, last)
+    if waiting and not _write_waits(conversation.id):
+        foot = replace(foot, question=True)
     return conversation.title, foot
+
+
+def _write_waits(conversation_id: int) -> bool:
+    """Whether a proposed write waits (else what waits is a question to the user)."""
+    waits = select(ToolCall.id).where(
+        ToolCall.conversation_id == conversation_id,
+        ToolCall.status == ToolCallStatus.PROPOSED,
+        ToolCall.mutates.is_(True),
+        ToolCall.created_at >= decisions.cutoff(),
+    )
+    return db.session.scalar(waits.limit(1)) is not None
 
 
 @dataclass(frozen=True)
@@ -214,6 +228,8 @@ class ThreadView:
         last = (steps[-1].role, steps[-1].status) if steps else None
         foot = ThreadFoot.of(waiting, self.running, last)
         open_calls = [c for m in self.messages for c in m.calls if c.waiting]
+        if open_calls and all(c.kind == "question" for c in open_calls):
+            return replace(foot, question=True)
         if open_calls and all(c.approver or c.four_eyes for c in open_calls):
             foot = replace(foot, elsewhere=True, awaited=tuple(c.id for c in open_calls))
         return foot

@@ -15,7 +15,7 @@ from monark.approvals import expiry, handover, own_calls
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
 from monark.approvals.expiry import expired_message
-from monark.assistant import conversation_list, suggestions
+from monark.assistant import ask_user, conversation_list, suggestions
 from monark.assistant.card_view import call_view, panel_card
 from monark.assistant.gates import assistant_name, check_gates
 from monark.assistant.panel import MAX_WIDTH, MIN_WIDTH
@@ -441,6 +441,63 @@ def decide():
         call_id,
         lambda: approvals.begin_decision(principal, call_id, chosen.confirm, reason, shown=shown),
     )
+
+
+@bp.post("/answer")
+@guard("chat.use")
+@decision_limited
+def answer():
+    """Answer a question card (a choice, or "Something else…"), then stream the turn on."""
+    principal = require_principal()
+    call_id, choice, text = _answer_fields()
+    if call_id is None:
+        return _notice("Choose an answer on a question card.", 400)
+    try:
+        require_assistant(principal)
+        call = own_calls.get_tool_call(principal, call_id)
+    except AppError as err:
+        return _notice(err.message, err.status)
+    if call.status != ToolCallStatus.PROPOSED:
+        return _already_answered(call)
+    try:
+        turn = ask_user.begin_answer(principal, call_id, choice, text)
+    except ValidationFailed as err:
+        db.session.rollback()
+        return _notice(err.message, 422)
+    except Conflict as err:
+        call = _settled(principal, call_id)
+        if call.status != ToolCallStatus.PROPOSED:
+            return _already_answered(call)
+        return _busy(call.conversation_id, err.message)
+    except AppError as err:
+        return _notice(err.message, err.status)
+    return _start(principal, turn)
+
+
+def _answer_fields() -> tuple[int | None, str | None, str | None]:
+    """What a question's button sent: ``choice=12:1`` (call 12's second choice), or
+    ``call_id=12`` with the text typed in ``answer_12``; None for a call id that is none."""
+    raw, _, index = (request.form.get("choice") or "").partition(":")
+    try:
+        call_id = parse_id(raw, "choice") if raw else form_id("call_id")
+    except ValidationFailed:
+        return None, None, None
+    if raw:
+        return call_id, index, None
+    return call_id, None, request.form.get(f"answer_{call_id}") if call_id else None
+
+
+def _already_answered(call):
+    """Answered elsewhere (another tab): say so, redraw its card as it is now, and follow
+    the turn the answer started, if it still runs."""
+    view = call_view(call)
+    if view.answer is not None:
+        text = f"{ask_user.ALREADY_ANSWERED[:-1]}: {view.answer}"
+    elif view.expired:
+        text = ask_user.EXPIRED
+    else:
+        text = "This question was passed over: a new message was sent instead."
+    return _with_card(_busy(call.conversation_id, text), call)
 
 
 def decide_call(

@@ -20,6 +20,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 import monark.core.metrics as metrics
 from monark.chat import store
+from monark.chat.calls import kept
 from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
@@ -43,19 +44,25 @@ def cutoff() -> datetime:
 @dataclass(frozen=True)
 class Settlement:
     """How one proposal settles: its new status, the reason of a rejection, and the
-    conditions (``holds``, SQL on ``ToolCall``) that must still be true as it settles."""
+    conditions (``holds``, SQL on ``ToolCall``) that must still be true as it settles;
+    ``result``: what a question's call settles SUCCEEDED with (the user's answer)."""
 
     call: ToolCall
     status: ToolCallStatus
     reason: str | None = None
     skipped: bool = False
     holds: tuple[Any, ...] = ()
+    result: Any = None
 
 
 def _already(call: ToolCall) -> Conflict:
     return Conflict(ALREADY_DECIDED)
 
 
+_EVENTS = {
+    ToolCallStatus.EXECUTING: CallEvent.CONFIRMED,
+    ToolCallStatus.SUCCEEDED: CallEvent.ANSWERED,
+}
 _SETTLED = ("status", "decided_by_id", "decided_at", "reject_reason", "skipped")
 
 
@@ -96,6 +103,15 @@ def settle(
         for s in group:
             for name in _SETTLED:  # as stored now, without reading it back
                 set_committed_value(s.call, name, values[name])
+            if s.result is not None:  # won above: the answer is its result
+                kept_result = kept(s.result)
+                db.session.execute(
+                    update(ToolCall)
+                    .where(ToolCall.id == s.call.id)
+                    .values(result=kept_result)
+                    .execution_options(synchronize_session=False)
+                )
+                set_committed_value(s.call, "result", kept_result)
     for s in settlements:
         if s.status != ToolCallStatus.EXECUTING:  # a confirmed one is counted when it has run
             metrics.tool_call(s.call.name, s.status)
@@ -103,7 +119,7 @@ def settle(
         (
             principal.via_assistant(s.call.conversation_id),
             s.call,
-            CallEvent.CONFIRMED if s.status == ToolCallStatus.EXECUTING else CallEvent.REJECTED,
+            _EVENTS.get(s.status, CallEvent.REJECTED),
         )
         for s in settlements
     )

@@ -32,6 +32,9 @@ class ToolSpec:
     validate: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
     summarize: Callable[[Any], Any] | None = field(default=None, compare=False)
     result_limit: int = RESULT_LIMIT
+    # A question to the user (``ask_user``): its call waits PROPOSED like a write, nothing
+    # runs it, and the user's answer settles it as its result (``decisions.Settlement``).
+    asks_user: bool = False
     # What the host declared the tool from (its route), for the host's own rules about it
     # (``approvals.declared``: allowances, locked arguments); chat never reads it.
     declared: object | None = field(default=None, compare=False)

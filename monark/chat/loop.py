@@ -258,7 +258,7 @@ def _store_step(
         db.session.add(call)
     db.session.flush()
     for call in calls:
-        if call.mutates or call.status == ToolCallStatus.FAILED:
+        if call.mutates or _asks(setup, call) or call.status == ToolCallStatus.FAILED:
             # For /metrics: a write proposed, a call failed at once (a read that runs is
             # counted when it has run).
             metrics.tool_call(call.name, call.status)
@@ -271,13 +271,20 @@ def _store_step(
     return calls
 
 
+def _asks(setup: TurnSetup, call: ToolCall) -> bool:
+    """Whether ``call`` asks the user a question: it waits for their answer, as a write
+    waits for their decision (``ToolSpec.asks_user``)."""
+    spec = setup.specs.get(call.name)
+    return spec is not None and spec.asks_user
+
+
 def _run_reads(
     setup: TurnSetup, principal: Principal, calls: list[ToolCall], hooks: TurnHooks
 ) -> None:
     """Run the step's reads now, and the writes allowed for this conversation; other
-    writes wait for the user."""
+    writes, and questions, wait for the user."""
     for call in calls:
-        waits = call.mutates and not call.allowed
+        waits = (call.mutates and not call.allowed) or _asks(setup, call)
         if waits or call.status != ToolCallStatus.PROPOSED:  # waits, or settled
             hooks.on_tool_call(call)
         elif hooks.should_stop():  # stopped: the reads left are not run, and say so

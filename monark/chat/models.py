@@ -43,7 +43,7 @@ class MessageStatus(StrEnum):
 
 
 class ToolCallStatus(StrEnum):
-    PROPOSED = "PROPOSED"  # a write waiting for the user's decision
+    PROPOSED = "PROPOSED"  # a write waiting for the user's decision (or a question, an answer)
     EXECUTING = "EXECUTING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
@@ -64,6 +64,7 @@ class CallEvent(StrEnum):
     REDRAWN = "redrawn"  # its target changed since the card was drawn
     CONFIRMED = "confirmed"
     REJECTED = "rejected"
+    ANSWERED = "answered"  # a question to the user, answered (its result is the answer)
     EXPIRED = "expired"
     SUCCEEDED = "succeeded"
     FAILED = "failed"

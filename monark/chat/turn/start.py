@@ -25,6 +25,8 @@ from monark.extensions import db
 
 MAX_TEXT = 16_000
 AUTO_REJECT_REASON = "The user sent a new message instead of confirming."
+# A question (``ToolSpec.asks_user``, never a write) the user did not answer: they moved on.
+MOVED_ON_REASON = "The user moved on: they sent a new message instead of answering."
 NOTHING_TO_RETRY = "Nothing to retry: the last reply is complete. Send a message instead."
 
 
@@ -101,9 +103,8 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
         decisions.expire_overdue(principal, conversation_id)
         # Under the claim, nothing else runs: what is pending waits for the user.
         for call in store.pending_calls(conversation_id):
-            settled = decisions.Settlement(
-                call, ToolCallStatus.REJECTED, AUTO_REJECT_REASON, skipped=True
-            )
+            reason = AUTO_REJECT_REASON if call.mutates else MOVED_ON_REASON
+            settled = decisions.Settlement(call, ToolCallStatus.REJECTED, reason, skipped=True)
             decisions.settle(principal, [settled])
             events.append(CallChanged(call.id))
         # The user's own date, time and zone: what "today" and "at 9" mean to them.
