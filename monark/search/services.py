@@ -354,25 +354,33 @@ def _hit(row: Match, keys: dict[int, str], titles: dict[int, str]) -> Hit | None
     return Hit(kind, object_id, title, snippet)
 
 
-def search(
+def matches(
     principal: Principal,
     query: str,
     limit: int = 20,
     *,
     typing: bool = False,
     exclude_conversation: int | None = None,
-) -> list[Hit]:
-    """What the principal may read that matches ``query``, best first: every word if
-    anything has them all, else any word; a kind the query names first; ``typing`` (the
-    header's box): the last word is a prefix. A conversation shows once (its best match)."""
+    only: tuple[Kind, ...] = (),
+) -> list[Match]:
+    """The ranked documents ``search`` shows, at most ``limit`` (a conversation may have
+    several); ``only`` keeps those kinds alone (a conversation's messages go with it)."""
     words, kinds = hinted(terms(query))
     if not words:
         return []
     limit = max(1, min(limit, MAX_LIMIT))
     where = readable(principal, exclude_conversation)
+    if only:
+        documents = [*only, "message"] if "conversation" in only else list(only)
+        where = and_(where, D.kind.in_(documents))
     rows = _ranked(where, words, True, typing, limit, kinds)
     if not rows and len(words) > 1:
         rows = _ranked(where, words, False, typing, limit, kinds)
+    return rows
+
+
+def hits_of(rows: list[Match]) -> list[Hit]:
+    """Ranked documents as hits, best first; a conversation once (its best match)."""
     keys, titles = _labels(rows)
     hits: list[Hit] = []
     seen: set[int] = set()
@@ -384,6 +392,23 @@ def search(
             seen.add(hit.conversation_id)
         hits.append(hit)
     return hits
+
+
+def search(
+    principal: Principal,
+    query: str,
+    limit: int = 20,
+    *,
+    typing: bool = False,
+    exclude_conversation: int | None = None,
+) -> list[Hit]:
+    """What the principal may read that matches ``query``, best first: every word if
+    anything has them all, else any word; a kind the query names first; ``typing`` (the
+    header's box): the last word is a prefix. A conversation shows once (its best match)."""
+    rows = matches(
+        principal, query, limit, typing=typing, exclude_conversation=exclude_conversation
+    )
+    return hits_of(rows)
 
 
 def grouped(hits: list[Hit]) -> list[tuple[str, list[Hit]]]:
