@@ -120,6 +120,8 @@ def test_the_panel_opens_on_the_latest_conversation_ready_to_type(world, browse,
     send(panel, "An older question")
     wait_turn(panel)
     panel.get_by_role("button", name="New conversation").click()
+    # The new screen first: typed sooner, the message goes to the old conversation.
+    expect(panel.locator("#chat-title")).to_have_text("New conversation")
     send(panel, "The latest question")
     wait_turn(panel)
     # Another browser (nothing remembered there) opens on the latest, composer focused.
