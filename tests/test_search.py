@@ -111,6 +111,24 @@ def test_words_match_by_stem_and_by_prefix_while_typing(world):
     assert ("wiki", page.id) in found(owner, "REFUNDS issued")
 
 
+def test_typing_marks_each_shown_match_among_many(world, monkeypatch):
+    owner = world.a.principal("owner")
+    pages = []
+    for n in range(6):  # matches interleaved with pages that do not match
+        pages.append(_page(owner, f"Alpaca {n}", "alpacas graze"))
+        _page(owner, f"Llama {n}", "llamas graze")
+    typed = search.search(owner, "alpa", 3, typing=True)
+    assert len(typed) == 3
+    assert {h.object_id for h in typed} <= {p.id for p in pages}
+    for hit in typed:
+        assert "<mark>Alpaca</mark>" in hit.title_html
+        assert "<mark>alpacas</mark>" in hit.snippet_html
+    # A word with as many whole-word matches as are ranked is taken whole, and still marked.
+    monkeypatch.setattr(search, "CANDIDATES", 4)
+    whole = search.search(owner, "alpaca", 2, typing=True)
+    assert len(whole) == 2 and all("<mark>Alpaca</mark>" in h.title_html for h in whole)
+
+
 def test_every_word_first_then_any(world):
     owner = world.a.principal("owner")
     both = _page(owner, "Refund desk", "Refunds of broken kettles.")

@@ -16,8 +16,12 @@ from monark.core.events import record_event
 from monark.core.ids import parse_id
 from monark.core.rbac import Principal
 from monark.extensions import db
+from monark.search import services as search
 
 PAGE_SIZE = 50  # conversations a page of the list shows
+# Matches a search of the list ranks at most (the best first): past it, the list says so
+# and asks for more words rather than paging through a ranking.
+SEARCH_LIMIT = search.MAX_LIMIT
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,24 @@ class ConversationPage:
 
     conversations: list[Conversation]
     next: Cursor | None
+
+
+@dataclass(frozen=True)
+class ConversationSearch:
+    """The principal's conversations matching a search, best first, each with its marked
+    title and snippet; ``capped``: there may be more than were ranked."""
+
+    query: str
+    hits: list[search.Hit]
+    capped: bool
+
+
+def search_conversations(principal: Principal, query: str) -> ConversationSearch:
+    """The principal's own listed conversations whose title or messages match ``query`` (as
+    it is being typed: the last word may be a prefix), by the search index; refused
+    (``ValidationFailed``) when the query is too long."""
+    rows = search.matches(principal, query, SEARCH_LIMIT, typing=True, only=("conversation",))
+    return ConversationSearch(query, search.hits_of(rows), len(rows) >= SEARCH_LIMIT)
 
 
 def parse_cursor(raw: str | None) -> Cursor | None:

@@ -37,6 +37,7 @@ from monark.chat.turn.start import begin_retry, begin_send, parse_send_input, re
 from monark.core import ratelimit
 from monark.core.auth import guard, require_principal
 from monark.core.errors import AppError, Conflict, NotFound, ValidationFailed
+from monark.core.htmx import targets
 from monark.core.ids import form_id, parse_id
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
@@ -111,15 +112,39 @@ def _gate_or_none(principal: Principal) -> str | None:
 @bp.get("/conversations")
 @guard("chat.use")
 def conversations():
-    """The conversation list screen, or (``after=``) the next page of it."""
+    """The conversation list screen, (``after=``) the next page of it, or (``q=``, into the
+    list's body) the conversations matching a search, the whole list when it is cleared."""
     principal = require_principal()
     reason = _gate_or_none(principal)
     if reason and not check_gates(principal).chat_open:
         return _notice(reason, 403, "gate")
+    query = request.args.get("q", "")
+    if query.strip():
+        return _found(principal, query)
     after = conversation_list.parse_cursor(request.args.get("after"))
     page = conversation_list.conversation_page(principal, after=after)
-    template = "assistant/_list_page.html" if after else "assistant/_list.html"
+    if after:
+        template = "assistant/_list_page.html"
+    elif targets(LIST_BODY):  # the search box cleared: the list again, under the box
+        template = "assistant/_list_body.html"
+    else:
+        template = "assistant/_list.html"
     return render_template(template, page=page, gate=reason)
+
+
+LIST_BODY = "chat-list-body"  # what the list's search box redraws
+
+
+def _found(principal: Principal, query: str):
+    """The list's search results: into the list's body, or the list screen around them."""
+    try:
+        found, error = conversation_list.search_conversations(principal, query), None
+    except ValidationFailed as err:
+        found, error = None, err.message
+    template = "assistant/_list_found.html" if targets(LIST_BODY) else "assistant/_list.html"
+    gate = _gate_or_none(principal)
+    context = {"found": found, "query": query, "search_error": error, "gate": gate}
+    return render_template(template, **context), 422 if error else 200
 
 
 @bp.get("/new")

@@ -233,13 +233,15 @@ class Match(NamedTuple):
 
 # The FTS5 table as SQL sees it (no model: ``index.SQLITE_DDL`` makes it).
 _FTS = table(FTS_TABLE, column("rowid"))
+# Its rowid as an expression FTS5 is not asked to use (``+``): a filter on the rows it yields.
+_NOT_INDEXED_ROWID = literal_column(f"+{FTS_TABLE}.rowid")
 
 
-def _ranked_sqlite(
+def _top_sqlite(
     where: ColumnElement[bool], match: str, limit: int, kinds: tuple[str, ...]
-) -> list[Match]:
+) -> tuple[list[Any], bool]:
     """The best ``limit`` of the newest ``CANDIDATES`` matches the reader may read, by bm25
-    (titles weigh ten times the body); marks made for those alone (each reads its text)."""
+    (titles weigh ten times the body); and whether there were that many candidates."""
     matches = literal_column(FTS_TABLE).op("MATCH")(match)
     rank = literal_column(f"bm25({FTS_TABLE}, 10.0, 1.0)").label("rank")
     candidates = (
@@ -251,16 +253,46 @@ def _ranked_sqlite(
         .subquery()
     )
     c = candidates.c
-    top = db.session.execute(select(c).order_by(c.first, c.rank, c.id).limit(limit)).all()
+    ranked = select(c, func.count().over().label("candidates"))
+    top = db.session.execute(ranked.order_by(c.first, c.rank, c.id).limit(limit)).all()
+    return top, bool(top) and top[0].candidates >= CANDIDATES
+
+
+def _ranked_sqlite(
+    where: ColumnElement[bool],
+    words: list[str],
+    every: bool,
+    typing: bool,
+    limit: int,
+    kinds: tuple[str, ...],
+) -> list[Match]:
+    """``_top_sqlite``'s rows, their title and snippet marked (made for those alone).
+
+    While typing, the words are tried whole first: a word with ``CANDIDATES`` whole-word
+    matches (a common word typed out) ranks those, as the prefix would rank some of the
+    same, without FTS5 merging the doclists of every word it begins (the cost of a
+    prefix past the ``prefix='2 3'`` index: 20 ms for a common word's, at each lookup)."""
+    match = _fts5_query(words, every, False)
+    top, full = _top_sqlite(where, match, limit, kinds)
+    if typing and not full:
+        match = _fts5_query(words, every, True)
+        top, _ = _top_sqlite(where, match, limit, kinds)
     if not top:
         return []
+    matches = literal_column(FTS_TABLE).op("MATCH")(match)
     title = literal_column(f"highlight({FTS_TABLE}, 0, '{START}', '{STOP}')")
     snippet = literal_column(f"snippet({FTS_TABLE}, 1, '{START}', '{STOP}', '…', 16)")
+    # The shown rows by one pass over the match between the lowest and highest of them:
+    # FTS5 takes ``rowid IN (…)`` as one lookup per id, and each lookup of a prefix
+    # ("refu"*) merges the prefix's whole doclist again (200 ms for a common word's). The
+    # unary plus keeps the IN out of FTS5's hands; the range bounds the pass.
+    ids = [r.id for r in top]
+    rowid = _FTS.c.rowid
     marks = {
-        rowid: (marked_title, marked_body)
-        for rowid, marked_title, marked_body in db.session.execute(
-            select(_FTS.c.rowid, title, snippet).where(
-                matches, _FTS.c.rowid.in_([r.id for r in top])
+        found: (marked_title, marked_body)
+        for found, marked_title, marked_body in db.session.execute(
+            select(rowid, title, snippet).where(
+                matches, rowid.between(min(ids), max(ids)), _NOT_INDEXED_ROWID.in_(ids)
             )
         )
     }
@@ -309,7 +341,7 @@ def _ranked(
 ) -> list[Match]:
     if db.session.get_bind().dialect.name == "postgresql":
         return _ranked_postgres(where, _tsquery(words, every, typing), limit, kinds)
-    return _ranked_sqlite(where, _fts5_query(words, every, typing), limit, kinds)
+    return _ranked_sqlite(where, words, every, typing, limit, kinds)
 
 
 def _labels(rows: list[Match]) -> tuple[dict[int, str], dict[int, str]]:
@@ -354,25 +386,33 @@ def _hit(row: Match, keys: dict[int, str], titles: dict[int, str]) -> Hit | None
     return Hit(kind, object_id, title, snippet)
 
 
-def search(
+def matches(
     principal: Principal,
     query: str,
     limit: int = 20,
     *,
     typing: bool = False,
     exclude_conversation: int | None = None,
-) -> list[Hit]:
-    """What the principal may read that matches ``query``, best first: every word if
-    anything has them all, else any word; a kind the query names first; ``typing`` (the
-    header's box): the last word is a prefix. A conversation shows once (its best match)."""
+    only: tuple[Kind, ...] = (),
+) -> list[Match]:
+    """The ranked documents ``search`` shows, at most ``limit`` (a conversation may have
+    several); ``only`` keeps those kinds alone (a conversation's messages go with it)."""
     words, kinds = hinted(terms(query))
     if not words:
         return []
     limit = max(1, min(limit, MAX_LIMIT))
     where = readable(principal, exclude_conversation)
+    if only:
+        documents = [*only, "message"] if "conversation" in only else list(only)
+        where = and_(where, D.kind.in_(documents))
     rows = _ranked(where, words, True, typing, limit, kinds)
     if not rows and len(words) > 1:
         rows = _ranked(where, words, False, typing, limit, kinds)
+    return rows
+
+
+def hits_of(rows: list[Match]) -> list[Hit]:
+    """Ranked documents as hits, best first; a conversation once (its best match)."""
     keys, titles = _labels(rows)
     hits: list[Hit] = []
     seen: set[int] = set()
@@ -384,6 +424,23 @@ def search(
             seen.add(hit.conversation_id)
         hits.append(hit)
     return hits
+
+
+def search(
+    principal: Principal,
+    query: str,
+    limit: int = 20,
+    *,
+    typing: bool = False,
+    exclude_conversation: int | None = None,
+) -> list[Hit]:
+    """What the principal may read that matches ``query``, best first: every word if
+    anything has them all, else any word; a kind the query names first; ``typing`` (the
+    header's box): the last word is a prefix. A conversation shows once (its best match)."""
+    rows = matches(
+        principal, query, limit, typing=typing, exclude_conversation=exclude_conversation
+    )
+    return hits_of(rows)
 
 
 def grouped(hits: list[Hit]) -> list[tuple[str, list[Hit]]]:

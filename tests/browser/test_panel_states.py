@@ -120,6 +120,7 @@ def test_the_panel_opens_on_the_latest_conversation_ready_to_type(world, browse,
     send(panel, "An older question")
     wait_turn(panel)
     panel.get_by_role("button", name="New conversation").click()
+    # The new screen first: typed sooner, the message goes to the old conversation.
     expect(panel.locator("#chat-title")).to_have_text("New conversation")
     send(panel, "The latest question")
     wait_turn(panel)
@@ -280,4 +281,31 @@ def test_a_suggestion_from_the_page_sends_and_follows_navigation(world, browse, 
     expect(suggestions.first).to_be_hidden()
     context = fake_anthropic.requests[0]["messages"][0]["content"]
     assert world.a.public.title in str(context)
+    assert not s.errors, s.errors
+
+
+def test_typing_in_the_list_search_filters_it_and_a_result_opens(world, browse):
+    from tests.test_panel_search import talk
+
+    member = world.a.principal("member")
+    talk(member, "Lease renewals", "When does the warehouse lease end?")
+    talk(member, "Hiring plan", "We need a quokka keeper by spring.")
+    talk(world.a.principal("owner"), "Owner's quokka notes", "quokka")
+    s = browse("member@acme.test")
+    panel = open_panel(s)
+    panel.get_by_role("button", name="Conversations").click()
+    titles = panel.locator("#chat-list-body .chat-title")
+    expect(titles).to_have_text(["Hiring plan", "Lease renewals"])
+    box = panel.get_by_role("searchbox", name="Search conversations")
+    box.press_sequentially("quok")  # a word being typed: its start finds it
+    expect(titles).to_have_text(["Hiring plan"])
+    expect(panel.locator(".chat-snippet mark")).to_have_text(["quokka"])
+    s.shot("13-list-search")
+    box.fill("")
+    expect(titles).to_have_text(["Hiring plan", "Lease renewals"])
+    box.press_sequentially("warehouse")
+    expect(titles).to_have_text(["Lease renewals"])
+    panel.locator("#chat-list-body .chat-open").first.click()
+    expect(panel.locator("#chat-title")).to_have_text("Lease renewals")
+    expect(panel.locator(".msg-user .bubble")).to_have_text("When does the warehouse lease end?")
     assert not s.errors, s.errors
