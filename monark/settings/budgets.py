@@ -18,7 +18,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, select, update
+from sqlalchemy import bindparam, case, func, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.core.errors import Forbidden, ValidationFailed
@@ -287,27 +287,33 @@ _MINE = (UsageDay.user_id == bindparam("user")) & (UsageDay.day == bindparam("to
 # once: this runs after every reply of a budgeted org, and building and running ORM
 # queries cost more than the query itself. ``settings.metering`` runs it with the reply's
 # day row counted in the same statement (PostgreSQL) or just after it.
+# The sums in a derived table of one row (an aggregate with no GROUP BY), joined to the
+# org's: no grouping of the rows by the budget's columns (a sort of them all) as before.
+_SUMS = (
+    select(
+        func.sum(UsageDay.cost).label("cost"),
+        func.sum(UsageDay.unpriced_tokens).label("tokens"),
+        func.sum(case((_MINE, UsageDay.cost), else_=None)).label("my_cost"),
+        func.sum(case((_MINE, UsageDay.unpriced_tokens), else_=None)).label("my_tokens"),
+    )
+    .where(UsageDay.org_id == bindparam("org"), UsageDay.day >= bindparam("since"))
+    .subquery("spent")
+)
 CHECK = (
     select(
         OrgBudget.monthly_cost,
         OrgBudget.monthly_tokens,
         OrgBudget.user_daily_cost,
         OrgBudget.user_daily_tokens,
-        func.sum(UsageDay.cost),
-        func.sum(UsageDay.unpriced_tokens),
-        func.sum(case((_MINE, UsageDay.cost), else_=None)),
-        func.sum(case((_MINE, UsageDay.unpriced_tokens), else_=None)),
+        _SUMS.c.cost,
+        _SUMS.c.tokens,
+        _SUMS.c.my_cost,
+        _SUMS.c.my_tokens,
     )
     .select_from(Org)
     .outerjoin(OrgBudget, OrgBudget.org_id == Org.id)
-    .outerjoin(UsageDay, (UsageDay.org_id == Org.id) & (UsageDay.day >= bindparam("since")))
+    .join(_SUMS, true())
     .where(Org.id == bindparam("org"))
-    .group_by(
-        OrgBudget.monthly_cost,
-        OrgBudget.monthly_tokens,
-        OrgBudget.user_daily_cost,
-        OrgBudget.user_daily_tokens,
-    )
 )
 
 
