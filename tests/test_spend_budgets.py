@@ -126,6 +126,144 @@ def test_another_instances_spend_pauses_a_running_turn_after_its_step(world, scr
     assert len(_events(world.a.org.id, "budget.tripped")) == 1
 
 
+def _spent_on(org_id: int, day: date, user_id: int, cost: str) -> dict:
+    """A day row as another instance's replies leave it."""
+    return {
+        "org_id": org_id,
+        "day": day,
+        "user_id": user_id,
+        "provider": "anthropic",
+        "model": "elsewhere",
+        "replies": 1,
+        "cost": Decimal(cost),
+    }
+
+
+def _counting_settled_reads(monkeypatch) -> list[date]:
+    """The days on which the month's settled spend was read from the database."""
+    reads: list[date] = []
+    read = budgets.settled
+
+    def counted(budget, org_id, day):
+        before = dict(getattr(budget, "past", {}))
+        found = read(budget, org_id, day)
+        if isinstance(budget, budgets.Limits) and day not in before:
+            reads.append(day)
+        return found
+
+    monkeypatch.setattr(budgets, "settled", counted)
+    return reads
+
+
+def test_a_past_days_spend_and_another_instances_today_trip_the_budget_together(
+    world, scripted, priced, monkeypatch
+):
+    # Mid-month: the 10th's spend is settled (read once this turn), the 15th is today.
+    # Neither alone uses the budget up; once another instance's reply today is committed
+    # (while this turn's second step streams), the two together do, and the turn pauses
+    # after that step. (This turn's own replies count on the real date: a few cents' tenths.)
+    today = date.today().replace(day=15)
+    monkeypatch.setattr(budgets, "current_day", lambda: today)
+    reads = _counting_settled_reads(monkeypatch)
+    admin, member = world.a.principal("admin"), world.a.principal("member")
+    budgets.set_budget(admin, {"monthly_cost": "1"})
+    engine, org_id = db.engine, world.a.org.id  # the provider streams outside the app
+    with engine.begin() as other:  # an instance's replies on the 10th
+        other.execute(
+            UsageDay.__table__.insert().values(
+                _spent_on(world.a.org.id, today.replace(day=10), admin.user_id, "0.6")
+            )
+        )
+
+    class SpentToday(type(scripted)):
+        def stream(self, request):
+            if len(self.requests) == 1:  # another instance (a connection of its own) spends
+                with engine.begin() as other:
+                    other.execute(
+                        UsageDay.__table__.insert().values(
+                            _spent_on(org_id, today, admin.user_id, "0.5")
+                        )
+                    )
+            yield from super().stream(request)
+
+    set_llm_provider(SpentToday(scripted.script))
+    scripted.script.add(
+        [Call("records_list", {"model": "tasks", "limit": 2})],
+        [Call("records_list", {"model": "tasks", "limit": 3})],
+        [Say("Never said: the budget ran out before this step.")],
+    )
+    result = send_message(member, SendInput(text="List them twice"))
+    assert result.error is None, result.error
+    assert result.status == "paused"
+    rows = list(
+        db.session.scalars(
+            select(Message)
+            .where(Message.conversation_id == result.conversation_id)
+            .order_by(Message.seq)
+        )
+    )
+    assert [m.role for m in rows] == ["user", "assistant", "assistant", "note"]
+    assert "monthly budget for the assistant is used up" in rows[-1].text
+    assert scripted.script.remaining == 1
+    assert len(_events(world.a.org.id, "budget.tripped")) == 1
+    assert reads == [today]  # the settled days once a turn, not after every reply
+
+
+def test_a_new_month_mid_turn_starts_fresh(world, scripted, priced, monkeypatch):
+    # The turn starts on the last day of a month that spent 90% of the budget (its settled
+    # days kept for the turn); while its second step streams the month turns, and another
+    # instance spends half the budget on the new month's first day. The new month counts
+    # only its own spend: the turn goes on to its end.
+    first = date.today().replace(day=1)
+    clock = [first - timedelta(days=1)]
+    monkeypatch.setattr(budgets, "current_day", lambda: clock[0])
+    reads = _counting_settled_reads(monkeypatch)
+    admin, member = world.a.principal("admin"), world.a.principal("member")
+    budgets.set_budget(admin, {"monthly_cost": "1"})
+    engine, org_id = db.engine, world.a.org.id  # the provider streams outside the app
+    with engine.begin() as other:
+        other.execute(
+            UsageDay.__table__.insert().values(
+                _spent_on(world.a.org.id, clock[0] - timedelta(days=3), admin.user_id, "0.9")
+            )
+        )
+
+    class NewMonth(type(scripted)):
+        def stream(self, request):
+            if len(self.requests) == 1:
+                clock[0] = first
+                with engine.begin() as other:
+                    other.execute(
+                        UsageDay.__table__.insert().values(
+                            _spent_on(org_id, first, admin.user_id, "0.5")
+                        )
+                    )
+            yield from super().stream(request)
+
+    set_llm_provider(NewMonth(scripted.script))
+    scripted.script.add(
+        [Call("records_list", {"model": "tasks", "limit": 2})],
+        [Call("records_list", {"model": "tasks", "limit": 3})],
+        [Say("Done.")],
+    )
+    result = send_message(member, SendInput(text="List them twice"))
+    assert result.error is None, result.error
+    assert result.status == "done"
+    assert scripted.script.remaining == 0
+    assert reads == [first - timedelta(days=1), first]  # read again on the new day
+    # The old month's 80% was audited once, in its period; nothing tripped.
+    warned = _events(world.a.org.id, "budget.warned")
+    assert [e.payload["period"] for e in warned] == [(first - timedelta(days=1)).strftime("%Y-%m")]
+    assert _events(world.a.org.id, "budget.tripped") == []
+    with engine.begin() as other:  # the new month's own spend still closes the gate
+        other.execute(
+            UsageDay.__table__.insert().values(
+                _spent_on(world.a.org.id, first, member.user_id, "0.6")
+            )
+        )
+    assert check_gates(member).code == "budget"
+
+
 def test_a_new_month_starts_fresh(world, priced):
     admin = world.a.principal("admin")
     budgets.set_budget(admin, {"monthly_cost": "1"})

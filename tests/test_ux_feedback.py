@@ -93,6 +93,7 @@ def test_the_settings_header_keeps_its_buttons_together(login, world):
         "AI model",
         "Usage",
         "API keys",
+        "Feedback on replies",
     ]
 
 

@@ -3,7 +3,9 @@ tokens of models without a price), per member an optional daily cap in each; uns
 deployment's defaults (``BUDGET_*``), never above its ceilings.
 
 What was spent is read from the day rows (``settings.models.UsageDay``) in the database, so
-every instance sees the same spend. At 80% admins see a banner; at 100% the org's assistant
+every instance sees the same spend. A turn reads the month's settled days once (``settled``:
+rows no reply adds to any more) and, after each reply, only the recent days' rows, which
+other instances' replies still add to. At 80% admins see a banner; at 100% the org's assistant
 pauses (``spend_check``, installed in the chat runtime: the gate says why and who can lift
 it, and a running turn ends after its step). A new month (UTC) starts fresh. Each change is
 audited, and so is each crossing of 80% and 100%, once per period.
@@ -11,12 +13,12 @@ audited, and so is each crossing of 80% and 100%, once per period.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, select, update
+from sqlalchemy import bindparam, case, func, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.core.errors import Forbidden, ValidationFailed
@@ -47,6 +49,9 @@ class Limits:
     monthly_tokens: int | None
     user_daily_cost: Decimal | None
     user_daily_tokens: int | None
+    # The month's settled spend (``settled``), read once by the turn these limits were
+    # resolved for (the resolver reads them anew each turn), by the day it was read on.
+    past: dict[date, Spent] = field(default_factory=dict, compare=False, repr=False)
 
     def apply_to(self, user_id: int | None) -> bool:
         """Whether any limit caps a principal's spend (a member's daily caps need a member)."""
@@ -112,6 +117,14 @@ class Status:
         return "; ".join(parts)
 
 
+NOTHING = Spent(Decimal(0), 0)
+
+
+def current_day() -> date:
+    """The day (UTC) spend is counted on now: budgets' one clock (tests move it)."""
+    return utcnow().date()
+
+
 def _period(day: date) -> tuple[date, str, date]:
     start = day.replace(day=1)
     renews = (start + timedelta(days=32)).replace(day=1)
@@ -154,6 +167,39 @@ def _spent(where: list[Any]) -> Spent:
     return Spent(cost if cost is not None else Decimal(0), int(tokens or 0))
 
 
+def recent_since(day: date) -> date:
+    """The first day of ``day``'s month whose rows may still change: yesterday's too, as a
+    reply counts on the day it was opened and one opened before midnight is charged after."""
+    return max(_period(day)[0], day - timedelta(days=1))
+
+
+SETTLED = (
+    select(func.sum(UsageDay.cost), func.sum(UsageDay.unpriced_tokens))
+    .where(UsageDay.org_id == bindparam("org"))
+    .where(UsageDay.day >= bindparam("start"), UsageDay.day < bindparam("since"))
+)
+
+
+def settled(budget: object, org_id: int, day: date) -> tuple[date, Spent]:
+    """From which day ``CHECK`` must read an org's rows on ``day``, and what its month spent
+    before that: with the turn's budget (``Limits``) the settled days are read once a turn
+    (and once more if the turn runs into another day); without, ``CHECK`` reads the month."""
+    start = _period(day)[0]
+    if not isinstance(budget, Limits):
+        return start, NOTHING
+    since = recent_since(day)
+    found = budget.past.get(day)
+    if found is None:
+        found = NOTHING
+        if since > start:
+            params = {"org": org_id, "start": start, "since": since}
+            cost, tokens = db.session.connection().execute(SETTLED, params).one()
+            found = Spent(cost if cost is not None else Decimal(0), int(tokens or 0))
+        budget.past.clear()  # a turn counts on one day at a time
+        budget.past[day] = found
+    return since, found
+
+
 def _share(spent: Spent, cost: Decimal | None, tokens: int | None) -> Decimal:
     shares = [Decimal(0)]
     if cost is not None:
@@ -165,7 +211,7 @@ def _share(spent: Spent, cost: Decimal | None, tokens: int | None) -> Decimal:
 
 def status(org_id: int, today: date | None = None) -> Status:
     """The org's month so far against its budget."""
-    start, period, renews = _period(today or utcnow().date())
+    start, period, renews = _period(today or current_day())
     limits = limits_of(_row(org_id))
     if limits.monthly_cost is None and limits.monthly_tokens is None:
         return Status(limits, Spent(Decimal(0), 0), Decimal(0), period, renews)
@@ -236,39 +282,46 @@ def _user_trip_recorded(principal: Principal, today: date) -> bool:
 
 
 _MINE = (UsageDay.user_id == bindparam("user")) & (UsageDay.day == bindparam("today"))
-# The org's budget row and its month's (and the member's day's) sums, in one statement,
-# built once: this runs after every reply of a budgeted org, and building and running ORM
+# The org's budget row and its sums since ``since`` (the month's recent days, ``settled``
+# having the rest; or the whole month) and the member's day's, in one statement, built
+# once: this runs after every reply of a budgeted org, and building and running ORM
 # queries cost more than the query itself. ``settings.metering`` runs it with the reply's
 # day row counted in the same statement (PostgreSQL) or just after it.
+# The sums in a derived table of one row (an aggregate with no GROUP BY), joined to the
+# org's: no grouping of the rows by the budget's columns (a sort of them all) as before.
+_SUMS = (
+    select(
+        func.sum(UsageDay.cost).label("cost"),
+        func.sum(UsageDay.unpriced_tokens).label("tokens"),
+        func.sum(case((_MINE, UsageDay.cost), else_=None)).label("my_cost"),
+        func.sum(case((_MINE, UsageDay.unpriced_tokens), else_=None)).label("my_tokens"),
+    )
+    .where(UsageDay.org_id == bindparam("org"), UsageDay.day >= bindparam("since"))
+    .subquery("spent")
+)
 CHECK = (
     select(
         OrgBudget.monthly_cost,
         OrgBudget.monthly_tokens,
         OrgBudget.user_daily_cost,
         OrgBudget.user_daily_tokens,
-        func.sum(UsageDay.cost),
-        func.sum(UsageDay.unpriced_tokens),
-        func.sum(case((_MINE, UsageDay.cost), else_=None)),
-        func.sum(case((_MINE, UsageDay.unpriced_tokens), else_=None)),
+        _SUMS.c.cost,
+        _SUMS.c.tokens,
+        _SUMS.c.my_cost,
+        _SUMS.c.my_tokens,
     )
     .select_from(Org)
     .outerjoin(OrgBudget, OrgBudget.org_id == Org.id)
-    .outerjoin(UsageDay, (UsageDay.org_id == Org.id) & (UsageDay.day >= bindparam("start")))
+    .join(_SUMS, true())
     .where(Org.id == bindparam("org"))
-    .group_by(
-        OrgBudget.monthly_cost,
-        OrgBudget.monthly_tokens,
-        OrgBudget.user_daily_cost,
-        OrgBudget.user_daily_tokens,
-    )
 )
 
 
-def check_params(principal: Principal, today: date) -> dict[str, Any]:
-    """``CHECK``'s parameters for a principal's spend on ``today``."""
+def check_params(principal: Principal, today: date, since: date) -> dict[str, Any]:
+    """``CHECK``'s parameters for a principal's spend on ``today``, the org's from ``since``."""
     return {
         "org": principal.org_id,
-        "start": _period(today)[0],
+        "since": since,
         "user": principal.user_id or -1,
         "today": today,
     }
@@ -289,15 +342,22 @@ def spend_check(principal: Principal, budget: object = None, record: bool = Fals
     instance wins)."""
     if not capped(budget, principal):
         return None
-    today = utcnow().date()
-    row = db.session.connection().execute(CHECK, check_params(principal, today)).first()
-    return checked(principal, row, today, record)
+    day = current_day()
+    since, past = settled(budget, principal.org_id, day)
+    row = db.session.connection().execute(CHECK, check_params(principal, day, since)).first()
+    return checked(principal, row, day, record, past=past)
 
 
 def checked(
-    principal: Principal, row: Any, today: date, record: bool, reply: Reply | None = None
+    principal: Principal,
+    row: Any,
+    today: date,
+    record: bool,
+    reply: Reply | None = None,
+    past: Spent = NOTHING,
 ) -> str | None:
-    """The verdict on ``CHECK``'s row (None: no such org), with ``reply`` added to the sums."""
+    """The verdict on ``CHECK``'s row (None: no such org), with the month's ``past`` spend
+    (``settled``) and ``reply`` added to the sums."""
     if row is None:
         return None
     start, period, renews = _period(today)
@@ -305,7 +365,8 @@ def checked(
     if not limits.apply_to(principal.user_id):
         return None
     cost, tokens, my_cost, my_tokens = (value or 0 for value in row[4:])
-    spent, day = Spent(Decimal(cost), int(tokens)), Spent(Decimal(my_cost), int(my_tokens))
+    spent = Spent(Decimal(cost), int(tokens)) + past
+    day = Spent(Decimal(my_cost), int(my_tokens))
     if reply is not None and reply.day >= start:
         spent += reply.spent
         if reply.day == today and reply.user_id == principal.user_id:

@@ -55,8 +55,11 @@ def charge(reply: Charge) -> str | None:
     if budget is None or not budgets.capped(budget, principal):
         connection.execute(_upsert(dialect), values)
         return None
-    today = utcnow().date()
-    params = budgets.check_params(principal, today)
+    today = budgets.current_day()
+    # The month's settled days once a turn (kept on the turn's budget), the recent days'
+    # rows after every reply: another instance's replies today count at once.
+    since, past = budgets.settled(budget, principal.org_id, today)
+    params = budgets.check_params(principal, today, since)
     if dialect == "postgresql":  # one round trip: the day row counted by the check itself
         row = connection.execute(_counted_check(), params | values).first()
     else:  # in process: the check, then the count (both see the spend without this reply)
@@ -64,7 +67,7 @@ def charge(reply: Charge) -> str | None:
         connection.execute(_upsert(dialect), values)
     spent = budgets.Spent(values["cost"], values["unpriced_tokens"])
     counted = budgets.Reply(values["day"], values["user_id"], spent)
-    return budgets.checked(principal, row, today, record=True, reply=counted)
+    return budgets.checked(principal, row, today, record=True, reply=counted, past=past)
 
 
 def _count_for_operators(message: Message) -> None:
