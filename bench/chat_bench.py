@@ -52,11 +52,14 @@ every table at that URL (``db.drop_all()`` / ``db.create_all()``); use a throwaw
     BENCH_DATABASE_URL=postgresql+psycopg://u:p@host/bench .venv/bin/python bench/chat_bench.py
 
 ``DATABASE_URL`` on its own is ignored on purpose: it usually points at data you care about.
+
+Set ``BENCH_SHOW_SQL=1`` to print the statements of each size's last loop step.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import http.client
 import json
 import logging
@@ -436,6 +439,9 @@ def measure_loop(app: Flask, log: QueryLog, seeded: Seeded, runs: int) -> list[C
                         result = advance_conversation(seeded.owner, conversation_id)
                         elapsed = (time.perf_counter() - t0) * 1000
                     queries = log.count
+                    if os.environ.get("BENCH_SHOW_SQL") and i == warmup + runs - 1:
+                        for statement, _ in log.statements:
+                            print("   ", " ".join(statement.split())[:150])
                     if result.status != "done" or len(result.message_ids) != 1:
                         raise SystemExit(f"unexpected turn result: {result}")
                     # Back to the same N messages for the next run.
