@@ -59,10 +59,10 @@ Set ``BENCH_SHOW_SQL=1`` to print the statements of each size's last loop step.
 from __future__ import annotations
 
 import argparse
-import os
 import http.client
 import json
 import logging
+import os
 import random
 import statistics
 import sys
