@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bs4 import BeautifulSoup
+from flask import request
 
+from monark.assistant.gates import check_gates
 from monark.chat.models import Conversation, ConversationKind
 from monark.extensions import db
 from tests import factories
@@ -122,3 +124,18 @@ def test_a_bad_list_position_is_refused_naming_it(login, world):
         response = browser.get("/chat/conversations", query_string={"after": bad})
         assert response.status_code == 400, bad
         assert "after" in response.get_data(as_text=True), bad
+
+
+def test_a_page_checks_the_gates_once_and_leaves_a_wsgi_environ(app, world):
+    member = world.a.principal("member")
+    with app.test_request_context("/models", method="GET"):
+        first = check_gates(member)
+        world.a.org.chat_enabled = False  # the page's own answer stays the one it began with
+        assert check_gates(member) is first
+        # gunicorn's access log reads every key of the environ as a string.
+        assert all(isinstance(key, str) for key in request.environ)
+    db.session.rollback()
+    with app.test_request_context("/chat/stream", method="POST"):
+        world.a.org.chat_enabled = False
+        assert not check_gates(member).open  # a write's request asks afresh
+    db.session.rollback()

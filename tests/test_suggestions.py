@@ -137,7 +137,7 @@ def test_only_admins_keep_the_prompts(login, world):
     [
         ("", "Write the prompt."),
         ("   \n\t ", "Write the prompt."),
-        ("x" * 501, "under 500 characters"),
+        ("x" * 501, "500 characters at most"),
         ("evil \u202egnp.exe", "bidirectional"),
     ],
 )

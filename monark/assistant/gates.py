@@ -28,7 +28,8 @@ def check_gates(principal: Principal) -> Gate:
     panel and its screen: it is checked once for the request."""
     if not has_request_context() or request.method != "GET":
         return _checked(principal)
-    key = ("monark.gate", principal.org_id, principal.user_id, principal.role)
+    # A WSGI environ's keys are strings (gunicorn's access log reads every one of them).
+    key = f"monark.gate.{principal.org_id}.{principal.user_id}.{principal.role}"
     if key not in request.environ:
         request.environ[key] = _checked(principal)
     return request.environ[key]

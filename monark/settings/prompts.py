@@ -34,7 +34,7 @@ def add_prompt(principal: Principal, text: str) -> OrgPrompt:
     if unsafe_in_one_line(cleaned):
         raise _refused(ONE_LINE_RULE)
     if len(cleaned) > MAX_LENGTH:
-        raise _refused(f"Keep a prompt under {MAX_LENGTH} characters.")
+        raise _refused(f"Keep a prompt to {MAX_LENGTH} characters at most.")
     count = db.session.scalar(
         select(func.count()).select_from(OrgPrompt).where(OrgPrompt.org_id == principal.org_id)
     )

@@ -251,4 +251,10 @@
   };
   setInterval(poll, seconds * 1000);
   document.addEventListener("visibilitychange", poll);
+  // Opening a notification, or marking all read, changes the count: ask again at once (the
+  // answer, a page swapped into #main, leaves the header's bell as it was).
+  document.addEventListener("htmx:after:request", (event) => {
+    const form = event.detail?.ctx?.sourceElement?.closest?.("form");
+    if (form?.getAttribute("action")?.startsWith("/notifications")) poll();
+  });
 })();
