@@ -53,7 +53,8 @@ def test_a_reply_is_rated_and_rated_again(login, world, fake_anthropic):
     # The thread shows the reader's own rating.
     shown = soup_of(browser.get("/chat/first")).select_one(f"#feedback-{reply} .feedback-down")
     assert shown["aria-pressed"] == "true"
-    events = db.session.scalars(select(Event).where(Event.type == "chat.feedback.given")).all()
+    given_events = select(Event).where(Event.type == "chat.feedback.given").order_by(Event.id)
+    events = db.session.scalars(given_events).all()
     assert [e.payload["rating"] for e in events] == ["up", "down"]
     assert all("Wrong" not in str(e.payload) for e in events)
 
