@@ -477,13 +477,9 @@ def answer():
     call_id, choice, text = _answer_fields()
     if call_id is None:
         return _notice("Choose an answer on a question card.", 400)
-    try:
-        require_assistant(principal)
-        call = own_calls.get_tool_call(principal, call_id)
-    except AppError as err:
-        return _notice(err.message, err.status)
-    if call.status != ToolCallStatus.PROPOSED:
-        return _already_answered(call)
+    _, refused = _waiting_call(principal, call_id, _already_answered)
+    if refused is not None:
+        return refused
     try:
         turn = ask_user.begin_answer(principal, call_id, choice, text)
     except ValidationFailed as err:
@@ -497,6 +493,19 @@ def answer():
     except AppError as err:
         return _notice(err.message, err.status)
     return _start(principal, turn)
+
+
+def _waiting_call(principal: Principal, call_id: int, settled: Callable[[Any], Any]):
+    """The principal's own call still waiting (PROPOSED) and None; or None and the answer
+    that says why not: the gates, another's call, or ``settled(call)`` when it is settled."""
+    try:
+        require_assistant(principal)
+        call = own_calls.get_tool_call(principal, call_id)
+    except AppError as err:
+        return None, _notice(err.message, err.status)
+    if call.status != ToolCallStatus.PROPOSED:
+        return None, settled(call)
+    return call, None
 
 
 def _answer_fields() -> tuple[int | None, str | None, str | None]:
@@ -534,13 +543,9 @@ def decide_call(
     """A decision on one card (``begin`` takes it and returns its turn), streamed; or why
     not: gates, another's call, decided already, expired, drawn again, busy. ``redraw``:
     frames for what the decision changed besides the card."""
-    try:
-        require_assistant(principal)
-        call = own_calls.get_tool_call(principal, call_id)
-    except AppError as err:
-        return _notice(err.message, err.status)
-    if call.status != ToolCallStatus.PROPOSED:
-        return _already_decided(call)
+    _, refused = _waiting_call(principal, call_id, _already_decided)
+    if refused is not None:
+        return refused
     try:
         turn = begin()
     except (expiry.ProposalExpired, ProposalChanged) as err:
