@@ -34,9 +34,10 @@ run: install
 ## Set up and run the whole test suite (SQLite unless DATABASE_URL is set) on PYTEST_WORKERS
 ## processes (2; 0 runs it in this one), each test file on one so its module fixtures start once
 PYTEST_WORKERS ?= 2
+## (TIERS narrows it to a marker expression, for example TIERS="not browser")
 PYTEST_ARGS = -q $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 test: install-dev browser
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(PYTEST_ARGS) $(if $(TIERS),-m "$(TIERS)")
 
 ## The suite without its slow tiers (browser, instances, realtime): for the edit-test loop
 test-fast: install-dev

@@ -42,10 +42,20 @@ CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]+)"')
 CSRF_INPUT = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
+_GIVEN_PORTS: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, never one this process handed out before: the
+    instances of a deployment boot side by side, so none has bound its port when the next
+    asks for one."""
+    while True:
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
 
 
 @contextlib.contextmanager
@@ -81,6 +91,12 @@ class Instance:
         return f"http://{HOST}:{self.port}"
 
     def start(self) -> Instance:
+        """Start the process and wait until it answers."""
+        return self.launch().wait_ready()
+
+    def launch(self) -> Instance:
+        """Start the process without waiting for it (instances of a deployment boot side by
+        side: each spends seconds importing the app)."""
         self.port = free_port()
         command = [
             str(BIN / "gunicorn"),
@@ -102,6 +118,11 @@ class Instance:
         log = open(self.log_path, "a")  # noqa: SIM115 (the child keeps it)
         self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
         log.close()
+        return self
+
+    def wait_ready(self) -> Instance:
+        """Wait until the started process answers ``/login``, or say why it never will."""
+        assert self.proc is not None
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
@@ -211,7 +232,9 @@ def deployment(
         ]
         try:
             for instance in instances:
-                instance.start()
+                instance.launch()
+            for instance in instances:
+                instance.wait_ready()
             yield Deployment(instances, fake, url, Path(tmp))
         finally:
             for instance in instances:
