@@ -50,6 +50,15 @@ def test_with_no_conversation_the_panel_opens_on_a_new_one_ready_to_type(login, 
     assert screen.select_one("#chat-conversation-id")["value"] == ""
 
 
+def test_a_new_conversation_offers_changes_only_to_whoever_may_make_them(login, world):
+    def hint(email: str) -> str:
+        return soup_of(login(email).get("/chat/first")).select_one(".chat-empty p").get_text()
+
+    assert "ask for a change" in hint("member@acme.test")
+    viewer = hint("viewer@acme.test")
+    assert "not change it" in viewer and "ask for a change" not in viewer
+
+
 def test_it_opens_on_the_most_recent_conversation(login, world):
     talks = conversations(world.a, "member", 3)
     response = login("member@acme.test").get("/chat/first")

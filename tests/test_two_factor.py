@@ -8,7 +8,7 @@ import time
 import pyotp
 import pytest
 from bs4 import BeautifulSoup
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from monark.core import two_factor
 from monark.core.models import Event, Org, RecoveryCode, User, UserSession
@@ -117,6 +117,21 @@ def test_enrolment_confirmed_with_a_code_shows_ten_recovery_codes_once(world, lo
     profile = member.get("/profile").get_data(as_text=True)
     assert "10 recovery codes left" in profile and codes[0] not in profile
     assert member.get("/profile/two-factor").status_code == 303  # on already
+
+
+def test_turning_it_on_signs_out_every_other_session(world, login):
+    elsewhere = login("member@acme.test")
+    member = login("member@acme.test")
+    page = _page(_opened(member, "/profile/two-factor"))
+    secret = page.find(id="totp-secret").get_text().replace(" ", "")
+    response_page = member.post("/profile/two-factor", data={"code": _code(secret)})
+    assert "other sessions are signed out" in response_page.get_data(as_text=True)
+    assert _signed_in(member)
+    assert not _signed_in(elsewhere)  # signed in with the password alone
+    live = select(func.count()).where(
+        UserSession.user_id == _user("member@acme.test").id, UserSession.revoked_at.is_(None)
+    )
+    assert db.session.scalar(live) == 1
 
 
 def test_a_wrong_confirming_code_saves_nothing(world, login):
@@ -304,6 +319,54 @@ def test_turning_off_needs_the_password_or_a_code(world, login):
     assert not user.two_factor and user.totp_last_step is None
     assert db.session.scalars(select(RecoveryCode)).first() is None
     assert len(_events("user.two_factor_disabled")) == 1
+
+
+def test_new_recovery_codes_replace_the_old_ones(world, login, browser):
+    member = login("member@acme.test")
+    secret, old = enrol(member)
+    _opened(member, "/profile")
+    response = member.post(
+        "/profile/two-factor/recovery-codes", data={"recovery_password": "guess"}
+    )
+    assert response.status_code == 422
+    assert _field_error(response, "recovery_password") == "That is not your password."
+    response = member.post("/profile/two-factor/recovery-codes", data={})
+    assert "Give your password" in _field_error(response, "recovery_password")
+    assert _events("user.recovery_codes_renewed") == []
+
+    response = member.post(
+        "/profile/two-factor/recovery-codes", data={"recovery_code": _code(secret, 1)}
+    )
+    assert response.status_code == 201 and response.headers["Cache-Control"] == "no-store"
+    new = [c.get_text() for c in _page(response).select(".recovery-codes code")]
+    assert len(new) == 10 and not set(new) & set(old)
+    assert "replace your old ones" in response.get_data(as_text=True)
+    (event,) = _events("user.recovery_codes_renewed")
+    assert not any(c.replace("-", "") in str(event.payload) for c in new)
+    assert "10 recovery codes left" in member.get("/profile").get_data(as_text=True)
+    # An old code no longer signs in; a new one does.
+    _password_step(browser, "member@acme.test")
+    response = _code_step(browser, old[0])
+    assert response.status_code == 422 and not _signed_in(browser)
+    assert _code_step(browser, new[0]).status_code == 302
+
+
+def test_new_recovery_codes_need_two_factor_on_and_the_csrf_token(world, login):
+    member = login("member@acme.test")
+    _opened(member, "/profile")
+    response = member.post(
+        "/profile/two-factor/recovery-codes", data={"recovery_password": factories.PASSWORD}
+    )
+    assert response.status_code == 422
+    assert "off" in _field_error(response, "recovery_password")
+    assert db.session.scalars(select(RecoveryCode)).first() is None
+    enrol(member)
+    member._fresh_user()
+    forged = member.client.post(
+        "/profile/two-factor/recovery-codes", data={"recovery_password": factories.PASSWORD}
+    )
+    assert forged.status_code in (400, 403)
+    assert _events("user.recovery_codes_renewed") == []
 
 
 def test_turning_off_with_the_password(world, login, browser):

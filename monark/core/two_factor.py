@@ -48,6 +48,7 @@ _TOTP = re.compile(r"[0-9]{6}")  # ASCII digits only: "١٢٣٤٥٦" is no code
 _RECOVERY = re.compile(r"[a-z0-9]{5}-?[a-z0-9]{5}")
 _ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i to misread
 CodeKind = Literal["totp", "recovery"]
+Fields = tuple[str, str]  # the form fields of a password and of a code, to name in an error
 
 
 def _refused(field: str, message: str) -> ValidationFailed:
@@ -242,6 +243,22 @@ def record_recovery_use(principal: Principal, user: User) -> None:
     record_event(principal, "user.recovery_code_used", "user", user.id, {"fields": ["recovery"]})
 
 
+def _prove(
+    principal: Principal, user: User, password: str, raw_code: str, method: str, fields: Fields
+) -> None:
+    """That it is the user asking: their password, or a code (an app code, or a recovery
+    code, whose use is recorded). ``ValidationFailed`` naming ``fields``' field otherwise."""
+    password_field, code_field = fields
+    if password:
+        if not verify_password(user, password, method):
+            raise _refused(password_field, "That is not your password.")
+    elif raw_code.strip():
+        if check(user, raw_code, code_field) == "recovery":
+            record_recovery_use(principal, user)
+    else:
+        raise _refused(password_field, "Give your password (or a code from your app).")
+
+
 def disable(principal: Principal, user: User, password: str, raw_code: str, method: str) -> None:
     """Turn two-factor off, proven with the password or a code; commits."""
     if not user.two_factor:
@@ -251,21 +268,28 @@ def disable(principal: Principal, user: User, password: str, raw_code: str, meth
             "disable_password",
             f"{required_by} requires two-factor sign-in for owners and admins.",
         )
-    if password:
-        if not verify_password(user, password, method):
-            raise _refused("disable_password", "That is not your password.")
-    elif raw_code.strip():
-        kind = check(user, raw_code, "disable_code")
-        if kind == "recovery":
-            record_recovery_use(principal, user)
-    else:
-        raise _refused("disable_password", "Give your password (or a code from your app).")
+    _prove(principal, user, password, raw_code, method, ("disable_password", "disable_code"))
     user.totp_secret = None
     user.totp_last_step = None
     user.two_factor_since = None
     db.session.execute(delete(RecoveryCode).where(RecoveryCode.user_id == user.id))
     record_event(principal, "user.two_factor_disabled", "user", user.id, {"fields": ["totp"]})
     db.session.commit()
+
+
+def renew_recovery_codes(
+    principal: Principal, user: User, password: str, raw_code: str, method: str
+) -> list[str]:
+    """Ten new recovery codes in place of the old ones (every old one stops working), proven
+    with the password or a code; the codes, to show once. Commits."""
+    if not user.two_factor:
+        raise _refused("recovery_password", "Two-factor sign-in is off: there are no codes.")
+    _prove(principal, user, password, raw_code, method, ("recovery_password", "recovery_code"))
+    codes = _new_recovery_codes(user)
+    renewed = {"fields": ["recovery"]}
+    record_event(principal, "user.recovery_codes_renewed", "user", user.id, renewed)
+    db.session.commit()
+    return codes
 
 
 # ---- the org's requirement ------------------------------------------------------------------

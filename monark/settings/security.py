@@ -1,4 +1,4 @@
-"""The profile's security: two-factor sign-in (enrol, recovery codes, turn off), the signed-in
+"""The profile's security: two-factor sign-in (enrol, new recovery codes, turn off), the signed-in
 sessions (sign out one, or all but this one), and the org's requirement of two-factor for
 owners and admins (owners only). Views on the settings blueprint (``settings/views.py``)."""
 
@@ -55,8 +55,37 @@ def enrol(principal: Principal):
     except ValidationFailed as err:
         return _enrol_page(user, secret, err.field_errors(), 422)
     session.pop(ENROL_KEY, None)
-    page = render_template("settings/two_factor.html", codes=codes, errors={})
+    # As a new password does: a session signed in with the password alone, perhaps by
+    # whoever made the user turn this on, ends now.
+    return _codes_page(codes, enrolled=True, signed_out=_sign_out_others(user))
+
+
+def _codes_page(codes: list[str], enrolled: bool, signed_out: int = 0):
+    page = render_template(
+        "settings/two_factor.html",
+        codes=codes,
+        errors={},
+        enrolled=enrolled,
+        signed_out=signed_out,
+    )
     return page, 201, NO_STORE
+
+
+def renew_codes(principal: Principal):
+    """Ten new recovery codes (the old ones stop working), with the password or a code;
+    ``ValidationFailed`` (nothing changed) for the view to draw beside the fields."""
+    try:
+        codes = two_factor.renew_recovery_codes(
+            principal,
+            _user(principal),
+            request.form.get("recovery_password", ""),
+            request.form.get("recovery_code", ""),
+            str(current_app.config["PASSWORD_HASH_METHOD"]),
+        )
+    except ValidationFailed:
+        db.session.rollback()
+        raise
+    return _codes_page(codes, enrolled=False)
 
 
 def disable(principal: Principal):
@@ -88,15 +117,22 @@ def revoke_session(principal: Principal, session_id: int):
     return see_other("settings.profile", _anchor="sessions")
 
 
-def revoke_others(principal: Principal):
-    """Sign out every other session of the user, old cookies without a row included."""
-    user = _user(principal)
+def _sign_out_others(user: User) -> int:
+    """End every session of ``user`` but this one, old cookies without a row included; how
+    many rows ended. Commits."""
     count = sessions.revoke_all(user.id, keep=sessions.current_id())
     # A new session version also ends a cookie from before session rows.
     user.session_version = (user.session_version or 0) + 1
-    record_event(principal, "user.sessions_revoked", "user", user.id, {"fields": ["sessions"]})
     db.session.commit()
     login_user(user)  # this session, under the new version (its row stays)
+    return count
+
+
+def revoke_others(principal: Principal):
+    """Sign out every other session of the user, old cookies without a row included."""
+    user = _user(principal)
+    record_event(principal, "user.sessions_revoked", "user", user.id, {"fields": ["sessions"]})
+    count = _sign_out_others(user)
     said = "1 other session is" if count == 1 else f"{count} other sessions are"
     flash(f"{said} signed out.", "info:sessions")
     return see_other("settings.profile", _anchor="sessions")

@@ -363,6 +363,16 @@ def two_factor_disable():
         return profile_page(err.field_errors(), 422)
 
 
+@bp.post("/profile/two-factor/recovery-codes")
+@guard()
+def two_factor_recovery_codes():
+    """Ten new recovery codes in place of the old ones (the password, or a code, required)."""
+    try:
+        return security.renew_codes(require_principal())
+    except ValidationFailed as err:
+        return profile_page(err.field_errors(), 422)
+
+
 @bp.post("/profile/sessions/<int:session_id>/revoke")
 @guard()
 def session_revoke(session_id: int):
