@@ -29,6 +29,27 @@ from tests.webhook_server import WebhookServer
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
+# The slow tiers' files go first, so that on several processes the many short files fill in
+# at the end instead of one process finishing a long file alone.
+_TIER_ORDER = ("instances", "browser", "realtime")
+
+
+@pytest.hookimpl(trylast=True)  # after tests/browser/conftest.py has marked its tier
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the files by tier (the slowest first), keeping each file's tests together and
+    in order."""
+
+    def tier(item: pytest.Item) -> int:
+        marks = {m.name for m in item.iter_markers()}
+        return next((i for i, name in enumerate(_TIER_ORDER) if name in marks), len(_TIER_ORDER))
+
+    rank: dict[str, int] = {}
+    for item in items:
+        rank[item.location[0]] = min(rank.get(item.location[0], len(_TIER_ORDER)), tier(item))
+    first_seen = {path: n for n, path in enumerate(dict.fromkeys(i.location[0] for i in items))}
+    items.sort(key=lambda i: (rank[i.location[0]], first_seen[i.location[0]]))
+
+
 def _database_url(tmpdir: str) -> str:
     return os.environ.get("DATABASE_URL") or f"sqlite:///{tmpdir}/test.db"
 
