@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app app
 HOST ?= 127.0.0.1
 PORT ?= 5000
+# Some shells set PYTHONDONTWRITEBYTECODE; without cached bytecode every test process (and
+# every app process a test starts) compiles the app and rewrites the tests' asserts anew.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test test-fast lint install install-dev browser bench
 
