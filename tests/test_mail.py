@@ -14,10 +14,12 @@ from tests import jobs as queued
 from tests.smtp_server import USER
 
 
-def _send_reset(app: Flask, to: str = "ann@example.test") -> mail.Letter:
+def _send_reset(
+    app: Flask, to: str = "ann@example.test", account: int | None = None
+) -> mail.Letter:
     with app.test_request_context("/"):
         link = mail.link("auth.login", next="/profile")
-        return mail.send("reset", to, name="Ann", email=to, link=link)
+        return mail.send("reset", to, account, name="Ann", email=to, link=link)
 
 
 def _outbox(app: Flask) -> list[str]:
@@ -35,6 +37,7 @@ def test_mail_waits_for_the_queue_then_lands_in_the_outbox(app):
     assert "multipart/alternative" in raw
     assert "To: ann@example.test" in raw
     assert "From: Monark <monark@localhost>" in raw
+    assert "X-Monark-Kind: reset" in raw  # what the development outbox shows it to
 
 
 def test_the_message_reaches_a_real_smtp_server_with_its_headers_and_a_working_link(
@@ -128,7 +131,7 @@ def test_an_admin_reads_the_outbox_and_follows_its_link(app, world, login):
     # To a member of the admin's org: the outbox shows an admin their own org's mail only
     # (``tests/test_sessions.py`` checks another org's stays hidden).
     to = world.a.users["member"].email
-    _send_reset(app, to)
+    _send_reset(app, to, world.a.users["member"].id)
     queued.drain()
     admin = login(world.a.users["admin"].email)
     page = BeautifulSoup(admin.get("/dev/outbox").get_data(as_text=True), "html.parser")

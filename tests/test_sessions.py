@@ -230,10 +230,12 @@ def test_a_device_is_said_shortly(agent, device):
 # ---- the development outbox ------------------------------------------------------------------
 
 
-def _send(app: Flask, to: str, name: str) -> None:
+def _send(app: Flask, to: str, name: str, kind: str = "reset") -> None:
+    """A mail of ``kind`` to ``to``, for the account of that address (as the app sends it)."""
+    account = db.session.scalar(select(User.id).where(User.email == to))
     with app.test_request_context("/"):
         link = mail.link("auth.login")
-        mail.send("reset", to, name=name, email=to, link=link)
+        mail.send(kind, to, account, name=name, email=to, link=link)
 
 
 def _listed(browser: Browser) -> list[str]:
@@ -279,6 +281,43 @@ def test_the_outbox_shows_the_orgs_invitations(app, world, login):
     queued.drain()
     assert any("newcomer@example.test" in row for row in _listed(admin))
     assert not any("newcomer" in row for row in _listed(login("admin@globex.test")))
+
+
+def test_an_admin_never_reads_the_account_mail_of_an_owner_or_of_another_orgs_member(
+    app, world, login
+):
+    from monark.core.models import Membership
+    from tests.test_members import invite_link
+
+    admin = login("admin@acme.test")
+    invite_link(admin, "owner@globex.test")  # invited: the invitation shows, nothing else
+    # Acme's member also joins Globex: their reset link would sign into Globex too.
+    db.session.add(
+        Membership(org_id=world.b.org.id, user_id=world.a.users["member"].id, role="viewer")
+    )
+    db.session.commit()
+    for to in ("owner@acme.test", "owner@globex.test", "member@acme.test", "viewer@acme.test"):
+        _send(app, to, "Someone")
+    queued.drain()
+    resets = [
+        p for p in mail.state(app).outbox.glob("*.eml") if "X-Monark-Kind: reset" in p.read_text()
+    ]
+    names = {
+        line[4:].strip(): p.name
+        for p in resets
+        for line in p.read_text().splitlines()
+        if line.startswith("To: ")
+    }
+    listed = " ".join(_listed(admin))
+    assert "Reset" in listed and "viewer@acme.test" in listed  # of this org alone, below
+    for hidden in ("owner@acme.test", "owner@globex.test", "member@acme.test"):
+        assert not any(hidden in row and "Reset" in row for row in _listed(admin)), hidden
+    assert admin.get(f"/dev/outbox/{names['owner@globex.test']}").status_code == 404
+    assert admin.get(f"/dev/outbox/{names['member@acme.test']}").status_code == 404
+    # An owner's reach takes in the admins and every role below, of this org alone.
+    owner = login("owner@acme.test")
+    assert owner.get(f"/dev/outbox/{names['viewer@acme.test']}").status_code == 200
+    assert owner.get(f"/dev/outbox/{names['member@acme.test']}").status_code == 404
 
 
 def test_signing_out_with_a_cookie_from_before_session_rows_leaves_no_row(app, world):

@@ -163,7 +163,7 @@ def send_reset(email: str, base: str) -> None:
         return
     with mail.links_under(base):
         link = mail.link("account.reset_link", token=reset_token(user))
-        mail.send("reset", user.email, name=user.name, email=user.email, link=link)
+        mail.send("reset", user.email, user.id, name=user.name, email=user.email, link=link)
 
 
 # ---- changing the email -------------------------------------------------------------------
@@ -207,7 +207,9 @@ def request_email_change(user: User, new_email: str, password: str) -> str:
         raise ValidationFailed("Check the form.", problems)
     token = _serializer(EMAIL_SALT).dumps([user.id, email, _fingerprint(user)])
     link = mail.link("account.email_link", token=token)
-    mail.send("email_change", email, name=user.name, old_email=user.email, email=email, link=link)
+    mail.send(
+        "email_change", email, user.id, name=user.name, old_email=user.email, email=email, link=link
+    )
     return email
 
 

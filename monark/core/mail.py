@@ -45,6 +45,13 @@ class Letter:
     subject: str
     text: str
     html: str
+    # The user whose account a link in it acts on (a password reset, an email change): the
+    # development outbox shows such mail to almost nobody but that user (``core/outbox``).
+    account: int | None = None
+
+
+KIND_HEADER = "X-Monark-Kind"  # on each message: its kind, and the account it acts on
+ACCOUNT_HEADER = "X-Monark-Account"
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,7 @@ def links_under(base: str) -> Iterator[None]:
         yield
 
 
-def compose(kind: str, to: str, **context: Any) -> Letter:
+def compose(kind: str, to: str, account: int | None = None, **context: Any) -> Letter:
     """Render ``templates/mail/<kind>.txt`` (its ``subject`` set inside) and ``<kind>.html``."""
     env = current_app.jinja_env
     text = env.get_template(f"mail/{kind}.txt").make_module(context)
@@ -126,12 +133,14 @@ def compose(kind: str, to: str, **context: Any) -> Letter:
     subject = " ".join(str(getattr(text, "subject", "")).split())  # one line, always
     if not subject:
         raise RuntimeError(f"templates/mail/{kind}.txt sets no subject.")
-    return Letter(kind=kind, to=to, subject=subject, text=str(text).strip() + "\n", html=html)
+    body = str(text).strip() + "\n"
+    return Letter(kind=kind, to=to, subject=subject, text=body, html=html, account=account)
 
 
-def send(kind: str, to: str, **context: Any) -> Letter:
-    """Compose a message and queue it; the job sends it (never this request)."""
-    letter = compose(kind, to, **context)
+def send(kind: str, to: str, account: int | None = None, **context: Any) -> Letter:
+    """Compose a message and queue it; the job sends it (never this request). ``account``:
+    the user whose account its link acts on, if it is such a mail."""
+    letter = compose(kind, to, account, **context)
     deliver.enqueue(letter, 1)
     return letter
 
@@ -172,6 +181,8 @@ def send_now(letter: Letter) -> None:
         body=letter.text,
         from_email=settings().mail.sender,
         to=[letter.to],
+        headers={KIND_HEADER: letter.kind}
+        | ({ACCOUNT_HEADER: str(letter.account)} if letter.account is not None else {}),
     )
     message.attach_alternative(letter.html, "text/html")
     message.send()
