@@ -580,6 +580,10 @@ WEB_CASES: tuple[WebCase, ...] = (
             _url("/profile/two-factor/disable"),
             row(owner=422, admin=422, member=422, viewer=422, other=422),
             data=lambda c, who: {"disable_password": factories.PASSWORD}),
+    WebCase("settings.two_factor_recovery_codes", "POST", "off: no codes",
+            _url("/profile/two-factor/recovery-codes"),
+            row(owner=422, admin=422, member=422, viewer=422, other=422),
+            data=lambda c, who: {"recovery_password": factories.PASSWORD}),
     # Each caller's own sessions; an id that is no session of theirs is 404.
     WebCase("settings.session_revoke", "POST", "not theirs",
             _url("/profile/sessions/99999/revoke"),

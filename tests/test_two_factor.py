@@ -52,7 +52,9 @@ def enrol(browser: Browser) -> tuple[str, list[str]]:
     the secret and the recovery codes shown."""
     page = _page(_opened(browser, "/profile/two-factor"))
     secret = page.find(id="totp-secret").get_text().replace(" ", "")
-    response = browser.post("/profile/two-factor", data={"code": _code(secret)})
+    response = browser.post(
+        "/profile/two-factor", data={"code": _code(secret), "password": factories.PASSWORD}
+    )
     assert response.status_code == 201, response.get_data(as_text=True)[:400]
     codes = [c.get_text() for c in _page(response).select(".recovery-codes code")]
     return secret, codes
@@ -124,7 +126,9 @@ def test_turning_it_on_signs_out_every_other_session(world, login):
     member = login("member@acme.test")
     page = _page(_opened(member, "/profile/two-factor"))
     secret = page.find(id="totp-secret").get_text().replace(" ", "")
-    response_page = member.post("/profile/two-factor", data={"code": _code(secret)})
+    response_page = member.post(
+        "/profile/two-factor", data={"code": _code(secret), "password": factories.PASSWORD}
+    )
     assert "other sessions are signed out" in response_page.get_data(as_text=True)
     assert _signed_in(member)
     assert not _signed_in(elsewhere)  # signed in with the password alone
@@ -139,7 +143,9 @@ def test_a_wrong_confirming_code_saves_nothing(world, login):
     page = _page(_opened(member, "/profile/two-factor"))
     secret = page.find(id="totp-secret").get_text().replace(" ", "")
     wrong = f"{(int(_code(secret)) + 1) % 1_000_000:06d}"
-    response = member.post("/profile/two-factor", data={"code": wrong})
+    response = member.post(
+        "/profile/two-factor", data={"code": wrong, "password": factories.PASSWORD}
+    )
     assert response.status_code == 422
     assert "not right" in _field_error(response, "code")
     assert not _user("member@acme.test").two_factor
@@ -148,7 +154,51 @@ def test_a_wrong_confirming_code_saves_nothing(world, login):
     # The same secret is offered again, and a right code then works.
     again = _page(response).find(id="totp-secret").get_text().replace(" ", "")
     assert again == secret
-    assert member.post("/profile/two-factor", data={"code": _code(secret)}).status_code == 201
+    assert (
+        member.post(
+            "/profile/two-factor", data={"code": _code(secret), "password": factories.PASSWORD}
+        ).status_code
+        == 201
+    )
+
+
+def test_turning_it_on_needs_the_password(world, login):
+    member = login("member@acme.test")
+    page = _page(_opened(member, "/profile/two-factor"))
+    secret = page.find(id="totp-secret").get_text().replace(" ", "")
+    response = member.post("/profile/two-factor", data={"code": _code(secret)})
+    assert response.status_code == 422
+    assert _field_error(response, "password") == "Give your password."
+    response = member.post("/profile/two-factor", data={"code": _code(secret), "password": "no"})
+    assert _field_error(response, "password") == "That is not your password."
+    assert not _user("member@acme.test").two_factor
+    assert _events("user.two_factor_enabled") == []
+
+
+def test_wrong_passwords_and_codes_in_a_session_meet_the_sign_in_limits(world, login):
+    """Someone holding a stolen session guesses no faster than at /login: 10 wrong
+    passwords or codes of an account, wherever given, and the next answer is 429."""
+    member = login("member@acme.test")
+    secret, _ = enrol(member)
+    _opened(member, "/profile")
+    tries = [
+        ("/profile/two-factor/disable", {"disable_code": "000000"}),
+        ("/profile/two-factor/disable", {"disable_password": "guess"}),
+        ("/profile/password", {"current_password": "guess", "new_password": "x" * 12}),
+        ("/profile/email", {"email": "new@example.test", "email_password": "guess"}),
+        ("/profile/two-factor/recovery-codes", {"recovery_password": "guess"}),
+    ]
+    statuses = [member.post(*tries[n % len(tries)]).status_code for n in range(10)]
+    assert statuses == [422] * 10
+    response = member.post("/profile/two-factor/disable", data={"disable_code": _code(secret, 1)})
+    assert response.status_code == 429 and int(response.headers["Retry-After"]) > 0
+    assert "Too many wrong passwords or codes" in _field_error(response, "disable_password")
+    assert _user("member@acme.test").two_factor  # the right code was not even tried
+    # The password was not spent either: a form that fails on its own field counts nothing.
+    response = member.post(
+        "/profile/password", data={"current_password": factories.PASSWORD, "new_password": "x"}
+    )
+    assert response.status_code == 429
 
 
 @pytest.mark.parametrize(
@@ -159,7 +209,9 @@ def test_a_wrong_confirming_code_saves_nothing(world, login):
 def test_a_malformed_confirming_code_is_refused_by_name(world, login, typed):
     member = login("member@acme.test")
     _opened(member, "/profile/two-factor")
-    response = member.post("/profile/two-factor", data={"code": typed})
+    response = member.post(
+        "/profile/two-factor", data={"code": typed, "password": factories.PASSWORD}
+    )
     assert response.status_code == 422
     assert "code from your authenticator app" in _field_error(response, "code")
     assert not _user("member@acme.test").two_factor
@@ -170,7 +222,12 @@ def test_enrolling_needs_the_csrf_token(world, login):
     page = _page(_opened(member, "/profile/two-factor"))
     secret = page.find(id="totp-secret").get_text().replace(" ", "")
     member.csrf = "forged"
-    assert member.post("/profile/two-factor", data={"code": _code(secret)}).status_code == 400
+    assert (
+        member.post(
+            "/profile/two-factor", data={"code": _code(secret), "password": factories.PASSWORD}
+        ).status_code
+        == 400
+    )
     assert not _user("member@acme.test").two_factor
 
 
@@ -211,7 +268,12 @@ def test_the_confirming_code_does_not_sign_in_again(world, login, browser):
     page = _page(_opened(member, "/profile/two-factor"))
     secret = page.find(id="totp-secret").get_text().replace(" ", "")
     code = _code(secret)
-    assert member.post("/profile/two-factor", data={"code": code}).status_code == 201
+    assert (
+        member.post(
+            "/profile/two-factor", data={"code": code, "password": factories.PASSWORD}
+        ).status_code
+        == 201
+    )
     _password_step(browser, "member@acme.test")
     assert "used already" in _field_error(_code_step(browser, code), "code")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from flask import (
@@ -68,6 +70,43 @@ def check_password(
     except Exception as err:
         log.warning("rate limiter storage failed (%s): sign-in not counted", type(err).__name__)
     return PasswordCheck(ok=ok)
+
+
+class TooManyProofs(ValidationFailed):
+    """Over the sign-in limits with a password or code given in a signed-in session: 429."""
+
+    code, status = "rate_limited", 429
+
+    def __init__(self, field: str, wait: int):
+        message = f"Too many wrong passwords or codes; try again in {wait_words(max(wait, 60))}."
+        super().__init__(message, [{"field": field, "message": message}])
+        self.headers = {"Retry-After": str(max(1, wait))}
+
+
+@contextmanager
+def counted_proof(user: User, fields: tuple[str, ...]) -> Iterator[None]:
+    """A password or code given inside a signed-in session (to change the password or the
+    email, or two-factor), under the same limits as signing in: a wrong one (a
+    ``ValidationFailed`` naming one of ``fields``) counts against the account, its codes
+    and the address, and once over, ``TooManyProofs`` (naming ``fields[0]``) comes before
+    anything is checked. Someone holding a stolen session guesses no faster than at /login.
+    The limiter's storage down lets the check go on (fail open, logged), as sign-in does."""
+    counts = signin_counts()
+    keys = (f"email:{user.email.lower()}", f"code:{user.id}", f"ip:{request.remote_addr}")
+    try:
+        wait = counts.retry_after(*keys)
+    except Exception as err:
+        log.warning("rate limiter storage failed (%s): proof not limited", type(err).__name__)
+        yield
+        return
+    if wait:
+        raise TooManyProofs(fields[0], wait)
+    try:
+        yield
+    except ValidationFailed as err:
+        if set(err.field_errors()) & set(fields):
+            _count_failure(counts, keys)
+        raise
 
 
 def _safe_next(target: str | None) -> str:

@@ -200,11 +200,18 @@ def enrol_secret(token: Any, user_id: int) -> str | None:
     return str(value[1])
 
 
-def enrol(principal: Principal, user: User, secret: str, raw_code: str) -> list[str]:
-    """Turn two-factor on with ``secret``, proven by a code of it; the ten recovery codes, to
-    show once. Commits; a wrong code saves nothing."""
+def enrol(
+    principal: Principal, user: User, secret: str, raw_code: str, password: str, method: str
+) -> list[str]:
+    """Turn two-factor on with ``secret``, proven by a code of it and the account's password
+    (a session alone must not be able to tie the account to someone else's app); the ten
+    recovery codes, to show once. Commits; a wrong code or password saves nothing."""
     if user.two_factor:
         raise _refused("code", "Two-factor sign-in is on already.")
+    if not verify_password(user, password, method):
+        raise _refused(
+            "password", "That is not your password." if password else "Give your password."
+        )
     code = parse_code(raw_code, recovery=False)
     step = matching_step(secret, code.value)
     if step is None:

@@ -12,6 +12,7 @@ from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
+from monark.core.signin import TooManyProofs, counted_proof
 from monark.core.web import see_other
 from monark.extensions import db
 
@@ -51,7 +52,18 @@ def enrol(principal: Principal):
         flash("That took too long: scan this new code and try again.", "error")
         return redirect(url_for("settings.two_factor"))
     try:
-        codes = two_factor.enrol(principal, user, secret, request.form.get("code", ""))
+        with counted_proof(user, ("password",)):
+            codes = two_factor.enrol(
+                principal,
+                user,
+                secret,
+                request.form.get("code", ""),
+                request.form.get("password", ""),
+                str(current_app.config["PASSWORD_HASH_METHOD"]),
+            )
+    except TooManyProofs as err:
+        page, status, headers = _enrol_page(user, secret, err.field_errors(), err.status)
+        return page, status, headers | err.headers
     except ValidationFailed as err:
         return _enrol_page(user, secret, err.field_errors(), 422)
     session.pop(ENROL_KEY, None)
@@ -74,14 +86,16 @@ def _codes_page(codes: list[str], enrolled: bool, signed_out: int = 0):
 def renew_codes(principal: Principal):
     """Ten new recovery codes (the old ones stop working), with the password or a code;
     ``ValidationFailed`` (nothing changed) for the view to draw beside the fields."""
+    user = _user(principal)
     try:
-        codes = two_factor.renew_recovery_codes(
-            principal,
-            _user(principal),
-            request.form.get("recovery_password", ""),
-            request.form.get("recovery_code", ""),
-            str(current_app.config["PASSWORD_HASH_METHOD"]),
-        )
+        with counted_proof(user, ("recovery_password", "recovery_code")):
+            codes = two_factor.renew_recovery_codes(
+                principal,
+                user,
+                request.form.get("recovery_password", ""),
+                request.form.get("recovery_code", ""),
+                str(current_app.config["PASSWORD_HASH_METHOD"]),
+            )
     except ValidationFailed:
         db.session.rollback()
         raise
@@ -91,14 +105,16 @@ def renew_codes(principal: Principal):
 def disable(principal: Principal):
     """Turn two-factor off, with the password (or a code); ``ValidationFailed`` (nothing
     changed) for the view to draw beside the fields."""
+    user = _user(principal)
     try:
-        two_factor.disable(
-            principal,
-            _user(principal),
-            request.form.get("disable_password", ""),
-            request.form.get("disable_code", ""),
-            str(current_app.config["PASSWORD_HASH_METHOD"]),
-        )
+        with counted_proof(user, ("disable_password", "disable_code")):
+            two_factor.disable(
+                principal,
+                user,
+                request.form.get("disable_password", ""),
+                request.form.get("disable_code", ""),
+                str(current_app.config["PASSWORD_HASH_METHOD"]),
+            )
     except ValidationFailed:
         db.session.rollback()
         raise

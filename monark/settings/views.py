@@ -15,6 +15,7 @@ from monark.core.errors import ValidationFailed
 from monark.core.htmx import redirect_full
 from monark.core.models import User
 from monark.core.rbac import Principal, roles_up_to
+from monark.core.signin import TooManyProofs, counted_proof
 from monark.core.web import see_other
 from monark.extensions import db
 from monark.notifications import services as notification_services
@@ -307,6 +308,15 @@ def profile_page(errors: dict[str, str] | None = None, status: int = 200, **show
     return page, status
 
 
+def refused_on_profile(err: ValidationFailed, **shown: Any):
+    """The profile with a refused form's errors: 422, or 429 (with ``Retry-After``) when
+    too many wrong passwords or codes came (``signin.counted_proof``)."""
+    page, status = profile_page(err.field_errors(), 422, **shown)
+    if isinstance(err, TooManyProofs):
+        return page, err.status, err.headers
+    return page, status
+
+
 @bp.post("/profile/password")
 @guard()
 def profile_password():
@@ -314,14 +324,15 @@ def profile_password():
     principal = require_principal()
     user = db.session.get(User, principal.user_id)
     try:
-        accounts.change_password(
-            principal,
-            user,
-            request.form.get("current_password", ""),
-            request.form.get("new_password", ""),
-        )
+        with counted_proof(user, ("current_password",)):
+            accounts.change_password(
+                principal,
+                user,
+                request.form.get("current_password", ""),
+                request.form.get("new_password", ""),
+            )
     except ValidationFailed as err:
-        return profile_page(err.field_errors(), 422)
+        return refused_on_profile(err)
     # This session, under the new session version and a row of its own: it stays signed in.
     sessions.begin(user)
     flash("Password changed. Your other sessions are signed out.", "info:password")
@@ -334,11 +345,12 @@ def profile_email():
     """Ask to change the email: a confirmation link goes to the new address."""
     user = db.session.get(User, require_principal().user_id)
     try:
-        sent_to = accounts.request_email_change(
-            user, request.form.get("email", ""), request.form.get("email_password", "")
-        )
+        with counted_proof(user, ("email_password",)):
+            sent_to = accounts.request_email_change(
+                user, request.form.get("email", ""), request.form.get("email_password", "")
+            )
     except ValidationFailed as err:
-        return profile_page(err.field_errors(), 422, new_email=request.form.get("email", ""))
+        return refused_on_profile(err, new_email=request.form.get("email", ""))
     flash(f"A link to confirm {sent_to} is on its way there.", "info:email")
     return see_other("settings.profile", _anchor="email")
 
@@ -360,7 +372,7 @@ def two_factor_disable():
     try:
         return security.disable(require_principal())
     except ValidationFailed as err:
-        return profile_page(err.field_errors(), 422)
+        return refused_on_profile(err)
 
 
 @bp.post("/profile/two-factor/recovery-codes")
@@ -370,7 +382,7 @@ def two_factor_recovery_codes():
     try:
         return security.renew_codes(require_principal())
     except ValidationFailed as err:
-        return profile_page(err.field_errors(), 422)
+        return refused_on_profile(err)
 
 
 @bp.post("/profile/sessions/<int:session_id>/revoke")

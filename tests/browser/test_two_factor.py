@@ -20,6 +20,7 @@ def test_a_member_enrols_from_the_qr_page_and_signs_in_with_a_code(app, world, b
     session.shot("two-factor-00-scan")
     secret = page.get_by_label("Secret").inner_text().replace(" ", "")
     page.get_by_role("textbox", name="Code").fill(pyotp.TOTP(secret).now())
+    page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Turn on two-factor sign-in").click()
     codes = page.get_by_role("list", name="Recovery codes").get_by_role("listitem")
     expect(codes).to_have_count(10)
