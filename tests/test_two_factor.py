@@ -3,7 +3,9 @@ pyotp codes, no code twice, recovery codes once, turning it off, the org's requi
 
 from __future__ import annotations
 
+import base64
 import time
+import zlib
 
 import pyotp
 import pytest
@@ -303,6 +305,33 @@ def test_wrong_codes_are_rate_limited(world, login, browser):
     assert int(response.headers["Retry-After"]) > 0
     assert "Too many wrong codes" in _field_error(response, "code")
     assert not _signed_in(browser)
+
+
+def test_a_copy_of_the_pending_cookie_signs_in_once_at_most(world, login, browser):
+    secret, _ = enrol(login("member@acme.test"))
+    _password_step(browser, "member@acme.test")
+    copied = browser.client.get_cookie("session").value  # taken between password and code
+    assert _code_step(browser, _code(secret, 1)).status_code == 302
+    assert _signed_in(browser)
+    replay = Browser(browser.client.application.test_client())
+    replay.client.set_cookie("session", copied)
+    response = replay.get("/login/code")
+    assert response.status_code == 303 and response.headers["Location"] == "/login"
+    assert not _signed_in(replay)
+
+
+def test_the_secret_being_enrolled_is_not_readable_in_the_cookie(app, world, login):
+    member = login("member@acme.test")
+    page = _page(_opened(member, "/profile/two-factor"))
+    secret = page.find(id="totp-secret").get_text().replace(" ", "")
+    cookie = member.client.get_cookie("session").value
+    stored = app.session_interface.get_signing_serializer(app).loads(cookie)
+    token = stored["two_factor_enrol"]  # signed by itsdangerous: its payload is readable
+    payload = token.lstrip(".").split(".")[0]
+    readable = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    if token.startswith("."):  # itsdangerous compressed it (when that came out shorter)
+        readable = zlib.decompress(readable)
+    assert readable.startswith(b"[") and secret.encode() not in readable
 
 
 def test_a_pending_sign_in_lapses(world, login, browser, monkeypatch):

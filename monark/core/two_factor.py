@@ -31,7 +31,7 @@ from monark.core.auth import current_principal, in_process, verify_password
 from monark.core.errors import Forbidden, ValidationFailed, wants_json
 from monark.core.events import record_event
 from monark.core.htmx import is_htmx, reload
-from monark.core.models import Org, RecoveryCode, User, utcnow
+from monark.core.models import Org, RecoveryCode, User, UserSession, utcnow
 from monark.core.rbac import Principal
 from monark.core.settings import settings
 from monark.extensions import db
@@ -182,7 +182,9 @@ def recovery_left(user_id: int) -> int:
 
 def enrol_token(secret: str, user_id: int) -> str:
     """An enrolment's secret, signed and bound to the user, to keep in the session."""
-    return URLSafeTimedSerializer(settings().secret_key, salt=ENROL_SALT).dumps([user_id, secret])
+    # Encrypted too: the session cookie is signed, not sealed, and the secret is a key.
+    serializer = URLSafeTimedSerializer(settings().secret_key, salt=ENROL_SALT)
+    return serializer.dumps([user_id, crypto.encrypt(secret)])
 
 
 def enrol_secret(token: Any, user_id: int) -> str | None:
@@ -197,7 +199,10 @@ def enrol_secret(token: Any, user_id: int) -> str | None:
         return None
     if not isinstance(value, list) or len(value) != 2 or value[0] != user_id:
         return None
-    return str(value[1])
+    try:
+        return crypto.decrypt(str(value[1]))
+    except crypto.SecretUnreadable:  # sealed under a key since rotated: begin again
+        return None
 
 
 def enrol(
@@ -366,8 +371,13 @@ def enforce() -> Any:
 
 
 def _binding(user: User) -> str:
-    """What a pending sign-in is bound to: it stops working when any of these change."""
-    raw = f"{user.password_hash}|{user.session_version}|{user.totp_secret}"
+    """What a pending sign-in is bound to: it stops working when any of these change, and
+    so once the account next signs in (its newest session row): a copy of the cookie taken
+    between the password and the code is good for one sign-in at most."""
+    newest = db.session.scalar(
+        select(func.max(UserSession.id)).where(UserSession.user_id == user.id)
+    )
+    raw = f"{user.password_hash}|{user.session_version}|{user.totp_secret}|{newest}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
