@@ -308,3 +308,41 @@ def test_a_turn_claim_left_by_a_dead_process_expires(app, world, scripted):
     assert db.session.get(Conversation, conversation.id).turn_id is None
     kept = db.session.get(Message, cut.id)
     assert (kept.status, kept.text, kept.error) == ("incomplete", "Half a", lease.INTERRUPTED_REPLY)
+
+
+def test_simultaneous_prompt_saves_at_the_limit_keep_the_limit(app, world):
+    from monark.core.errors import ValidationFailed
+    from monark.settings.models import OrgPrompt
+    from monark.settings.prompts import MAX_PROMPTS, add_prompt
+
+    admin = world.a.principal("admin")
+    for n in range(MAX_PROMPTS - 2):
+        add_prompt(admin, f"Prompt {n}")
+    db.session.remove()
+    start = threading.Barrier(8)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def save(n: int) -> None:
+        with app.app_context():
+            start.wait()
+            try:
+                add_prompt(admin, f"Raced {n}")
+                outcome = "saved"
+            except ValidationFailed:
+                outcome = "refused"
+            except Exception as err:  # anything else is a bug worth seeing
+                outcome = f"error:{type(err).__name__}:{err}"
+            finally:
+                db.session.remove()
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(outcomes) == ["refused"] * 6 + ["saved"] * 2
+    count = select(func.count()).select_from(OrgPrompt).where(OrgPrompt.org_id == admin.org_id)
+    assert db.session.scalar(count) == MAX_PROMPTS

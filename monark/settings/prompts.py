@@ -6,8 +6,10 @@ from sqlalchemy import func, select
 
 from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
+from monark.core.models import Org
 from monark.core.rbac import Principal
 from monark.core.text import ONE_LINE_RULE, storable, unsafe_in_one_line
+from monark.core.uow import for_update
 from monark.extensions import db
 from monark.settings.models import OrgPrompt
 
@@ -35,6 +37,9 @@ def add_prompt(principal: Principal, text: str) -> OrgPrompt:
         raise _refused(ONE_LINE_RULE)
     if len(cleaned) > MAX_LENGTH:
         raise _refused(f"Keep a prompt to {MAX_LENGTH} characters at most.")
+    # Saves take turns on the org's row, so the count read is what the last save committed:
+    # simultaneous saves at the limit cannot each see room for one more.
+    db.session.scalar(for_update(select(Org.id).where(Org.id == principal.org_id)))
     count = db.session.scalar(
         select(func.count()).select_from(OrgPrompt).where(OrgPrompt.org_id == principal.org_id)
     )
