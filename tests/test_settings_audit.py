@@ -169,6 +169,30 @@ def test_branding_without_a_name_is_a_field_error(login, world):
     assert events_since(since) == []
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("name", "Glo\r\nBcc: x@evil.test"),
+        ("name", "Acme\u202egnp.exe"),
+        ("assistant_name", "No\tva"),
+        ("assistant_name", "\u2066Nova"),
+    ],
+    ids=["org-line-break", "org-bidi", "assistant-tab", "assistant-isolate"],
+)
+def test_names_shown_on_one_line_refuse_line_breaks_and_direction_overrides(
+    login, world, field, value
+):
+    browser = login("admin@acme.test")
+    since = last_event_id()
+    form = {"name": "Acme", "branding_enabled": "on", "assistant_name": "Nova", field: value}
+    response = browser.post("/settings", form)
+    assert response.status_code == 422
+    assert "bidirectional" in soup_of(response).select_one(f"#{field}-error").get_text()
+    db.session.expire_all()
+    assert db.session.get(Org, world.a.org.id).name == "Acme"
+    assert events_since(since) == []
+
+
 # ---- roles --------------------------------------------------------------------------------
 
 

@@ -559,6 +559,20 @@ def test_web_form_oversized_body_is_413_and_writes_nothing(app, login, world):
     assert committed_counts() == before
 
 
+@pytest.mark.parametrize(
+    "title",
+    ["Two\nlines", "Tab\there", "\u202egnp.exe", "Isolate \u2067x"],
+    ids=["line-break", "tab", "override", "isolate"],
+)
+def test_a_one_line_field_refuses_controls_and_direction_overrides(member_api, title):
+    before = committed_counts()
+    response = member_api("POST", RECORDS, json={"values": {"title": title}})
+    assert response.status_code == 400  # the API's answer to invalid values
+    (detail,) = response.get_json()["error"]["details"]
+    assert detail["field"] == "values.title" and "bidirectional" in detail["message"]
+    assert committed_counts() == before
+
+
 def test_error_bodies_are_json_documents(member_api):
     response = member_api("POST", RECORDS, json={"values": {"title": 1}})
     body = json.loads(response.get_data(as_text=True))

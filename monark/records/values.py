@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import date
 from typing import Any
 
+from monark.core.text import unsafe_in_one_line
 from monark.records.models import ModelField
 
 TEXT_MAX = 1000
@@ -48,8 +49,12 @@ def _check(field: ModelField, value: Any, member_ids: set[int]) -> Any:
         limit = TEXT_MAX if kind == "text" else LONG_TEXT_MAX
         if len(value) > limit:
             raise _Invalid(f"must be at most {limit} characters")
-        if kind == "text" and "\n" in value:
-            raise _Invalid("must be a single line")
+        if kind == "text" and unsafe_in_one_line(value):
+            # A line break, a tab or a bidirectional override would make a title read
+            # otherwise than it is stored, wherever it is listed.
+            raise _Invalid(
+                "must be a single line, without control characters or bidirectional overrides"
+            )
         return value
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, int | float):

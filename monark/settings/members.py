@@ -21,6 +21,7 @@ from monark.core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event, save_new
 from monark.core.models import Invite, Membership, Org, User, as_utc, utcnow
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
+from monark.core.text import ONE_LINE_RULE, unsafe_in_one_line
 from monark.core.tokens import INVITES, new_token, revoke, token_digest
 from monark.extensions import db
 from monark.settings import notices
@@ -237,6 +238,8 @@ def accept_new_account(view: InviteView, name: str, password: str, method: str) 
     problems = []
     if not name or len(name) > 120:
         problems.append({"field": "name", "message": "Give your name (1-120 characters)."})
+    elif unsafe_in_one_line(name):  # shown on one line beside everything the person does
+        problems.append({"field": "name", "message": ONE_LINE_RULE})
     problems += password_problems(password)
     if problems:
         raise ValidationFailed("Check the form.", problems)

@@ -8,6 +8,7 @@ from monark.core.errors import Forbidden, NotFound, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import Event, Membership, Org, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
+from monark.core.text import ONE_LINE_RULE, unsafe_in_one_line
 from monark.core.uow import for_update
 from monark.extensions import db
 
@@ -37,8 +38,12 @@ def update_org_settings(
     problems = []
     if not name or len(name) > 120:
         problems.append({"field": "name", "message": "Give the organization a name (1-120)."})
+    elif unsafe_in_one_line(name):  # it heads mail and pages: one line, read as stored
+        problems.append({"field": "name", "message": ONE_LINE_RULE})
     if len(assistant_name) > 60:
         problems.append({"field": "assistant_name", "message": "At most 60 characters."})
+    elif unsafe_in_one_line(assistant_name):
+        problems.append({"field": "assistant_name", "message": ONE_LINE_RULE})
     if branding_enabled and not assistant_name:
         problems.append(
             {"field": "assistant_name", "message": "Give a name, or turn branding off."}
