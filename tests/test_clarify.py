@@ -199,7 +199,7 @@ def test_an_answer_too_long_or_with_nul_is_refused(world, login, fake_anthropic)
     assert nul.status_code == 422 and "NUL" in nul.get_data(as_text=True)
     empty = answer(browser, call.id, answer="   ")
     assert empty.status_code == 422
-    for wrong in ("9", "-1", "x"):
+    for wrong in ("9", "-1", "x", "01", "+1", " 1"):
         refused = answer(browser, call.id, choice=wrong)
         assert refused.status_code == 422
         assert "not one of the choices" in refused.get_data(as_text=True)
@@ -233,3 +233,18 @@ def test_no_write_action_reaches_a_question(world, login, fake_anthropic):
     call = the_call()
     assert call.status == ToolCallStatus.PROPOSED and call.input == QUESTION
     assert not call.allowed and len(fake_anthropic.requests) == 1
+
+
+def test_answering_a_settled_write_card_says_it_is_no_question(world, login, fake_anthropic):
+    fake_anthropic.script.add(
+        [Call("records_create", {"model": "tasks", "values": {"title": "Not a question"}})],
+        [Say("Done.")],
+    )
+    browser = login("member@acme.test")
+    post_stream(browser, "Add a task")
+    db.session.rollback()
+    write_id = db.session.scalar(select(ToolCall.id).where(ToolCall.name == "records_create"))
+    assert read(browser.post("/chat/decide", {"decision": f"reject:{write_id}"})).status_code == 200
+    refused = answer(browser, write_id, choice="0")
+    assert refused.status_code == 404
+    assert "not a question" in refused.get_data(as_text=True)

@@ -159,7 +159,9 @@ def parse_answer(call: ToolCall, choice: str | None, text: str | None) -> str:
     else the text typed; ``ValidationFailed`` naming the field for anything else."""
     _, choices = question_of(call)
     if choice is not None:
-        if not (choice.isascii() and choice.isdigit()) or int(choice) >= len(choices):
+        # Its number as the card wrote it: "1", never "01" or "+1".
+        written = choice.isascii() and choice.isdigit() and choice == str(int(choice))
+        if not written or int(choice) >= len(choices):
             raise _refused("That is not one of the choices.", "choice")
         return choices[int(choice)]
     said = (text or "").strip()

@@ -523,7 +523,10 @@ def _answer_fields() -> tuple[int | None, str | None, str | None]:
 
 def _already_answered(call):
     """Answered elsewhere (another tab): say so, redraw its card as it is now, and follow
-    the turn the answer started, if it still runs."""
+    the turn the answer started, if it still runs. A settled call that asked nothing is
+    no question at all: 404, as for one still waiting."""
+    if not ask_user.asks_user(call):
+        return _notice(ask_user.NOT_A_QUESTION, 404)
     view = call_view(call)
     if view.answer is not None:
         text = f"{ask_user.ALREADY_ANSWERED[:-1]}: {view.answer}"
