@@ -276,3 +276,28 @@ def test_the_conversation_search_finds_every_version(world, login, scripted):
         found = browser.get(f"/chat/conversations?q={word}", headers={"HX-Request": "true"})
         assert found.status_code == 200
         assert f"/chat/conversations/{cid}" in found.get_data(as_text=True), word
+
+
+def test_a_group_decided_on_a_second_version_keeps_its_versions_drawn(world, login, scripted):
+    def create(title):
+        return Call("records_create", {"model": "tasks", "values": {"title": title}})
+
+    scripted.script.add(
+        [Say("Nothing to do.")], [create("One"), create("Two")], [Say("Both added.")]
+    )
+    browser = login("member@acme.test")
+    post_stream(browser, "Add One and Two")
+    cid = conversation_id()
+    regenerate(browser, cid)
+    db.session.rollback()
+    calls = db.session.scalars(select(ToolCall).order_by(ToolCall.id)).all()
+    group = calls[0].message_id
+    response = read(
+        browser.post(
+            "/chat/decide-group",
+            {"decision": f"confirm:{group}", "selected": [str(c.id) for c in calls]},
+        )
+    )
+    assert response.status_code == 200
+    first = response.get_data(as_text=True).split("event:")[0]  # the group's frame, first
+    assert f'id="msg-{group}"' in first and "2/2" in first

@@ -279,6 +279,17 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     return ThreadView(conversation.id, conversation.title, views, turn_id=turn_id, allowances=held)
 
 
+def branch_spot(principal: Principal, message: Message) -> branches.Spot | None:
+    """Where one message drawn alone stands among its versions (two queries; none for a
+    conversation that never branched)."""
+    conversation = store.get_conversation(principal, message.conversation_id)
+    if conversation.head_id is None:
+        return None
+    nodes = branches.load_nodes(conversation.id)
+    path = branches.active_path(nodes, conversation.head_id)
+    return branches.spots(nodes, path, branched=True).get(message.id)
+
+
 def load_messages(conversation_id: int) -> list[Message]:
     """All messages of a conversation in order, with their tool calls (two queries)."""
     stmt = (
