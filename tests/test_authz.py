@@ -32,7 +32,7 @@ from monark.assistant import feedback
 from monark.automations import services as automations
 from monark.automations.models import Automation, AutomationRun, WebhookDelivery
 from monark.chat import store
-from monark.chat.models import Conversation, ToolCall
+from monark.chat.models import Conversation, Message, ToolCall
 from monark.core.keys import revoke_key
 from monark.core.models import ApiKey, Event, Membership, User
 from monark.core.rbac import ROLE_PERMISSIONS, ROLES, Principal
@@ -72,6 +72,7 @@ class Ctx:
     viewer_membership: int
     viewer_key: int
     chat: int  # the member's assistant conversation
+    said: int  # the member's message in it (no reply yet)
     proposal: int  # a write proposed in another conversation of the member's
     question: int  # a question (``ask_user``) waiting in a third conversation of the member's
     acme_org: int
@@ -106,6 +107,7 @@ def ctx(world: factories.World) -> Ctx:
         ),
         viewer_key=_key_id(a.keys["viewer"]),
         chat=chat,
+        said=_first_message_of(chat),
         proposal=proposal,
         question=_member_question(a),
         acme_org=a.org.id,
@@ -209,6 +211,12 @@ def _held_write(a: factories.OrgWorld) -> int:
     db.session.add(call)
     db.session.commit()
     return call.id
+
+
+def _first_message_of(conversation_id: int) -> int:
+    return db.session.scalar(
+        select(Message.id).where(Message.conversation_id == conversation_id).order_by(Message.seq)
+    )
 
 
 def _message_of(call_id: int) -> int:
@@ -741,6 +749,19 @@ WEB_CASES: tuple[WebCase, ...] = (
     WebCase("assistant.retry", "POST", "member's", _url("/chat/retry"),
             row(owner=404, admin=404, member=200, viewer=404, other=404),
             data=lambda c, who: {"conversation_id": str(c.chat)}, writes="own"),
+    # Regenerate, Edit and versions: the member's own conversation only. Nothing answered
+    # the member's message yet: nothing to regenerate (409, saying so); Edit sends a new
+    # version; a conversation that never branched shows the one version it has.
+    WebCase("assistant.regenerate", "POST", "member's", _url("/chat/regenerate"),
+            row(owner=404, admin=404, member=409, viewer=404, other=404),
+            data=lambda c, who: {"conversation_id": str(c.chat)}),
+    WebCase("assistant.edit_message", "POST", "member's message", _url("/chat/edit"),
+            row(owner=404, admin=404, member=200, viewer=404, other=404),
+            data=lambda c, who: {"message_id": str(c.said), f"text_{c.said}": f"By {who}"},
+            writes="own"),
+    WebCase("assistant.show_version", "POST", "member's message",
+            lambda c: f"/chat/conversations/{c.chat}/versions/{c.said}",
+            row(owner=404, admin=404, member=200, viewer=404, other=404)),
     # Each caller's own panel width: a preference, written without an event.
     WebCase("assistant.panel_width", "POST", "", _url("/chat/panel/width"),
             row(owner=204, admin=204, member=204, viewer=204, other=204),

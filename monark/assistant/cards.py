@@ -26,7 +26,7 @@ from monark.assistant.card_view import Card, Where, panel_card
 from monark.assistant.edit_form import build_fields, read_form
 from monark.assistant.inbox import inbox_card
 from monark.assistant.stream import partial, sse
-from monark.assistant.thread import message_view
+from monark.assistant.thread import branch_spot, message_view
 from monark.assistant.verdict import PanelDecision
 from monark.assistant.views import _busy, _notice, _start, bp, decision_limited
 from monark.chat.models import Conversation, ToolCall
@@ -256,5 +256,7 @@ def _editing(message_id: int) -> bool:
 def _message_frame(principal: Principal, message_id: int) -> str:
     """The group's message drawn as it is now (decided cards, or cards drawn again)."""
     message = own_calls.get_message(principal, message_id)
-    html = render_template("assistant/_message.html", m=message_view(message))
+    view = message_view(message)
+    view.branch = branch_spot(principal, message)  # its "1/2", if it has versions
+    html = render_template("assistant/_message.html", m=view)
     return partial(f"#msg-{message_id}", "outerHTML", html)

@@ -90,6 +90,13 @@ def follow_slot(conversation_id: int, turn_id: str, trigger: str = "load") -> st
     )
 
 
+def thread_frame(principal: Principal, conversation_id: int) -> tuple[str, tuple[int, ...]]:
+    """A frame that draws the thread's messages as stored now, and the messages it drew."""
+    thread = thread_view(principal, conversation_id)
+    items = render_fragment("assistant/_thread_items.html", thread=thread)
+    return sse(partial("#chat-thread", "outerHTML", items)), tuple(m.id for m in thread.messages)
+
+
 def _foot_frame(foot: ThreadFoot, following: bool = False, notice: str | None = None) -> str:
     html = render_fragment(
         "assistant/_thread_foot.html", foot=foot, following=following, notice=notice
@@ -117,6 +124,9 @@ class _Watch:
     shown: dict[int, int] = field(default_factory=dict)  # streaming message → chars shown
     known: set[int] = field(default_factory=set)  # messages on the page
     changed: bool = False  # a write went through: the page behind may need a refresh
+    # The turn made a new version (Regenerate, Edit): its end draws the whole thread, whose
+    # versions' "1/2" only the thread as a whole can say.
+    whole_at_end: bool = False
 
     # ---- loading (each a short session, handed back at once) ----
 
@@ -226,7 +236,7 @@ class _Watch:
         frames = sse(partial("#chat-live", "innerHTML", ""))  # a notice from before: gone
         shown = error if notice else None
         try:
-            if whole:
+            if whole or self.whole_at_end:
                 thread = thread_view(self.principal, self.conversation_id)
                 frames += self._thread_frames(thread, following=False, notice=shown)
             else:
@@ -305,11 +315,14 @@ def watch_turn(
     snapshot: bool,
     last_event_id: str = "",
     preface: str = "",
+    drawn: tuple[int, ...] = (),
+    whole_at_end: bool = False,
 ) -> Response:
-    """Stream a turn's progress from its log as SSE, until it finishes."""
+    """Stream a turn's progress from its log as SSE, until it finishes (``drawn``: messages
+    the preface put on the page; ``whole_at_end``: the whole thread drawn at the end)."""
     log = progress_log()
     after = _resume_point(log, turn_id, last_event_id)
-    watch = _Watch(principal, conversation_id)
+    watch = _Watch(principal, conversation_id, known=set(drawn), whole_at_end=whole_at_end)
 
     def generate() -> Iterator[str]:
         yield ": stream open\n\n"

@@ -13,7 +13,7 @@ from sqlalchemy.orm import selectinload
 from monark.approvals import allowances
 from monark.assistant import feedback
 from monark.assistant.card_view import CallView, Card, Where, call_views, card_of
-from monark.chat import decisions, store
+from monark.chat import branches, decisions, store
 from monark.chat.models import (
     Conversation,
     Message,
@@ -46,6 +46,8 @@ class MessageView:
     author_kind: str = "agent"
     usage: ReplyUsage | None = None  # a reply's tokens and cost (its details)
     rating: str | None = None  # the reader's feedback on a reply: up, down, or none
+    # Where it stands among its versions (Regenerate, Edit made others), None: it has none.
+    branch: branches.Spot | None = None
 
     @property
     def is_step(self) -> bool:
@@ -152,6 +154,7 @@ class ThreadFoot:
     waiting: bool  # a proposed write still waits for the user's decision
     running: bool  # a turn is being written (in another tab, window or instance)
     retry: bool  # the last reply broke off or never came
+    regenerate: bool = False  # the last reply is done with: another may be asked for
     # What waits is not the user's to confirm: handed to another member, or four eyes;
     # those calls, which an open panel waits for another member to decide.
     elsewhere: bool = False
@@ -166,13 +169,19 @@ class ThreadFoot:
             role, status = last
             state = "unanswered" if role == "user" else status
             retry = state in RETRY_AFTER or state == "streaming"  # "streaming": interrupted
-        return cls(waiting, running, retry)
+        # The service refuses it otherwise too (``chat.turn.branching``): this only draws it.
+        regenerate = (
+            last is not None
+            and last[0] == MessageRole.ASSISTANT
+            and not (retry or running or waiting)
+        )
+        return cls(waiting, running, retry, regenerate)
 
 
 def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, ThreadFoot]:
     """The title and the foot as stored now, without loading the thread (three queries)."""
     conversation = store.get_conversation(principal, conversation_id)
-    last, waiting = store.tail_state(conversation.id, decisions.cutoff())
+    last, waiting = store.tail_state(conversation.id, decisions.cutoff(), conversation.head_id)
     foot = ThreadFoot.of(waiting, lease.live_turn_id(conversation) is not None, last)
     if waiting and not _write_waits(conversation.id):
         foot = replace(foot, question=True)
@@ -249,7 +258,10 @@ def _as_interrupted(view: MessageView) -> None:
 def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     """Everything the thread screen shows, from the database."""
     conversation = store.get_conversation(principal, conversation_id)
-    messages = load_messages(conversation.id)
+    stored = load_messages(conversation.id)
+    # The active path alone (``chat.branches``); each message with other versions says so.
+    messages = branches.active_path(stored, conversation.head_id)
+    spots = branches.spots(stored, messages, conversation.head_id is not None)
     # Every card of the thread from the same few reads, however many there are.
     facts = {v.id: v for v in call_views([c for m in messages for c in _calls_of(m)])}
     views = [message_view(m, facts) for m in messages]
@@ -258,12 +270,24 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     )
     for view in views:
         view.rating = rated.get(view.id)
+        view.branch = spots.get(view.id)
     turn_id = lease.live_turn_id(conversation)
     if turn_id is None:
         for view in views:
             _as_interrupted(view)
     held = allowance_views(principal, conversation)
     return ThreadView(conversation.id, conversation.title, views, turn_id=turn_id, allowances=held)
+
+
+def branch_spot(principal: Principal, message: Message) -> branches.Spot | None:
+    """Where one message drawn alone stands among its versions (two queries; none for a
+    conversation that never branched)."""
+    conversation = store.get_conversation(principal, message.conversation_id)
+    if conversation.head_id is None:
+        return None
+    nodes = branches.load_nodes(conversation.id)
+    path = branches.active_path(nodes, conversation.head_id)
+    return branches.spots(nodes, path, branched=True).get(message.id)
 
 
 def load_messages(conversation_id: int) -> list[Message]:

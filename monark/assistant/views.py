@@ -347,13 +347,26 @@ def _awaited_ids() -> list[int]:
     return ids
 
 
-def _start(principal: Principal, turn: run.Turn, redraw: str = "") -> Response:
+def _start(
+    principal: Principal,
+    turn: run.Turn,
+    redraw: str = "",
+    drawn: tuple[int, ...] = (),
+    whole_at_end: bool = False,
+) -> Response:
     """Run a claimed turn on its own and answer with a watcher of it (``redraw``: frames
-    that draw anew what the opening changed, sent first)."""
+    that draw anew what the opening changed, sent first, with the messages they drew in
+    ``drawn``; ``whole_at_end``: the whole thread drawn again when it ends)."""
     run.start_turn(turn)
     preface = redraw + turn_preface(turn.conversation_id, turn.turn_id)
     return watch_turn(
-        principal, turn.conversation_id, turn.turn_id, snapshot=False, preface=preface
+        principal,
+        turn.conversation_id,
+        turn.turn_id,
+        snapshot=False,
+        preface=preface,
+        drawn=drawn,
+        whole_at_end=whole_at_end,
     )
 
 

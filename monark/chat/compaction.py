@@ -298,5 +298,5 @@ def fit(
         start = compaction_point(context, policy, force)
         if start is None or not _compact(setup, principal, conversation, context, start, hooks):
             break
-        rows, changed = store.load_transcript(conversation.id), True
+        rows, changed = store.load_transcript(conversation.id, conversation.head_id), True
     return Fitted(rows, changed)

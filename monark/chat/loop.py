@@ -94,7 +94,7 @@ def _stop_before_step(
 ) -> list[store.TranscriptMessage] | None:
     """The transcript to send, or None when the turn must stop first: a call still waits
     for the user, or the turn used its steps (a note says so)."""
-    rows = store.load_transcript(conversation.id)
+    rows = store.load_transcript(conversation.id, conversation.head_id)
     if any(c.status in PENDING_STATUSES for row in rows for c in row.tool_calls):
         result.status = TurnStatus.AWAITING_CONFIRMATION
         return None

@@ -115,6 +115,10 @@ class Conversation(db.Model):
     api_key_id: Mapped[int | None] = mapped_column(
         ForeignKey("api_keys.id", ondelete="SET NULL"), default=None, unique=True
     )
+    # The last message of the active branch (``chat.branches``): None while the conversation
+    # never branched (its path is then every message in order). A plain id, not a foreign
+    # key: messages point at their conversation, and a cycle of keys would order nothing.
+    head_id: Mapped[int | None] = mapped_column(default=None)
 
     participants: Mapped[list[Participant]] = relationship(
         back_populates="conversation", cascade="all, delete-orphan"
@@ -147,6 +151,12 @@ class Message(db.Model):
         ForeignKey("chat_conversations.id", ondelete="CASCADE")
     )
     seq: Mapped[int] = mapped_column()
+    # The message before it on its branch (None: the first one). Stored from a
+    # conversation's first branch on (Regenerate, Edit); a conversation that never
+    # branched leaves it None on every message and reads them in order.
+    parent_id: Mapped[int | None] = mapped_column(
+        ForeignKey("chat_messages.id", ondelete="SET NULL"), default=None
+    )
     author_kind: Mapped[str] = mapped_column(String(10))  # "user" | "agent" | "system"
     author_user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     role: Mapped[MessageRole] = mapped_column(EnumText(MessageRole, 12))

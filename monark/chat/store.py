@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, inspect, select
 from sqlalchemy.orm.attributes import set_committed_value
 
+from monark.chat import branches
 from monark.chat.models import (
     PENDING_STATUSES,
     CallEvent,
@@ -56,6 +57,18 @@ def get_conversation(principal: Principal, conversation_id: int) -> Conversation
     if conversation is None:
         raise NotFound("No such conversation.")
     return conversation
+
+
+def conversation_of_message(principal: Principal, message_id: int) -> int:
+    """The conversation of a message in one of the principal's own; ``NotFound`` otherwise."""
+    found = db.session.scalar(
+        select(Message.conversation_id)
+        .join(Conversation, Conversation.id == Message.conversation_id)
+        .where(Message.id == message_id, *_own(principal, Message.conversation_id))
+    )
+    if found is None:
+        raise NotFound("No such message in this conversation.")
+    return found
 
 
 def end_transaction(*keep: Any, commit: bool = True) -> None:
@@ -116,6 +129,12 @@ class TranscriptCall:
     decided_by_user: bool = False
     # The model's own arguments when the user edited them (``input`` is what ran).
     original_input: dict[str, Any] | None = None
+    mutates: bool = False
+
+
+def done_write(call: TranscriptCall) -> bool:
+    """Whether a call is a write that went through (it stays done, whatever branch)."""
+    return call.mutates and call.status == ToolCallStatus.SUCCEEDED
 
 
 @dataclass(frozen=True)
@@ -130,15 +149,41 @@ class TranscriptMessage:
     tool_calls: list[TranscriptCall] = field(default_factory=list)
     # For a reply: the size of the request that asked for it, in tokens (cached or not).
     prompt_tokens: int = 0
+    parent_id: int | None = None
+    # Writes done in the versions the user set aside where the path reached this message
+    # (``chat.branches.set_aside``): the model is told they stay done.
+    set_aside: tuple[TranscriptCall, ...] = ()
+    # The same of the versions after it, for the path's last message (Regenerate leaves the
+    # path at the question until the new reply comes): told after it, where the reply's
+    # ``set_aside`` will be, so the request's start stays the same.
+    left_after: tuple[TranscriptCall, ...] = ()
 
 
-def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
-    """A conversation as the loop feeds it to the model, in order (two queries).
+def load_transcript(conversation_id: int, head_id: int | None = None) -> list[TranscriptMessage]:
+    """The active path of a conversation (its head: ``head_id``) as the loop feeds it to the
+    model, in order (two queries, however it branched).
 
     Plain rows with only the columns the model sees, not ORM objects: the loop reloads the
     whole conversation every step, and ORM objects would cost hydration and then expiry at
     each of the step's commits, per message (about half of a step at 500 messages).
     """
+    rows = _transcript_rows(conversation_id)
+    path = branches.active_path(rows, head_id)
+    if head_id is None:
+        return path
+    aside = branches.set_aside(rows, path)
+
+    def done(at: int | None) -> tuple[TranscriptCall, ...]:
+        return tuple(c for r in aside.get(at, ()) for c in r.tool_calls if done_write(c))
+
+    shown = [replace(row, set_aside=done(row.id)) if row.id in aside else row for row in path]
+    if None in aside and shown:
+        shown[-1] = replace(shown[-1], left_after=done(None))
+    return shown
+
+
+def _transcript_rows(conversation_id: int) -> list[TranscriptMessage]:
+    """Every message of a conversation with its calls, in order (two queries)."""
     calls: dict[int, list[TranscriptCall]] = defaultdict(list)
     call_rows = db.session.execute(
         select(
@@ -153,6 +198,7 @@ def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
             ToolCall.provider_meta,
             ToolCall.decided_by_id.is_not(None) & ToolCall.skipped.is_(False),
             ToolCall.original_input,
+            ToolCall.mutates,
         )
         .where(ToolCall.conversation_id == conversation_id)
         .order_by(ToolCall.message_id, ToolCall.position, ToolCall.id)
@@ -161,13 +207,21 @@ def load_transcript(conversation_id: int) -> list[TranscriptMessage]:
         calls[message_id].append(TranscriptCall(*rest))
     prompt = Message.input_tokens + Message.cache_read_tokens + Message.cache_creation_tokens
     message_rows = db.session.execute(
-        select(Message.id, Message.role, Message.text, Message.content, Message.status, prompt)
+        select(
+            Message.id,
+            Message.role,
+            Message.text,
+            Message.content,
+            Message.status,
+            prompt,
+            Message.parent_id,
+        )
         .where(Message.conversation_id == conversation_id)
         .order_by(Message.seq)
     )
     return [
-        TranscriptMessage(id, role, text, content, status, calls.get(id, []), tokens or 0)
-        for id, role, text, content, status, tokens in message_rows
+        TranscriptMessage(id, role, text, content, status, calls.get(id, []), tokens or 0, parent)
+        for id, role, text, content, status, tokens, parent in message_rows
     ]
 
 
@@ -182,18 +236,25 @@ def next_seq(conversation_id: int) -> Any:
 
 def add_message(conversation: Conversation, actor: Principal, **fields: Any) -> Message:
     """Store a message with the next sequence number, and its event (ids only); a person's
-    own (``author_kind`` "user": what they wrote, or did) is the actor's."""
+    own (``author_kind`` "user": what they wrote, or did) is the actor's. In a conversation
+    that branched, it follows the head (or ``parent_id``, given: an edit's) and is the head."""
     if fields.get("author_kind") == "user":
         fields["author_user_id"] = actor.user_id
+    branched = conversation.head_id is not None
+    parent_id = fields.pop("parent_id", conversation.head_id)
     message = Message(
         org_id=conversation.org_id,
         conversation_id=conversation.id,
         seq=next_seq(conversation.id),
+        parent_id=parent_id if branched else None,
         **fields,
     )
     db.session.add(message)
-    conversation.last_activity_at = utcnow()
     db.session.flush()
+    # Set after the insert, in the one update of the conversation it always made.
+    conversation.last_activity_at = utcnow()
+    if branched:
+        conversation.head_id = message.id
     record_event(
         actor,
         "chat.message.created",
@@ -254,22 +315,26 @@ def pending_calls(conversation_id: int) -> list[ToolCall]:
 
 
 def tail_state(
-    conversation_id: int, proposed_since: datetime | None = None
+    conversation_id: int, proposed_since: datetime | None = None, head_id: int | None = None
 ) -> tuple[tuple[str, str] | None, bool]:
-    """The last message's ``(role, status)``, and whether a proposed call waits (one made
-    ``proposed_since`` or later, when given; a summary, or a person's own note such as an
-    undo, is no step of the conversation: the message before it counts)."""
+    """The last message's ``(role, status)`` on the active path (its head: ``head_id``), and
+    whether a proposed call waits (one made ``proposed_since`` or later, when given; a
+    summary, or a person's own note such as an undo, is no step of the conversation: the
+    message before it counts)."""
     person_note = (Message.role == MessageRole.NOTE) & (Message.author_kind == "user")
-    last = db.session.execute(
-        select(Message.role, Message.status)
-        .where(
-            Message.conversation_id == conversation_id,
-            Message.role != MessageRole.SUMMARY,
-            ~person_note,
-        )
-        .order_by(Message.seq.desc())
-        .limit(1)
-    ).one_or_none()
+    if head_id is not None:
+        last = _path_tail(conversation_id, head_id)
+    else:
+        last = db.session.execute(
+            select(Message.role, Message.status)
+            .where(
+                Message.conversation_id == conversation_id,
+                Message.role != MessageRole.SUMMARY,
+                ~person_note,
+            )
+            .order_by(Message.seq.desc())
+            .limit(1)
+        ).one_or_none()
     waits = select(ToolCall.id).where(
         ToolCall.conversation_id == conversation_id, ToolCall.status == ToolCallStatus.PROPOSED
     )
@@ -277,3 +342,24 @@ def tail_state(
         waits = waits.where(ToolCall.created_at >= proposed_since)
     waiting = db.session.scalar(waits.limit(1))
     return (tuple(last) if last is not None else None), waiting is not None
+
+
+def _path_tail(conversation_id: int, head_id: int) -> tuple[str, str] | None:
+    """The last step of a branched conversation's path: its head, or (a summary or a
+    person's note at the head) the nearest message before it that is a step."""
+    at: int | None = head_id
+    while at is not None:
+        row = db.session.execute(
+            select(Message.role, Message.status, Message.author_kind, Message.parent_id).where(
+                Message.id == at, Message.conversation_id == conversation_id
+            )
+        ).one_or_none()
+        if row is None:
+            return None
+        skipped = row.role == MessageRole.SUMMARY or (
+            row.role == MessageRole.NOTE and row.author_kind == "user"
+        )
+        if not skipped:
+            return row.role, row.status
+        at = row.parent_id
+    return None

@@ -26,6 +26,13 @@ EXPIRED_TEXT = (
     "Nobody decided on this proposal in time, so it expired and nothing was changed. "
     "Propose it again if the user still wants it."
 )
+SET_ASIDE_OPENING = (
+    "The user set aside an earlier version of the conversation from here (they regenerated "
+    "a reply or edited their message). These changes were made in it and stay done: nothing "
+    "undid them and nothing runs them again. Do not make them again unless the user asks; "
+    "say so if the user's request is already met by them:"
+)
+SET_ASIDE_INPUT_LIMIT = 400  # characters of a set-aside write's arguments the model reads
 SUMMARY_OPENING = (
     "Summary of the earlier conversation (its messages are no longer shown to you; "
     "the user still sees them):\n\n"
@@ -100,6 +107,20 @@ def shown_rows(
     return summary, [r for r in rows if r.id > through and r.role != MessageRole.SUMMARY]
 
 
+def set_aside_text(calls: Sequence[store.TranscriptCall]) -> str:
+    """What the model reads of the writes done in versions the user set aside."""
+    lines = [SET_ASIDE_OPENING]
+    for call in calls:
+        asked = json.dumps(call.input, ensure_ascii=False, sort_keys=True, default=str)
+        lines.append(f"- {call.name} {cut(scrub(asked), SET_ASIDE_INPUT_LIMIT)}: done")
+    return "\n".join(lines)
+
+
+def _set_aside_turn(calls: Sequence[store.TranscriptCall]) -> list[tuple[str, list[Block]]]:
+    """A user line telling the writes done in versions set aside (none: nothing)."""
+    return [("user", [TextBlock(set_aside_text(calls))])] if calls else []
+
+
 def row_turns(
     row: Message | store.TranscriptMessage,
     specs: Mapping[str, ToolSpec] | None = None,
@@ -108,7 +129,18 @@ def row_turns(
     """What one stored row adds to the model's messages, as ``(role, blocks)`` pieces:
     a user message; an assistant message and the user message with its calls' results;
     for an undo's note, a user line saying so; nothing for other notes and summaries.
-    Results of rows before ``stub_before`` are stubs."""
+    Results of rows before ``stub_before`` are stubs. A row where the path left versions
+    the user set aside is preceded by a user line naming the writes done in them."""
+    before = _set_aside_turn(getattr(row, "set_aside", ()))
+    after = _set_aside_turn(getattr(row, "left_after", ()))
+    return before + _own_turns(row, specs, stub_before) + after
+
+
+def _own_turns(
+    row: Message | store.TranscriptMessage,
+    specs: Mapping[str, ToolSpec] | None,
+    stub_before: int | None,
+) -> list[tuple[str, list[Block]]]:
     if row.role == MessageRole.USER:
         blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
         return [("user", [*blocks, TextBlock(row.text)])]

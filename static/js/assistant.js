@@ -5,7 +5,9 @@
   const toggle = () => document.getElementById("assistant-toggle");
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content || "";
   // What streams a turn: the three forms that start one, and the follower of a running turn.
-  const starters = ["chat-composer", "chat-decide", "chat-allow", "chat-retry"];
+  const starters = [
+    "chat-composer", "chat-decide", "chat-allow", "chat-retry", "chat-regenerate", "chat-edit",
+  ];
   const sources = [...starters, "chat-follow"];
   // The open conversation is remembered per user and org: ids of one org mean nothing in another.
   const conversationKey = () => {
@@ -391,6 +393,25 @@
     }
   });
   document.addEventListener("htmx:sse:after:message", () => { keepFocusInPanel(); scrollThread(); });
+
+  // Edit on the last message: its text in a box in place of the bubble, sent with Save and
+  // send (the thread's #chat-edit form); Cancel puts the bubble back as it was.
+  function setEditing(message, editing) {
+    const box = message?.querySelector(".msg-edit");
+    if (!box) return;
+    box.hidden = !editing;
+    message.querySelector(".bubble").hidden = editing;
+    message.querySelector(".msg-edit-open").hidden = editing;
+    const text = box.querySelector("textarea");
+    if (editing) { text.focus(); text.setSelectionRange(text.value.length, text.value.length); }
+    else { text.value = text.defaultValue; message.querySelector(".msg-edit-open").focus(); }
+  }
+  document.addEventListener("click", (event) => {
+    const open = event.target.closest(".msg-edit-open");
+    const cancel = event.target.closest(".msg-edit-cancel");
+    if (open) setEditing(open.closest(".msg"), true);
+    else if (cancel) setEditing(cancel.closest(".msg"), false);
+  });
 
   // Stop reaches the turn on whichever instance runs it; the stream then ends with "done".
   // The server says what happened: stopped, still stopping, or nothing was running (then the

@@ -129,8 +129,9 @@ def begin_retry(principal: Principal, conversation_id: int) -> Turn:
     store.get_conversation(principal, conversation_id)
 
     def opening() -> list[Progress]:
+        head_id = store.get_conversation(principal, conversation_id).head_id
         decisions.expire_overdue(principal, conversation_id)
-        last, _ = store.tail_state(conversation_id)
+        last, _ = store.tail_state(conversation_id, head_id=head_id)
         if last is None or last == (MessageRole.ASSISTANT, MessageStatus.COMPLETE):
             # Another tab's reply ended well meanwhile: a retry would answer twice.
             raise Conflict(NOTHING_TO_RETRY)
