@@ -382,3 +382,22 @@ def test_a_turn_on_a_branch_costs_the_statements_of_a_turn_on_a_flat_conversatio
     flat_cost = _statements(lambda: send(member, "Three", conversation_id=flat))
     branched_cost = _statements(lambda: send(member, "Three", conversation_id=branched))
     assert flat_cost > 10 and branched_cost == flat_cost
+
+
+def test_the_path_to_a_message_is_its_own_branch_up_to_it():
+    from dataclasses import dataclass as _dataclass
+
+    from monark.chat.branches import path_to
+
+    @_dataclass
+    class Row:
+        id: int
+        parent_id: int | None
+
+    flat = [Row(1, None), Row(2, None), Row(3, None), Row(4, None)]
+    assert [r.id for r in path_to(flat, 2, branched=False)] == [1, 2]
+    # 1 → 2 → 3, and 2 → 4 (a regenerated reply): 4's path skips 3, 3's stops at it.
+    tree = [Row(1, None), Row(2, 1), Row(3, 2), Row(4, 2), Row(5, 4)]
+    assert [r.id for r in path_to(tree, 4, branched=True)] == [1, 2, 4]
+    assert [r.id for r in path_to(tree, 3, branched=True)] == [1, 2, 3]
+    assert path_to(tree, 99, branched=True) == [] and path_to(flat, 99, branched=False) == []

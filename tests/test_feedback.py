@@ -133,3 +133,40 @@ def test_feedback_stays_in_its_org_and_with_moderators(login, world, fake_anthro
         ).all()
         == []
     )
+
+
+def test_a_moderator_reads_up_to_the_rated_reply_and_nothing_after(login, world, fake_anthropic):
+    browser, reply = replied(login, fake_anthropic, text="First question")
+    browser.post(f"/chat/messages/{reply}/feedback", {"rating": "down", "reason": "Vague"})
+    conversation_id = db.session.get(Message, reply).conversation_id
+    fake_anthropic.script.add([Say("A later answer.")])
+    later = browser.post(
+        "/chat/stream",
+        {"text": "kiwisecret", "conversation_id": str(conversation_id)},
+        headers={"HX-Request": "true"},
+    )
+    later.get_data()
+    later.close()
+    shown = soup_of(login("admin@acme.test").get(f"/moderation/feedback/{rows()[0].id}"))
+    text = shown.get_text()
+    assert "First question" in text and "A reply worth rating." in text
+    assert "kiwisecret" not in text and "A later answer." not in text
+
+
+def test_deleting_the_conversation_ends_its_sharing(login, world, fake_anthropic):
+    browser, reply = replied(login, fake_anthropic, text="Share this once")
+    browser.post(f"/chat/messages/{reply}/feedback", {"rating": "up"})
+    conversation_id = db.session.get(Message, reply).conversation_id
+    assert browser.post(f"/chat/conversations/{conversation_id}/delete").status_code == 200
+    admin = login("admin@acme.test")
+    listed = soup_of(admin.get("/moderation/feedback")).select_one("table[aria-label=Feedback]")
+    assert "no longer shared" in listed.get_text() and listed.select_one("tbody a") is None
+    refused = admin.get(f"/moderation/feedback/{rows()[0].id}")
+    assert refused.status_code == 404
+    assert "Share this once" not in refused.get_data(as_text=True)
+    assert (
+        db.session.scalars(
+            select(Event).where(Event.type == "chat.feedback.conversation_read")
+        ).all()
+        == []
+    )

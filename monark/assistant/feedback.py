@@ -27,6 +27,7 @@ from monark.extensions import db
 
 REASON_MAX = 1000  # characters of a reason
 PAGE_SIZE = 50  # feedback a moderator's page lists
+UNSHARED = "Its owner deleted that conversation: it is no longer shared."
 
 
 class Rating(StrEnum):
@@ -119,11 +120,13 @@ def ratings_of(principal: Principal, message_ids: Iterable[int]) -> dict[int, st
 
 
 def listed(principal: Principal, rating: str | None = None, page: int = 1):
-    """The org's feedback, newest first, with who gave it (moderators)."""
+    """The org's feedback, newest first, with who gave it and whether its conversation is
+    still shared (not deleted by its owner): (feedback, name, shared) rows (moderators)."""
     principal.require("chat.moderate")
     stmt = (
-        select(ReplyFeedback, User.name)
+        select(ReplyFeedback, User.name, ~Conversation.archived)
         .outerjoin(User, User.id == ReplyFeedback.user_id)
+        .join(Conversation, Conversation.id == ReplyFeedback.conversation_id)
         .where(ReplyFeedback.org_id == principal.org_id)
         .order_by(ReplyFeedback.updated_at.desc(), ReplyFeedback.id.desc())
     )
@@ -158,6 +161,8 @@ def shared_conversation(
     conversation = db.session.get(Conversation, found.conversation_id) if found else None
     if found is None or conversation is None or conversation.org_id != principal.org_id:
         raise NotFound("No such feedback in this organization.")
+    if conversation.archived:  # its owner deleted it: that ends the sharing
+        raise NotFound(UNSHARED)
     record_event(
         principal,
         "chat.feedback.conversation_read",

@@ -9,6 +9,7 @@ from flask import Blueprint, render_template, request
 from monark.assistant import feedback
 from monark.assistant.thread import load_messages, message_view
 from monark.assistant.views import bp
+from monark.chat.branches import path_to
 from monark.core.auth import guard, require_principal
 from monark.core.errors import ValidationFailed
 from monark.core.models import User
@@ -69,7 +70,10 @@ def feedback_conversation(feedback_id: int):
     """The conversation a piece of feedback points to, read-only; the reading is audited."""
     principal = require_principal()
     found, conversation = feedback.shared_conversation(principal, feedback_id)
-    messages = [message_view(m) for m in load_messages(conversation.id)]
+    # Up to the rated reply, along its own version: what the person shared, nothing after.
+    branched = conversation.head_id is not None
+    rows = path_to(load_messages(conversation.id), found.message_id, branched)
+    messages = [message_view(m) for m in rows]
     owner = db.session.get(User, conversation.creator_id) if conversation.creator_id else None
     return render_template(
         "moderation/conversation.html",

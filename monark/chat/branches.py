@@ -60,6 +60,17 @@ def active_path(rows: Sequence[Row], head_id: int | None) -> list[Row]:
     return path
 
 
+def path_to(rows: Sequence[Row], message_id: int, branched: bool) -> list[Row]:
+    """The rows from the first to ``message_id``, in order, along its own branch (what came
+    before it as its author saw it, and nothing after); none when it is not among ``rows``."""
+    if branched:
+        return active_path(rows, message_id) if any(r.id == message_id for r in rows) else []
+    for n, row in enumerate(rows):
+        if row.id == message_id:
+            return list(rows[: n + 1])
+    return []
+
+
 def _children(rows: Sequence[Row]) -> dict[int | None, list[Row]]:
     """Each parent's children, in order (the first messages are the children of None)."""
     children: dict[int | None, list[Row]] = defaultdict(list)
