@@ -24,7 +24,14 @@ from monark.notifications.models import Notification, NotificationPreference
 from monark.records.models import ModelField, Record, RecordModel, RecordValue
 from monark.search import index as _search_index  # noqa: F401  (its flush hook, its DDL)
 from monark.search.models import SearchDocument
-from monark.settings.models import OrgAiSettings, OrgBudget, OrgPrompt, ToolDay, UsageDay
+from monark.settings.models import (
+    OrgAiSettings,
+    OrgBudget,
+    OrgDay,
+    OrgPrompt,
+    ToolDay,
+    UsageDay,
+)
 from monark.wiki.models import WikiPage
 
 # On SQLite, ids are never reused (AUTOINCREMENT): without it, deleting the newest record and
@@ -49,6 +56,7 @@ __all__ = [
     "Org",
     "OrgAiSettings",
     "OrgBudget",
+    "OrgDay",
     "OrgPrompt",
     "Participant",
     "Record",

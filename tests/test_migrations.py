@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import date, timedelta
+from decimal import Decimal
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -12,7 +14,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from flask import Flask, current_app
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import JSON, column, func, insert, inspect, select, table, text
+from sqlalchemy import JSON, column, func, insert, inspect, select, table, text, update
 
 from monark import create_app
 from monark.approvals.models import Allowance
@@ -22,6 +24,7 @@ from monark.core.models import ApiKey, Event, Membership, Org, User, utcnow
 from monark.extensions import db
 from monark.records.models import ModelField, Record, RecordModel
 from monark.search.index import FTS_TABLE, VECTOR_COLUMN
+from monark.settings.models import OrgDay, UsageDay
 from tests import factories
 from tests.databases import is_postgres, new_postgres_database
 
@@ -239,6 +242,47 @@ def test_allowances_of_record_tools_end_when_they_gain_a_scope(migrated_app):
     with db.engine.connect() as conn:
         still = conn.execute(text("SELECT tool FROM chat_allowances WHERE revoked_at IS NULL"))
         assert still.scalars().all() == ["wiki_set_icon"]
+
+
+def test_the_orgs_day_totals_are_backfilled_and_then_kept_by_the_database(migrated_app):
+    upgrade(revision="0027_feedback")
+    org = {"id": 1, "name": "O", "slug": "o", "chat_enabled": True, "ai_agent_enabled": True}
+    org |= {"branding_enabled": False, "created_at": utcnow()}
+    day = date(2026, 11, 30)
+
+    def spent(user_id: int, model: str, cost: str, tokens: int, on: date = day) -> dict:
+        return {
+            "org_id": 1,
+            "day": on,
+            "user_id": user_id,
+            "provider": "p",
+            "model": model,
+            "replies": 1,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "cost": Decimal(cost),
+            "unpriced_tokens": tokens,
+            "unpriced_replies": 0,
+        }
+
+    with db.engine.begin() as conn:
+        conn.execute(insert(table("orgs", *(column(c) for c in org))), org)
+        conn.execute(
+            insert(UsageDay.__table__), [spent(5, "m", "0.5", 0), spent(6, "n", "0.25", 30)]
+        )
+    upgrade()
+    totals = select(OrgDay.day, OrgDay.cost, OrgDay.unpriced_tokens).order_by(OrgDay.day)
+    assert [tuple(r) for r in db.session.execute(totals)] == [(day, Decimal("0.75"), 30)]
+    with db.engine.begin() as conn:  # the migration's triggers keep them from now on
+        conn.execute(insert(UsageDay.__table__), spent(5, "m", "1", 0, day + timedelta(days=1)))
+        conn.execute(update(UsageDay.__table__).where(UsageDay.model == "n").values(cost=0))
+    assert [tuple(r) for r in db.session.execute(totals)] == [
+        (day, Decimal("0.5"), 30),
+        (day + timedelta(days=1), Decimal(1), 0),
+    ]
+    db.session.close()
 
 
 def test_a_keys_duplicate_conversations_are_merged_into_its_oldest(migrated_app):

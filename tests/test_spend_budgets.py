@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 from bs4 import BeautifulSoup
-from sqlalchemy import select
+from sqlalchemy import delete, func, select, update
 
 from monark.assistant.gates import check_gates
 from monark.chat.models import Message
@@ -18,7 +18,7 @@ from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import Event
 from monark.extensions import db
 from monark.settings import budgets
-from monark.settings.models import UsageDay
+from monark.settings.models import OrgDay, UsageDay
 from tests.llm_script import Call, Say
 from tests.tuning import configure
 
@@ -262,6 +262,72 @@ def test_a_new_month_mid_turn_starts_fresh(world, scripted, priced, monkeypatch)
             )
         )
     assert check_gates(member).code == "budget"
+
+
+def _org_days() -> tuple[list[tuple], list[tuple]]:
+    """The orgs' day totals, and the same sums of their day rows, by org and day."""
+    totals = db.session.execute(
+        select(OrgDay.org_id, OrgDay.day, OrgDay.cost, OrgDay.unpriced_tokens)
+        .where((OrgDay.cost != 0) | (OrgDay.unpriced_tokens != 0))
+        .order_by(OrgDay.org_id, OrgDay.day)
+    ).all()
+    sums = db.session.execute(
+        select(
+            UsageDay.org_id,
+            UsageDay.day,
+            func.sum(UsageDay.cost),
+            func.sum(UsageDay.unpriced_tokens),
+        )
+        .group_by(UsageDay.org_id, UsageDay.day)
+        .having((func.sum(UsageDay.cost) != 0) | (func.sum(UsageDay.unpriced_tokens) != 0))
+        .order_by(UsageDay.org_id, UsageDay.day)
+    ).all()
+    return [tuple(r) for r in totals], [tuple(r) for r in sums]
+
+
+def test_an_orgs_day_totals_follow_its_day_rows_whoever_writes_them(world, scripted, priced):
+    # The budget check reads the org's day totals: the database keeps them from the day
+    # rows, written by this instance's meter, by another's connection, changed or removed.
+    a, b, today = world.a.org.id, world.b.org.id, date.today()
+    yesterday = today - timedelta(days=1)
+    admin = world.a.principal("admin")
+    with db.engine.begin() as other:
+        other.execute(
+            UsageDay.__table__.insert(),
+            [
+                _spent_on(a, today, admin.user_id, "0.25") | {"unpriced_tokens": 0},
+                _spent_on(a, yesterday, admin.user_id, "0.125") | {"unpriced_tokens": 40},
+                _spent_on(b, today, world.b.principal("admin").user_id, "2")
+                | {"unpriced_tokens": 0},
+            ],
+        )
+    scripted.script.add([Say("Counted.")])
+    send_message(world.a.principal("member"), SendInput(text="Count me"))  # the meter's upsert
+    totals, sums = _org_days()
+    assert totals == sums
+    assert totals == [
+        (a, yesterday, Decimal("0.125"), 40),
+        (a, today, Decimal("0.25") + STEP, 0),
+        (b, today, Decimal(2), 0),
+    ]
+    # A row changed, moved to another day and org, and removed.
+    db.session.execute(
+        update(UsageDay).where(UsageDay.org_id == b).values(cost=UsageDay.cost + Decimal("0.5"))
+    )
+    db.session.execute(
+        update(UsageDay)
+        .where(UsageDay.day == yesterday)
+        .values(org_id=b, day=today - timedelta(days=2))
+    )
+    db.session.execute(delete(UsageDay).where(UsageDay.model == "elsewhere", UsageDay.org_id == a))
+    db.session.commit()
+    totals, sums = _org_days()
+    assert totals == sums
+    assert totals == [
+        (a, today, STEP, 0),
+        (b, today - timedelta(days=2), Decimal("0.125"), 40),
+        (b, today, Decimal("2.5"), 0),
+    ]
 
 
 def test_a_new_month_starts_fresh(world, priced):

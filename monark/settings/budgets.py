@@ -2,13 +2,14 @@
 tokens of models without a price), per member an optional daily cap in each; unset, the
 deployment's defaults (``BUDGET_*``), never above its ceilings.
 
-What was spent is read from the day rows (``settings.models.UsageDay``) in the database, so
-every instance sees the same spend. A turn reads the month's settled days once (``settled``:
-rows no reply adds to any more) and, after each reply, only the recent days' rows, which
-other instances' replies still add to. At 80% admins see a banner; at 100% the org's assistant
-pauses (``spend_check``, installed in the chat runtime: the gate says why and who can lift
-it, and a running turn ends after its step). A new month (UTC) starts fresh. Each change is
-audited, and so is each crossing of 80% and 100%, once per period.
+What was spent is read from the day rows in the database (the org's day totals,
+``settings.models.OrgDay``, which the database keeps from ``UsageDay``'s, and a member's own
+day rows), so every instance sees the same spend. A turn reads the month's settled days once
+(``settled``: days no reply adds to any more) and, after each reply, only the recent days'
+totals, which other instances' replies still add to. At 80% admins see a banner; at 100%
+the org's assistant pauses (``spend_check``, installed in the chat runtime: the gate says
+why and who can lift it, and a running turn ends after its step). A new month (UTC) starts
+fresh. Each change is audited, and so is each crossing of 80% and 100%, once per period.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, case, func, select, true, update
+from sqlalchemy import bindparam, func, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.core.errors import Forbidden, ValidationFailed
@@ -29,7 +30,7 @@ from monark.core.rbac import Principal
 from monark.core.settings import SPEND_MAX, spend_settings
 from monark.extensions import db
 from monark.settings import notices
-from monark.settings.models import OrgBudget, UsageDay
+from monark.settings.models import OrgBudget, OrgDay, UsageDay
 
 WARN_AT = Decimal("0.8")
 FIELDS = {
@@ -162,7 +163,7 @@ def limits_of(row: Any) -> Limits:
 
 def _spent(where: list[Any]) -> Spent:
     cost, tokens = db.session.execute(
-        select(func.sum(UsageDay.cost), func.sum(UsageDay.unpriced_tokens)).where(*where)
+        select(func.sum(OrgDay.cost), func.sum(OrgDay.unpriced_tokens)).where(*where)
     ).one()
     return Spent(cost if cost is not None else Decimal(0), int(tokens or 0))
 
@@ -174,9 +175,9 @@ def recent_since(day: date) -> date:
 
 
 SETTLED = (
-    select(func.sum(UsageDay.cost), func.sum(UsageDay.unpriced_tokens))
-    .where(UsageDay.org_id == bindparam("org"))
-    .where(UsageDay.day >= bindparam("start"), UsageDay.day < bindparam("since"))
+    select(func.sum(OrgDay.cost), func.sum(OrgDay.unpriced_tokens))
+    .where(OrgDay.org_id == bindparam("org"))
+    .where(OrgDay.day >= bindparam("start"), OrgDay.day < bindparam("since"))
 )
 
 
@@ -215,7 +216,7 @@ def status(org_id: int, today: date | None = None) -> Status:
     limits = limits_of(_row(org_id))
     if limits.monthly_cost is None and limits.monthly_tokens is None:
         return Status(limits, Spent(Decimal(0), 0), Decimal(0), period, renews)
-    spent = _spent([UsageDay.org_id == org_id, UsageDay.day >= start])
+    spent = _spent([OrgDay.org_id == org_id, OrgDay.day >= start])
     return Status(
         limits, spent, _share(spent, limits.monthly_cost, limits.monthly_tokens), period, renews
     )
@@ -281,40 +282,62 @@ def _user_trip_recorded(principal: Principal, today: date) -> bool:
     )
 
 
-_MINE = (UsageDay.user_id == bindparam("user")) & (UsageDay.day == bindparam("today"))
-# The org's budget row and its sums since ``since`` (the month's recent days, ``settled``
-# having the rest; or the whole month) and the member's day's, in one statement, built
-# once: this runs after every reply of a budgeted org, and building and running ORM
-# queries cost more than the query itself. ``settings.metering`` runs it with the reply's
-# day row counted in the same statement (PostgreSQL) or just after it.
-# The sums in a derived table of one row (an aggregate with no GROUP BY), joined to the
-# org's: no grouping of the rows by the budget's columns (a sort of them all) as before.
-_SUMS = (
+# The org's budget row, its sums since ``since`` (its day totals, ``OrgDay``: a row a day;
+# the month's recent days, ``settled`` having the rest, or the whole month) and the
+# member's day's (their few day rows), in one statement, built once: this runs after every
+# reply of a budgeted org, and building and running ORM queries cost more than the query
+# itself. ``settings.metering`` runs it with the reply's day row counted in the same
+# statement (PostgreSQL) or just after it. The sums in derived tables of one row (an
+# aggregate with no GROUP BY), joined to the org's.
+ORG_SINCE = [OrgDay.org_id == bindparam("org"), OrgDay.day >= bindparam("since")]
+_ORG_SUMS = (
+    select(
+        func.sum(OrgDay.cost).label("cost"),
+        func.sum(OrgDay.unpriced_tokens).label("tokens"),
+    )
+    .where(*ORG_SINCE)
+    .subquery("spent")
+)
+_MY_SUMS = (
     select(
         func.sum(UsageDay.cost).label("cost"),
         func.sum(UsageDay.unpriced_tokens).label("tokens"),
-        func.sum(case((_MINE, UsageDay.cost), else_=None)).label("my_cost"),
-        func.sum(case((_MINE, UsageDay.unpriced_tokens), else_=None)).label("my_tokens"),
     )
-    .where(UsageDay.org_id == bindparam("org"), UsageDay.day >= bindparam("since"))
-    .subquery("spent")
+    .where(
+        UsageDay.org_id == bindparam("org"),
+        UsageDay.day == bindparam("today"),
+        UsageDay.user_id == bindparam("user"),
+    )
+    .subquery("mine")
 )
+LIMIT_NAMES = ("monthly_cost", "monthly_tokens", "user_daily_cost", "user_daily_tokens")
 CHECK = (
     select(
-        OrgBudget.monthly_cost,
-        OrgBudget.monthly_tokens,
-        OrgBudget.user_daily_cost,
-        OrgBudget.user_daily_tokens,
-        _SUMS.c.cost,
-        _SUMS.c.tokens,
-        _SUMS.c.my_cost,
-        _SUMS.c.my_tokens,
+        *(getattr(OrgBudget, name) for name in LIMIT_NAMES),
+        _ORG_SUMS.c.cost,
+        _ORG_SUMS.c.tokens,
+        _MY_SUMS.c.cost,
+        _MY_SUMS.c.tokens,
     )
     .select_from(Org)
     .outerjoin(OrgBudget, OrgBudget.org_id == Org.id)
-    .join(_SUMS, true())
+    .join(_ORG_SUMS, true())
+    .join(_MY_SUMS, true())
     .where(Org.id == bindparam("org"))
 )
+
+
+class Sums(NamedTuple):
+    """``CHECK``'s row: the org's budget, its spend since ``since`` and the member's today."""
+
+    monthly_cost: Decimal | None
+    monthly_tokens: int | None
+    user_daily_cost: Decimal | None
+    user_daily_tokens: int | None
+    cost: Decimal | None
+    tokens: int | None
+    my_cost: Decimal | None
+    my_tokens: int | None
 
 
 def check_params(principal: Principal, today: date, since: date) -> dict[str, Any]:

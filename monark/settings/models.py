@@ -1,12 +1,23 @@
 """The settings feature's own tables: which model an org talks to, its budget for the
-assistant's spend, what its replies used each day, and its past days' tool calls."""
+assistant's spend, what its replies used each day (and the org's total of each day, kept
+by the database), and its past days' tool calls."""
 
 from __future__ import annotations
 
 from datetime import date, datetime
 from decimal import Decimal
 
-from sqlalchemy import JSON, BigInteger, Date, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import (
+    DDL,
+    JSON,
+    BigInteger,
+    Date,
+    ForeignKey,
+    String,
+    Text,
+    UniqueConstraint,
+    event,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from monark.core.models import utcnow
@@ -101,6 +112,72 @@ class UsageDay(db.Model):
     cost: Mapped[Decimal] = mapped_column(Money(), default=Decimal(0))
     unpriced_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     unpriced_replies: Mapped[int] = mapped_column(default=0)
+
+
+class OrgDay(db.Model):
+    """What an org's replies cost one day (UTC), all members and models together: the sums
+    of its day rows (``UsageDay``), kept by the database's triggers on them (``*_ORG_DAY_DDL``)
+    whoever writes them, so a budget check reads one row a day instead of every member's."""
+
+    __tablename__ = "usage_org_days"
+    __table_args__ = (UniqueConstraint("org_id", "day"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    day: Mapped[date] = mapped_column(Date)  # UTC
+    cost: Mapped[Decimal] = mapped_column(Money(), default=Decimal(0))
+    unpriced_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+# The triggers that keep ``OrgDay`` the sum of the day rows: a reply's upsert changes one
+# row, its day's total follows in the same statement (the common case, a row added to on
+# its own key, in one statement). The migration (0030_budget) runs the same statements.
+# SQLite's batch migrations copy a table without its triggers: one that rebuilds
+# chat_usage_days must create these again.
+_ADD = (
+    "INSERT INTO usage_org_days (org_id, day, cost, unpriced_tokens)"
+    " VALUES (new.org_id, new.day, new.cost, new.unpriced_tokens)"
+    " ON CONFLICT (org_id, day) DO UPDATE SET cost = usage_org_days.cost + excluded.cost,"
+    " unpriced_tokens = usage_org_days.unpriced_tokens + excluded.unpriced_tokens;"
+)
+_TAKE = (
+    "UPDATE usage_org_days SET cost = cost - old.cost,"
+    " unpriced_tokens = unpriced_tokens - old.unpriced_tokens"
+    " WHERE org_id = old.org_id AND day = old.day;"
+)
+_SAME_KEY = "new.org_id = old.org_id AND new.day = old.day"
+SQLITE_ORG_DAY_DDL = (
+    f"CREATE TRIGGER chat_usage_days_org_ai AFTER INSERT ON chat_usage_days BEGIN {_ADD} END",
+    "CREATE TRIGGER chat_usage_days_org_au AFTER UPDATE OF cost, unpriced_tokens"
+    f" ON chat_usage_days WHEN {_SAME_KEY} BEGIN"
+    " UPDATE usage_org_days SET cost = cost + new.cost - old.cost,"
+    " unpriced_tokens = unpriced_tokens + new.unpriced_tokens - old.unpriced_tokens"
+    " WHERE org_id = new.org_id AND day = new.day; END",
+    "CREATE TRIGGER chat_usage_days_org_am AFTER UPDATE OF org_id, day, cost, unpriced_tokens"
+    f" ON chat_usage_days WHEN NOT ({_SAME_KEY}) BEGIN {_TAKE} {_ADD} END",
+    f"CREATE TRIGGER chat_usage_days_org_ad AFTER DELETE ON chat_usage_days BEGIN {_TAKE} END",
+)
+POSTGRES_ORG_DAY_DDL = (
+    "CREATE OR REPLACE FUNCTION usage_org_days_count() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " BEGIN"
+    f" IF TG_OP = 'UPDATE' AND {_SAME_KEY.replace('new.', 'NEW.').replace('old.', 'OLD.')} THEN"
+    " UPDATE usage_org_days SET cost = cost + NEW.cost - OLD.cost,"
+    " unpriced_tokens = unpriced_tokens + NEW.unpriced_tokens - OLD.unpriced_tokens"
+    " WHERE org_id = NEW.org_id AND day = NEW.day;"
+    " RETURN NULL;"
+    " END IF;"
+    f" IF TG_OP <> 'INSERT' THEN {_TAKE.replace('old.', 'OLD.')} END IF;"
+    f" IF TG_OP <> 'DELETE' THEN {_ADD.replace('new.', 'NEW.')} END IF;"
+    " RETURN NULL;"
+    " END $$",
+    "CREATE TRIGGER chat_usage_days_org_days"
+    " AFTER INSERT OR DELETE OR UPDATE OF org_id, day, cost, unpriced_tokens"
+    " ON chat_usage_days FOR EACH ROW EXECUTE FUNCTION usage_org_days_count()",
+)
+for _sql in SQLITE_ORG_DAY_DDL:
+    event.listen(UsageDay.__table__, "after_create", DDL(_sql).execute_if(dialect="sqlite"))
+for _sql in POSTGRES_ORG_DAY_DDL:
+    event.listen(UsageDay.__table__, "after_create", DDL(_sql).execute_if(dialect="postgresql"))
 
 
 class OrgPrompt(db.Model):
