@@ -16,15 +16,17 @@ to a model step.
 2. Accounting per model step, side by side: storing a reply's usage as the loop does
    (``settings.metering.charge``: the cost from the price table, exact, the upsert of its day
    row and the budget check after it, with a monthly budget and a member's daily cap set, so
-   it reads the org's recent days and the member's day; on PostgreSQL one statement does
-   both; the month's settled days are read once a turn, by its first step, so the budget is
-   resolved anew every ``TURN`` steps, outside the timing, as a turn does), and the same for
-   an org with no budget (the turn's resolver read none, so nothing is checked), against
-   storing only its four token counts (accounting off), each followed by the commit the loop
-   makes, in short alternating blocks. The steps run on the month's last day (budgets'
-   clock moved there, the reply dated then) with a day row for every member and model on
-   each day of the month still to come, so the month holds its most rows (members by models
-   by days): the case a check reading the whole month's rows after every reply made slow.
+   it reads the org's recent days' totals (``usage_org_days``, a row a day, which the
+   database's triggers keep from the day rows) and the member's day rows, in one statement
+   with the upsert; the month's settled days are read once a turn, by its first step, so
+   the budget is resolved anew every ``TURN`` steps, outside the timing, as a turn does),
+   and the same for an org with no budget (the turn's resolver read none, so nothing is
+   checked), against storing only its four token counts (accounting off), each followed by
+   the commit the loop makes, in short alternating blocks. The steps run on the month's last
+   day (budgets' clock moved there, the reply dated then) with a day row for every member
+   and model on each day of the month still to come, so the month holds its most rows
+   (members by models by days): the case a check reading every row after each reply made
+   slow.
    Target: the median difference under 1 ms, both ways.
 
     .venv/bin/python bench/usage_bench.py [--replies 1000000] [--database-url postgresql+psycopg://...]

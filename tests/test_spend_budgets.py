@@ -367,6 +367,45 @@ def test_tokens_of_models_without_a_price_and_a_members_daily_cap(
     assert check_gates(admin).code == "budget"  # the org's tokens are used up
 
 
+def test_a_members_daily_cap_counts_their_other_rows_today_and_each_reply_once(
+    world, scripted, priced
+):
+    # The member's cap (0.0013) with 0.0005 already spent today on another model (another
+    # instance's row), more yesterday on this one and much more by the admin today: the
+    # first step (0.000624) leaves them under it, the second takes them over, and the turn
+    # pauses before a third.
+    admin, member = world.a.principal("admin"), world.a.principal("member")
+    budgets.set_budget(admin, {"user_daily_cost": "0.0013"})
+    today, org_id = date.today(), world.a.org.id
+    yesterday = _spent_on(org_id, today - timedelta(days=1), member.user_id, "0.0009")
+    with db.engine.begin() as other:
+        other.execute(
+            UsageDay.__table__.insert(),
+            [
+                _spent_on(org_id, today, member.user_id, "0.0005"),
+                yesterday | {"model": "claude-sonnet-4-5"},
+                _spent_on(org_id, today, admin.user_id, "1"),
+            ],
+        )
+    scripted.script.add(
+        [Call("records_list", {"model": "tasks", "limit": 2})],
+        [Call("records_list", {"model": "tasks", "limit": 3})],
+        [Say("Never said: the cap was reached before this step.")],
+    )
+    result = send_message(member, SendInput(text="List them twice"))
+    assert result.status == "paused"
+    assert scripted.script.remaining == 1
+    note = db.session.scalars(
+        select(Message)
+        .where(Message.conversation_id == result.conversation_id)
+        .order_by(Message.seq.desc())
+        .limit(1)
+    ).one()
+    assert note.role == "note" and "daily cap" in note.text
+    assert check_gates(world.a.principal("owner")).open  # a member's cap is theirs alone
+    assert check_gates(admin).code == "budget"  # the admin's own 1 dollar today is over it
+
+
 def test_the_deployments_default_and_ceiling(world, app, monkeypatch):
     configure(monkeypatch, app, BUDGET_MONTHLY_COST="10", BUDGET_COST_CEILING="50")
     admin = world.a.principal("admin")

@@ -9,10 +9,11 @@ not name, or a provider that reported no usage) adds its tokens to ``unpriced_to
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import bindparam
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from monark.chat.host import Charge, count_tokens
@@ -21,7 +22,7 @@ from monark.core import metrics
 from monark.core.models import utcnow
 from monark.extensions import db
 from monark.settings import budgets
-from monark.settings.models import NO_USER, UsageDay
+from monark.settings.models import NO_USER, OrgBudget, OrgDay, UsageDay
 from monark.settings.prices import Price, cost_of
 
 # The columns a reply adds to (the rest are its row's key).
@@ -60,13 +61,14 @@ def charge(reply: Charge) -> str | None:
     # rows after every reply: another instance's replies today count at once.
     since, past = budgets.settled(budget, principal.org_id, today)
     params = budgets.check_params(principal, today, since)
+    spent = budgets.Spent(values["cost"], values["unpriced_tokens"])
     if dialect == "postgresql":  # one round trip: the day row counted by the check itself
         row = connection.execute(_counted_check(), params | values).first()
-    else:  # in process: the check, then the count (both see the spend without this reply)
-        row = connection.execute(budgets.CHECK, params).first()
-        connection.execute(_upsert(dialect), values)
-    spent = budgets.Spent(values["cost"], values["unpriced_tokens"])
+    else:  # one statement too: the count, returning the check's sums
+        returned = connection.execute(_returning_check(), params | values).one()
     counted = budgets.Reply(values["day"], values["user_id"], spent)
+    if dialect != "postgresql":
+        row = _without_reply(returned, counted, principal.user_id, today)
     return budgets.checked(principal, row, today, record=True, reply=counted, past=past)
 
 
@@ -133,6 +135,60 @@ def _upsert(dialect: str) -> Any:
             set_={name: table.c[name] + statement.excluded[name] for name in SUMMED},
         )
     return found
+
+
+def _returning_check() -> Any:
+    """SQLite's: the day row's upsert ``RETURNING`` the org's budget, its sums since
+    ``since`` (its day totals, which the triggers change only after the statement's
+    ``RETURNING`` is computed: without the reply), the member's other day rows today (all
+    but the reply's own) and the reply's own row as the upsert left it."""
+    found = _UPSERTS.get("returning")
+    if found is None:
+        mine = [
+            UsageDay.org_id == bindparam("org"),
+            UsageDay.day == bindparam("today"),
+            UsageDay.user_id == bindparam("user"),
+        ]
+        # Not the reply's own row, whichever way SQLite lets a subquery see it: it comes
+        # from the row the upsert returns.
+        own = (
+            (UsageDay.day == bindparam("day"))
+            & (UsageDay.provider == bindparam("provider"))
+            & (UsageDay.model == bindparam("model"))
+        )
+        others = [*mine, ~own]
+        found = _UPSERTS["returning"] = _upsert("sqlite").returning(
+            *(_budget(name) for name in budgets.LIMIT_NAMES),
+            _summed(OrgDay.cost, budgets.ORG_SINCE),
+            _summed(OrgDay.unpriced_tokens, budgets.ORG_SINCE),
+            _summed(UsageDay.cost, others),
+            _summed(UsageDay.unpriced_tokens, others),
+            UsageDay.cost,
+            UsageDay.unpriced_tokens,
+        )
+    return found
+
+
+def _budget(name: str) -> Any:
+    column = getattr(OrgBudget, name)
+    return select(column).where(OrgBudget.org_id == bindparam("org")).scalar_subquery().label(name)
+
+
+def _summed(column: Any, where: list[Any]) -> Any:
+    return select(func.sum(column)).where(*where).scalar_subquery()
+
+
+def _without_reply(
+    row: Any, reply: budgets.Reply, user_id: int | None, today: date
+) -> budgets.Sums:
+    """``budgets.CHECK``'s row from ``_returning_check``'s: the member's day without the
+    reply (``budgets.checked`` adds it), from their other rows and the reply's own."""
+    cost, tokens = (value or 0 for value in row[6:8])
+    own_cost, own_tokens = row[8:]
+    if reply.day == today and reply.user_id == user_id:  # the reply's row is the member's day's
+        cost += own_cost - reply.spent.cost
+        tokens += own_tokens - reply.spent.unpriced_tokens
+    return budgets.Sums(*row[:6], cost, tokens)
 
 
 def _counted_check() -> Any:
