@@ -286,9 +286,10 @@ def _user_trip_recorded(principal: Principal, today: date) -> bool:
 # the month's recent days, ``settled`` having the rest, or the whole month) and the
 # member's day's (their few day rows), in one statement, built once: this runs after every
 # reply of a budgeted org, and building and running ORM queries cost more than the query
-# itself. ``settings.metering`` runs it with the reply's day row counted in the same
-# statement (PostgreSQL) or just after it. The sums in derived tables of one row (an
-# aggregate with no GROUP BY), joined to the org's.
+# itself. After a reply ``settings.metering`` counts its day row in the same statement:
+# this one with the upsert as its ``WITH`` (PostgreSQL), or the upsert returning the same
+# sums (SQLite). The sums in derived tables of one row (an aggregate with no GROUP BY),
+# joined to the org's.
 ORG_SINCE = [OrgDay.org_id == bindparam("org"), OrgDay.day >= bindparam("since")]
 _ORG_SUMS = (
     select(
