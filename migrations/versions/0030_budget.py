@@ -1,7 +1,7 @@
 """Budgets: an org's total of each day (usage_org_days), kept by triggers on the day rows
 
 Revision ID: 0030_budget
-Revises: 0027_feedback
+Revises: 0028_branches
 Create Date: 2026-12-03 14:30:00
 
 """
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = "0030_budget"
-down_revision = "0027_feedback"
+down_revision = "0028_branches"
 branch_labels = None
 depends_on = None
 
