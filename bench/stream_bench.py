@@ -17,8 +17,8 @@ The database is a temporary SQLite file prepared with ``flask --app app db upgra
    minus the baseline median. One stream at a time, one token every 5 ms, 100 tokens per
    turn, the first 50 ms after the request (a model's time to first token, short of any real
    one's), after a warm-up turn (the first turn imports the SDK). Tokens that come within one
-   frame interval (25 ms) of the last frame go out together in the next, so at 5 ms a token
-   most wait; a reply's first token never does. Also printed: the bytes of a text frame (the
+   frame interval (25 ms) of the last frame go out together in the next (at a token every 5 ms
+   most wait); a reply's first token never does. Also printed: the bytes of a text frame (the
    SSE frame, and on the wire with HTTP chunked framing), and tokens per frame.
 
 2. CPU per streamed token. ``--cpu RATE:STREAMS,...`` (default 16 streams at 20 tokens a
