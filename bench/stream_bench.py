@@ -1,6 +1,6 @@
-"""Benchmark of the assistant's SSE streaming: per-token latency and concurrent turns.
+"""The assistant's SSE streaming: token latency, CPU per token, concurrent turns, memory.
 
-Both parts run against the real app served by gunicorn (``--worker-class gthread --workers 1
+Every part runs against the real app served by gunicorn (``--worker-class gthread --workers 1
 --threads N``) as a subprocess on 127.0.0.1, with the real ``AnthropicProvider`` (the official
 SDK) pointed at the fake Messages API of ``tests/fake_anthropic.py`` running in this process.
 The database is a temporary SQLite file prepared with ``flask --app app db upgrade`` and
@@ -15,47 +15,61 @@ The database is a temporary SQLite file prepared with ``flask --app app db upgra
    fake read directly by the same kind of raw client (fake -> client, no app); turns of the
    two paths alternate. App-added latency per token = (arrival - send, through the app)
    minus the baseline median. One stream at a time, one token every 5 ms, 100 tokens per
-   turn, after a warm-up turn (the first turn imports the SDK). Also printed: bytes per
-   token frame (the SSE frame, and on the wire with HTTP chunked framing) and whether tokens
-   are flushed one by one (each token's frame arrives before the fake sends the next token).
+   turn, the first 50 ms after the request (a model's time to first token, short of any real
+   one's), after a warm-up turn (the first turn imports the SDK). Tokens that come within one
+   frame interval (25 ms) of the last frame go out together in the next (at a token every 5 ms
+   most wait); a reply's first token never does. Also printed: the bytes of a text frame (the
+   SSE frame, and on the wire with HTTP chunked framing), and tokens per frame.
 
-2. How many concurrent streaming turns one gunicorn process holds while the records page
+2. CPU per streamed token. ``--cpu RATE:STREAMS,...`` (default 16 streams at 20 tokens a
+   second, 8 at 200): that many turns stream long replies at once, and the gunicorn worker's
+   CPU over a window in which they only stream (none starts or ends) is divided by the
+   tokens delivered in it. Beside it, the SDK alone: one thread of this process reading the
+   fake at the same rate as the adapter reads it (``Stream.raw_events``, each event's JSON),
+   its thread CPU per token: the floor the official SDK sets. With py-spy installed (the
+   dev extra) it also says where a token's CPU goes: the CPU of each worker thread by role
+   (provider reader, turn, watcher, lease keeper), and py-spy's samples of the threads
+   holding the GIL, counted by the code they are in (the SDK, the loop, the progress log,
+   rendering, SSE and the socket, the database).
+
+3. How many concurrent streaming turns one gunicorn process holds while the records page
    (``GET /models/tasks/records``, signed in, a full HTML page) keeps p95 under 200 ms.
    The fake streams 40 tokens at 50 ms, so a turn lasts ~2 s. At each level, that many
    client threads post turns back to back (each continues its own conversation) while
    another thread requests the records page every 75 ms. Printed per level: the records
    latency, the turns completed in the window and their duration, the token latency
    (fake send -> frame on the client's socket) of every stream, the CPU used by the
-   gunicorn worker and by this process (in cores), and the errors, with the app's own
-   error lines from gunicorn's log. Levels ramp 0 (records alone), 1, 4, 8, 16, 32, 48, 64,
-   80, 96 and stop after the first failing level (p95 >= 200 ms or any error).
+   gunicorn worker and by this process (in cores), its resident memory, and the errors,
+   with the app's own error lines from gunicorn's log. Levels ramp 0 (records alone), 1,
+   16, 32, 64, 96 and 128 and stop after the first failing level (p95 >= 200 ms or any
+   error). The worker's CPU per streamed token here is its CPU beyond what the records
+   probe alone costs at level 0, over the tokens delivered in the window: with 2 s turns it
+   carries each turn's own cost (sending, storing, drawing), which part 2 leaves out.
 
-   Each streaming turn holds one gunicorn request thread for its whole duration (plus one
-   assistant worker thread), so ``--threads`` (default 128) is set above the highest level
-   and is not the limit measured here. With ``--threads T`` a process can stream at most
-   T - 1 turns before pages queue behind them: ``--threads 8 --levels 0,4,7,8`` shows it.
+   Each streaming turn holds one gunicorn request thread for its whole duration (plus a
+   turn thread and a provider reader), so ``--threads`` (default 160) is set above the
+   highest level and is not the limit measured here. With ``--threads T`` a process can
+   stream at most T - 1 turns before pages queue behind them: ``--threads 8 --levels
+   0,4,7,8`` shows it.
 
-Also printed per level: the worker's CPU per streamed token (its CPU beyond what the records
-probe alone costs at level 0, over the tokens delivered in the window).
+4. Memory: the worker's resident set idle (after the first parts) and at the busiest level
+   of part 3, and from the two what one conversation that streams holds.
 
-Each turn runs on its own (``chat.turn``) and the response watches its progress log; tokens
-that come faster than a watcher writes them share one frame, so a marker is timed by the
-frame that carries it.
-
-Targets (exit 1 when missed): tokens are flushed one by one (at least 99% of token frames
-arrive before the next token is sent); the app adds less than 1 ms per token at the median;
-and the process holds at least ``--min-streams`` (default 32) concurrent turns with the
-records page p95 under 200 ms and no errors.
+Targets (exit 1 when missed): a reply's first token is not held back (the app adds < 1 ms
+at the median) and no token waits past a frame (< 25 ms added at the median); at most
+0.3 ms of CPU per token at 20 tokens a second and 0.1 ms at 200; and the process holds at
+least ``--min-streams`` (default 128) concurrent turns with the records page p95 under
+200 ms and no errors.
 
 The machine matters: the app is one Python process (one core's worth of Python at most)
 and this process runs the fake provider and every client on the same machine; other load
 on the machine shows up in the tails. ``--wal`` puts the SQLite file in WAL mode (which the
 app does not do) to compare; ``--log FILE`` keeps gunicorn's log.
 
-Run from the repo root (about two minutes)::
+Run from the repo root (about five minutes)::
 
     .venv/bin/python bench/stream_bench.py
-    .venv/bin/python bench/stream_bench.py --threads 200 --levels 48,64,80,96,128 --wal
+    .venv/bin/python bench/stream_bench.py --cpu 20:64,200:16 --levels 0,32,64 --wal
 """
 
 from __future__ import annotations
@@ -96,8 +110,11 @@ HOST = "127.0.0.1"
 EMAIL, PASSWORD = "ada@acme.test", "monark-demo"
 RECORDS_PATH = "/models/tasks/records"
 RECORDS_P95_MS = 200.0
-FLUSH_SHARE = 0.99
-ADDED_MEDIAN_MS = 1.0
+ADDED_MEDIAN_MS = 1.0  # a reply's first token: never held back
+FRAME_MS = 25.0  # what comes within one frame interval goes out as one frame
+FIRST_TOKEN_S = 0.05  # the fake's time to a reply's first token
+# CPU per streamed token, at (tokens a second per stream): at most (ms).
+CPU_TARGETS = {20: 0.3, 200: 0.1}
 
 MARKER = re.compile(r"t\d{6}")
 # A token's frame through the app, and through the fake directly.
@@ -146,6 +163,10 @@ class TimedFake(FakeAnthropic):
         self.recording = False
 
     def _send(self, handler: Any, event: str, data: dict) -> None:
+        if event == "content_block_start" and self.chunk_delay:
+            # A model takes a while to its first token (real ones hundreds of ms); meanwhile
+            # the app draws the empty reply, which a first token sent at once would wait for.
+            time.sleep(FIRST_TOKEN_S)
         super()._send(handler, event, data)
         if self.recording and event == "content_block_delta":
             match = MARKER.search(data["delta"].get("text", ""))
@@ -363,7 +384,9 @@ class TokenResult:
     baseline_ms: list[float]
     app_ms: list[float]
     added_ms: list[float]
-    flushed_share: float
+    first_added_ms: list[float]  # each reply's first token
+    first_alone: float  # share of replies whose first frame carries only the first token
+    tokens_per_frame: float
     sse_bytes: float
     wire_bytes: float
     fake_bytes: float
@@ -381,7 +404,9 @@ def measure_tokens(port: int, auth: Auth, fake: TimedFake, turns: int, tokens: i
     fake.configure(tokens, delay, recording=True)
     baseline: list[float] = []
     through_app: list[float] = []
-    flushed = total = 0
+    first_tokens: list[float] = []
+    alone = 0
+    frame_count = 0
     sse_sizes: list[int] = []
     wire_sizes: list[int] = []
     fake_sizes: list[int] = []
@@ -398,21 +423,25 @@ def measure_tokens(port: int, auth: Auth, fake: TimedFake, turns: int, tokens: i
             raise SystemExit(f"app turn: {status}, {len(reply.arrivals)} of {tokens} tokens")
         for marker, arrived in reply.arrivals.items():
             through_app.append((arrived - fake.sent[marker]) / 1e6)
-        ordered = sorted(reply.arrivals)
-        for this, following in itertools.pairwise(ordered):
-            total += 1
-            flushed += reply.arrivals[this] < fake.sent[following]
-        sse_sizes += [end - start for _, start, end in reply.frames]
-        ends = [end for _, _, end in reply.frames]
+        first = min(reply.arrivals)  # markers count up: the reply's first token
+        first_tokens.append((reply.arrivals[first] - fake.sent[first]) / 1e6)
+        first_end = next(end for marker, _, end in reply.frames if marker == first)
+        alone += sum(1 for _, _, end in reply.frames if end == first_end) == 1
+        frame_count += len({end for _, _, end in reply.frames})
+        sse_sizes += list({end: end - start for _, start, end in reply.frames}.values())
+        ends = sorted({end for _, _, end in reply.frames})  # a frame may carry several
         wire_sizes += [b - a for a, b in itertools.pairwise(ends)]
     fake.configure(tokens, 0.0, recording=False)
     base = statistics.median(baseline)
+    first_added = [t - base for t in first_tokens]
     return TokenResult(
         tokens=len(through_app),
         baseline_ms=baseline,
         app_ms=through_app,
         added_ms=[t - base for t in through_app],
-        flushed_share=flushed / total,
+        first_added_ms=first_added,
+        first_alone=alone / turns,
+        tokens_per_frame=len(through_app) / max(1, frame_count),
         sse_bytes=statistics.median(sse_sizes),
         wire_bytes=statistics.median(wire_sizes),
         fake_bytes=statistics.median(fake_sizes),
@@ -420,7 +449,204 @@ def measure_tokens(port: int, auth: Auth, fake: TimedFake, turns: int, tokens: i
     )
 
 
-# ---- 2. concurrent turns ------------------------------------------------------------------
+# ---- 2. CPU per streamed token ------------------------------------------------------------
+
+# Where a token's CPU goes, by the frames py-spy samples while the GIL is held: the first
+# of these a stack names (innermost frame first) takes the sample.
+COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
+    ("SDK event parsing + provider socket", ("anthropic/", "httpx2/", "httpcore2/", "h11/")),
+    ("rendering (templates, Markdown)", ("jinja2/", "markdown_it/", "markupsafe/", "markdown.py")),
+    ("database", ("sqlalchemy/", "sqlite3/", "psycopg/")),
+    ("SSE encoding + client socket", ("gunicorn/", "werkzeug/", "flask/", "assistant/stream.py")),
+    ("progress log + broker", ("core/broker.py", "turn/progress.py", "turn/run.py")),
+    ("lease keeper, partial saves", ("turn/keeper.py", "turn/lease.py")),
+    ("the loop (reader hand-off, frames)", ("chat/streaming.py", "chat/loop.py", "chat/llm/")),
+]
+ROLES = {  # a worker thread, by what its stack names
+    "_pump": "provider reader (SDK, provider socket)",
+    "run_turn": "turn (the loop, progress-log appends)",
+    "watch_turn": "watcher (log reads, SSE, client socket)",
+    "LeaseKeeper": "lease keeper (renewals, partial saves)",
+}
+
+
+@dataclass
+class Steady:
+    rate: int  # tokens a second per stream, asked of the fake
+    streams: int
+    window: float
+    tokens: int = 0  # delivered in the window
+    frames: int = 0
+    app_cpu: float = 0.0  # worker CPU seconds in the window
+    roles: Counter = field(default_factory=Counter)  # CPU seconds per thread role
+    components: Counter = field(default_factory=Counter)  # py-spy samples per component
+    sdk_floor_ms: float = 0.0  # the SDK alone, reading the same stream
+    errors: Counter = field(default_factory=Counter)
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.app_cpu * 1000 / self.tokens if self.tokens else float("inf")
+
+
+def worker_pid(master_pid: int) -> int:
+    with open(f"/proc/{master_pid}/task/{master_pid}/children") as f:
+        return int(f.read().split()[0])
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` (VmRSS), in MB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def py_spy() -> Path | None:
+    found = VENV_BIN / "py-spy"
+    return found if found.exists() else None
+
+
+def thread_roles(pid: int) -> dict[int, str]:
+    """Each thread of ``pid`` and its role, from one ``py-spy dump``."""
+    spy = py_spy()
+    if spy is None:
+        return {}
+    dump = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True)
+    roles: dict[int, str] = {}
+    for block in dump.stdout.split("\nThread ")[1:]:
+        tid = int(block.split()[0], 0)
+        roles[tid] = next((role for key, role in ROLES.items() if key in block), "other")
+    return roles
+
+
+def thread_cpu(pid: int, tids: list[int]) -> dict[int, float]:
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in tids:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+            out[tid] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def components(raw: Path) -> Counter:
+    """py-spy's raw (collapsed) stacks, each sample counted for its component."""
+    counts: Counter = Counter()
+    if not raw.exists():
+        return counts
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")[::-1]  # innermost first
+        name = next(
+            (
+                label
+                for frame in frames
+                for label, keys in COMPONENTS
+                if any(key in frame for key in keys)
+            ),
+            "other (threads, waits)",
+        )
+        counts[name] += int(n)
+    return counts
+
+
+def sdk_floor(fake: TimedFake, rate: int, seconds: float) -> float:
+    """Thread CPU (ms) per token of the SDK alone reading the fake at ``rate`` tokens a
+    second, as the adapter reads it (``Stream.raw_events`` and each event's JSON)."""
+    import anthropic
+
+    tokens = max(20, int(rate * seconds))
+    fake.configure(tokens, 1 / rate, recording=False)
+    client = anthropic.Anthropic(api_key="test", base_url=fake.url, max_retries=0)
+    result: list[float] = []
+
+    def read() -> None:
+        stream = client.messages.create(
+            model="bench",
+            max_tokens=1024,
+            messages=[{"role": "user", "content": "Count."}],
+            stream=True,
+        )
+        start = time.thread_time()
+        count = 0
+        for event in anthropic.Stream.raw_events(stream.response):
+            if event.event and event.data:
+                event.json()
+                count += event.event == "content_block_delta"
+        result.append((time.thread_time() - start) * 1000 / max(1, count))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(seconds + 60)
+    client.close()
+    return result[0] if result else float("nan")
+
+
+def run_steady(
+    port: int, master_pid: int, auth: Auth, fake: TimedFake, streams: int, rate: int, window: float
+) -> Steady:
+    """``streams`` turns streaming ``rate`` tokens a second each, for longer than the
+    window: the worker's CPU over the window (no turn starts or ends in it), per token."""
+    result = Steady(rate, streams, window)
+    ramp = 1.0
+    tokens = int((ramp + 1.5 + window + 3.0) * rate)
+    fake.configure(tokens, 1 / rate, recording=True)
+    replies: list[Reply] = []
+    lock = threading.Lock()
+
+    def one(delay: float) -> None:
+        time.sleep(delay)
+        try:
+            reply, _, status = post_turn(
+                port, auth, "count", None, APP_FRAME, timeout=tokens / rate + 60
+            )
+        except OSError as err:
+            status, reply = f"{type(err).__name__}: {err}", None
+        with lock:
+            if reply is not None:
+                replies.append(reply)
+            if status != "done":
+                result.errors[status[:80]] += 1
+
+    threads = [
+        threading.Thread(target=one, args=(ramp * i / streams,), daemon=True)
+        for i in range(streams)
+    ]
+    begin = time.monotonic()
+    for thread in threads:
+        thread.start()
+    time.sleep(max(0.0, begin + ramp + 1.5 - time.monotonic()))
+    worker = worker_pid(master_pid)
+    roles = thread_roles(worker)
+    spy = py_spy()
+    raw = Path(tempfile.gettempdir()) / f"monark-stream-bench-{os.getpid()}-{rate}.txt"
+    profiler = None
+    if spy is not None:  # samples only while a thread holds the GIL: a measure of CPU
+        command = [str(spy), "record", "--pid", str(worker), "--duration", str(int(window))]
+        command += ["--rate", "200", "--gil", "--nonblocking", "--format", "raw", "-o", str(raw)]
+        profiler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    start_ns, cpu0, per0 = now_ns(), cpu_seconds(master_pid), thread_cpu(worker, list(roles))
+    time.sleep(window)
+    end_ns, cpu1, per1 = now_ns(), cpu_seconds(master_pid), thread_cpu(worker, list(roles))
+    result.app_cpu = cpu1 - cpu0
+    for tid, spent in per1.items():
+        result.roles[roles[tid]] += spent - per0.get(tid, spent)
+    if profiler is not None:
+        profiler.wait(60)
+        result.components = components(raw)
+        raw.unlink(missing_ok=True)
+    for thread in threads:
+        thread.join(tokens / rate + 90)
+    for reply in replies:
+        arrived = reply.arrivals
+        result.frames += len({end for m, _, end in reply.frames if start_ns <= arrived[m] < end_ns})
+        result.tokens += sum(1 for t in reply.arrivals.values() if start_ns <= t < end_ns)
+    result.sdk_floor_ms = sdk_floor(fake, rate, 4.0)
+    return result
+
+
+# ---- 3. concurrent turns ------------------------------------------------------------------
 
 
 @dataclass
@@ -434,6 +660,7 @@ class Level:
     window: tuple[float, float] = (0.0, 0.0)  # time.monotonic(), i.e. CLOCK_MONOTONIC
     app_cpu: float = 0.0  # gunicorn worker CPU, in cores, over the window
     bench_cpu: float = 0.0  # this process (fake provider and clients), in cores
+    rss_mb: float = 0.0  # the worker's resident memory at the window's end
 
     @property
     def errors(self) -> int:
@@ -588,6 +815,7 @@ def run_level(
     app0, bench0 = cpu_seconds(master_pid), time.process_time()
     time.sleep(max(0.0, measure_to - time.monotonic()))
     app1, bench1 = cpu_seconds(master_pid), time.process_time()
+    level.rss_mb = rss_mb(worker_pid(master_pid))
     level.app_cpu = (app1 - app0) / window
     level.bench_cpu = (bench1 - bench0) / window
     probe.join(window + ramp + 60)
@@ -614,9 +842,14 @@ def log_errors(log_path: Path, seen: int) -> tuple[list[str], int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=128, help="gunicorn --threads (128)")
+    parser.add_argument("--threads", type=int, default=160, help="gunicorn --threads (160)")
     parser.add_argument(
-        "--levels", default="0,1,4,8,16,32,48,64,80,96", help="concurrent turns to try, in order"
+        "--levels", default="0,1,16,32,64,96,128", help="concurrent turns to try, in order"
+    )
+    parser.add_argument(
+        "--cpu",
+        default="20:16,200:8",
+        help="part 2: RATE:STREAMS pairs, tokens a second per stream and how many streams",
     )
     parser.add_argument("--window", type=float, default=8.0, help="seconds measured per level")
     parser.add_argument("--interval", type=float, default=0.075, help="records page period, s")
@@ -628,7 +861,7 @@ def main(argv: list[str] | None = None) -> int:
         help="put the SQLite file in WAL mode (a persistent pragma; the app does not set it)",
     )
     parser.add_argument("--log", help="copy gunicorn's log (with the app's tracebacks) here")
-    parser.add_argument("--min-streams", type=int, default=32, help="target for part 2 (32)")
+    parser.add_argument("--min-streams", type=int, default=128, help="target for part 3 (128)")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",") if int(x) <= args.threads]
 
@@ -645,6 +878,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Many turns of one org and one user at once: what is measured is the
                 # streaming path, not the rate limits (bench/limits_bench.py measures those).
                 "RATELIMIT_ENABLED": "false",
+                "LIMIT_TURNS_PER_ORG": "0",
             }
             t0 = time.perf_counter()
             run_flask(["db", "upgrade"], env)
@@ -668,7 +902,15 @@ def main(argv: list[str] | None = None) -> int:
                 auth = sign_in(port)
                 print(f"part 1: {args.turns} turns x {args.tokens} tokens per path ...", flush=True)
                 tokens = measure_tokens(port, auth, fake, args.turns, args.tokens)
-                print("part 2: ramping concurrent turns ...", flush=True)
+                idle_rss = rss_mb(worker_pid(master_pid))
+                steady: list[Steady] = []
+                for pair in filter(None, args.cpu.split(",")):
+                    rate, streams = (int(x) for x in pair.split(":"))
+                    print(f"part 2: {streams} streams at {rate} tokens/s ...", flush=True)
+                    steady.append(
+                        run_steady(port, master_pid, auth, fake, streams, rate, args.window)
+                    )
+                print("part 3: ramping concurrent turns ...", flush=True)
                 results: list[Level] = []
                 seen = 0
                 log_lines: dict[int, list[str]] = {}
@@ -691,10 +933,63 @@ def main(argv: list[str] | None = None) -> int:
                     Path(args.log).write_text(log_path.read_text(errors="replace"))
     finally:
         fake.stop()
-    return report(args, tokens, results, log_lines)
+    return report(args, tokens, steady, results, log_lines, idle_rss)
 
 
-def report(args, tokens: TokenResult, results: list[Level], log_lines: dict[int, list[str]]) -> int:
+def report_steady(steady: list[Steady]) -> list[tuple[str, bool]]:
+    """Part 2's table, where each rate's CPU goes, and its targets."""
+    print()
+    print("2. CPU per streamed token (the gunicorn worker's, over a window of steady streaming)")
+    header = (
+        f"   {'tokens/s':>8}  {'streams':>7}  {'got/s':>6}  {'tokens':>6}  {'per frame':>9}  "
+        f"{'app CPU':>7}  {'CPU/token ms':>12}  {'SDK alone ms':>12}  {'target ms':>9}  result"
+    )
+    print(header)
+    print("   " + "-" * (len(header) - 3))
+    checks = []
+    for run in steady:
+        target = CPU_TARGETS.get(run.rate)
+        ok = target is not None and run.cpu_ms <= target and not run.errors
+        got = run.tokens / run.window / max(1, run.streams)
+        print(
+            f"   {run.rate:8d}  {run.streams:7d}  {got:6.0f}  {run.tokens:6d}  "
+            f"{run.tokens / max(1, run.frames):9.1f}  {run.app_cpu / run.window:7.0%}  "
+            f"{run.cpu_ms:12.3f}  {run.sdk_floor_ms:12.3f}  "
+            f"{target if target is not None else '-':>9}  {'ok' if ok else 'FAIL'}"
+        )
+        for message, count in run.errors.most_common(3):
+            print(f"            {count} x {message}")
+        if target is not None:
+            checks.append(
+                (
+                    f"at {run.rate} tokens/s, at most {target} ms of CPU per token "
+                    f"(got {run.cpu_ms:.3f} ms; the SDK alone {run.sdk_floor_ms:.3f} ms)",
+                    ok,
+                )
+            )
+    for run in steady:
+        if run.roles and run.tokens:
+            print(f"   where a token's CPU goes at {run.rate} tokens/s, by thread (ms per token):")
+            for role, spent in run.roles.most_common():
+                print(f"     {spent * 1000 / run.tokens:7.3f}  {role}")
+        total = sum(run.components.values())
+        if total:
+            print(f"   ... and by code, py-spy samples holding the GIL ({total}):")
+            for name, count in run.components.most_common():
+                print(f"     {count / total:6.1%}  {name}")
+    if steady and not steady[0].roles:
+        print("   (install py-spy, the dev extra, for where the CPU goes)")
+    return checks
+
+
+def report(
+    args,
+    tokens: TokenResult,
+    steady: list[Steady],
+    results: list[Level],
+    log_lines: dict[int, list[str]],
+    idle_rss: float,
+) -> int:
     print()
     print(
         f"1. provider token -> bytes on the client's socket ({tokens.tokens} tokens, one stream, "
@@ -714,24 +1009,27 @@ def report(args, tokens: TokenResult, results: list[Level], log_lines: dict[int,
             f"{percentile(values, 0.99):7.3f}  {max(values):7.3f}"
         )
     print(
-        f"   bytes per token frame: {tokens.sse_bytes:.0f} B SSE frame, {tokens.wire_bytes:.0f} B "
+        f"   bytes per text frame: {tokens.sse_bytes:.0f} B SSE frame, {tokens.wire_bytes:.0f} B "
         f"on the wire (chunked framing); the provider's frame: {tokens.fake_bytes:.0f} B"
     )
     print(
-        f"   flushed one by one: {tokens.flushed_share:.1%} of token frames arrived before the "
-        "next token was sent"
+        f"   {tokens.tokens_per_frame:.1f} tokens per frame; a reply's first token: added "
+        f"{statistics.median(tokens.first_added_ms):.3f} ms at the median "
+        f"(max {max(tokens.first_added_ms):.3f} ms over {len(tokens.first_added_ms)} replies), "
+        f"alone in its frame in {tokens.first_alone:.0%} of them"
     )
 
+    steady_checks = report_steady(steady)
     print()
     print(
-        f"2. concurrent streaming turns in one gunicorn gthread process (--threads {args.threads}),"
+        f"3. concurrent streaming turns in one gunicorn gthread process (--threads {args.threads}),"
         f" 40 tokens x 50 ms per turn; records page every {args.interval * 1000:.0f} ms over "
         f"{args.window:.0f} s per level"
     )
     header = (
         f"   {'streams':>7}  {'records p95 ms':>14}  {'median ms':>9}  {'requests':>8}  "
         f"{'turns':>5}  {'turn s med/p95':>14}  {'token ms med/p99':>16}  {'app CPU':>7}  "
-        f"{'CPU/token ms':>12}  {'bench CPU':>9}  {'errors':>6}  result"
+        f"{'CPU/token ms':>12}  {'bench CPU':>9}  {'RSS MB':>6}  {'errors':>6}  result"
     )
     print(header)
     print("   " + "-" * (len(header) - 3))
@@ -754,7 +1052,8 @@ def report(args, tokens: TokenResult, results: list[Level], log_lines: dict[int,
         print(
             f"   {level.streams:7d}  {level.p95:14.1f}  {level.median:9.1f}  "
             f"{len(level.records_ms):8d}  {len(durations):5d}  {turn:>14}  {token:>16}  "
-            f"{level.app_cpu:7.0%}  {cpu_token:>12}  {level.bench_cpu:9.0%}  {level.errors:6d}  "
+            f"{level.app_cpu:7.0%}  {cpu_token:>12}  {level.bench_cpu:9.0%}  {level.rss_mb:6.0f}  "
+            f"{level.errors:6d}  "
             f"{'ok' if level.ok else 'FAIL'}"
         )
         for message, count in (level.turn_errors + level.records_errors).most_common(3):
@@ -777,22 +1076,37 @@ def report(args, tokens: TokenResult, results: list[Level], log_lines: dict[int,
         )
     )
 
+    print()
+    print("4. memory (the worker's resident set)")
+    print(f"   idle, after a turn: {idle_rss:.0f} MB")
+    busiest = max((lv for lv in results if lv.streams), key=lambda lv: lv.streams, default=None)
+    if busiest is not None:
+        per = (busiest.rss_mb - idle_rss) / busiest.streams
+        print(
+            f"   at {busiest.streams} concurrent turns: {busiest.rss_mb:.0f} MB, so a conversation "
+            f"that streams holds about {per * 1024:.0f} kB (its request, turn and reader threads, "
+            "its progress log)"
+        )
     added = statistics.median(tokens.added_ms)
+    first = statistics.median(tokens.first_added_ms)
     checks = [
         (
-            f"tokens flushed one by one (got {tokens.flushed_share:.1%}, "
-            f"want >= {FLUSH_SHARE:.0%})",
-            tokens.flushed_share >= FLUSH_SHARE,
+            f"a reply's first token is not held back: alone in its frame in every reply (got "
+            f"{tokens.first_alone:.0%}) and the app adds < {ADDED_MEDIAN_MS:.0f} ms at the "
+            f"median (got {first:.3f} ms)",
+            tokens.first_alone == 1 and first < ADDED_MEDIAN_MS,
         ),
         (
-            f"app adds < {ADDED_MEDIAN_MS:.0f} ms per token at the median (got {added:.3f} ms)",
-            added < ADDED_MEDIAN_MS,
+            f"tokens wait at most one frame: the app adds < {FRAME_MS:.0f} ms per token at the "
+            f"median (got {added:.3f} ms)",
+            added < FRAME_MS,
         ),
         (
             f"holds >= {args.min_streams} concurrent turns with records p95 < "
             f"{RECORDS_P95_MS:.0f} ms and no errors (got {held})",
             held >= args.min_streams,
         ),
+        *steady_checks,
     ]
     return verdict(checks)
 

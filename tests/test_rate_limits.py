@@ -19,6 +19,7 @@ from monark.chat.models import Conversation, Message, ToolCall
 from monark.core.models import utcnow
 from monark.core.ratelimit import wait_words
 from monark.extensions import db
+from tests import factories
 from tests.llm_script import Call, Say
 from tests.test_chat_stream import post_stream, read
 from tests.tuning import configure
@@ -260,3 +261,33 @@ def test_a_limiter_that_is_down_fails_closed_for_the_model_path(down_app, caplog
     assert refused.value.status == 503
     assert refused.value.headers["Retry-After"]
     assert any("messages refused" in r.getMessage() for r in caplog.records)
+
+
+def test_with_rate_limits_off_signing_in_works_and_failures_block_nothing(tmp_path):
+    from monark.extensions import db as _db
+
+    off = create_app(
+        {
+            "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/off.db",
+            "SECRET_KEY": "off",
+            "WTF_CSRF_ENABLED": False,
+            "RATELIMIT_ENABLED": False,
+        }
+    )
+    with off.app_context():
+        _db.create_all()
+        try:
+            user = factories.make_user("off@acme.test")
+            factories.add_member(user, factories.make_org("Off"), "owner")
+            _db.session.commit()
+            client = off.test_client()
+            for _ in range(30):  # far past every sign-in limit: none applies
+                wrong = client.post("/login", data={"email": user.email, "password": "guess"})
+                assert wrong.status_code == 401
+            right = client.post(
+                "/login", data={"email": user.email, "password": factories.PASSWORD}
+            )
+            assert right.status_code == 302
+        finally:
+            _db.session.remove()
+            _db.engine.dispose()

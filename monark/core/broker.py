@@ -50,11 +50,14 @@ class ProgressLog(Protocol):
 
 
 class _Channel:
+    """One log: its entries and the condition its readers wait on. Each has a lock of its
+    own, so the turns (and watchers) of one process never queue behind each other's."""
+
     __slots__ = ("changed", "entries", "touched")
 
-    def __init__(self, lock: threading.Lock):
+    def __init__(self) -> None:
         self.entries: list[dict[str, Any]] = []
-        self.changed = threading.Condition(lock)
+        self.changed = threading.Condition(threading.Lock())
         self.touched = time.monotonic()
 
 
@@ -63,20 +66,24 @@ class LocalLog:
 
     def __init__(self, retention: float = RETENTION_SECONDS):
         self.retention = retention
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the set of logs (a log's own lock guards its entries)
         self._channels: dict[str, _Channel] = {}
         self._swept = time.monotonic()
 
     def _channel(self, key: str) -> _Channel:
-        channel = self._channels.get(key)
+        channel = self._channels.get(key)  # a dict read is atomic: no lock for a known log
         if channel is None:
-            channel = self._channels[key] = _Channel(self._lock)
+            with self._lock:
+                channel = self._channels.get(key)
+                if channel is None:
+                    channel = self._channels[key] = _Channel()
         return channel
 
     def _sweep(self, now: float) -> None:
         if now - self._swept < 60:
             return
-        self._drop_idle(now)
+        with self._lock:
+            self._drop_idle(now)
 
     def _drop_idle(self, now: float) -> int:
         self._swept = now
@@ -93,10 +100,10 @@ class LocalLog:
 
     def append(self, key: str, entry: dict[str, Any]) -> str:
         """Add ``entry`` and wake every reader of ``key``."""
-        with self._lock:
-            now = time.monotonic()
-            self._sweep(now)
-            channel = self._channel(key)
+        now = time.monotonic()
+        self._sweep(now)
+        channel = self._channel(key)
+        with channel.changed:
             if len(channel.entries) < MAX_ENTRIES:
                 channel.entries.append(entry)
             channel.touched = now
@@ -107,8 +114,8 @@ class LocalLog:
         """Entries after ``after``; blocks until one arrives or ``timeout`` passes."""
         start = int(after) if after and after.isdigit() else 0
         deadline = time.monotonic() + timeout
-        with self._lock:
-            channel = self._channel(key)
+        channel = self._channel(key)
+        with channel.changed:
             while len(channel.entries) <= start:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -165,11 +165,27 @@ class FailureCounts:
         self.storage.clear(self._key(key))
 
 
+class _NoCounts:
+    """The storage of sign-in failures when rate limits are off: nothing is ever blocked
+    (a disabled Flask-Limiter has no storage at all)."""
+
+    def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
+        return 0.0, 0
+
+    def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return True
+
+    def clear(self, key: str) -> None:
+        return None
+
+
 def signin_counts(app: Flask | None = None) -> FailureCounts:
-    """The app's failed sign-in counts."""
+    """The app's failed sign-in counts (none kept when ``RATELIMIT_ENABLED`` is off)."""
     limits: LimitSettings = settings(app).limits
+    found = limiter(app)
     return FailureCounts(
-        limiter(app).storage,  # type: ignore[arg-type]  (memory and Redis both keep windows)
+        # Memory and Redis both keep moving windows.
+        found.storage if found.enabled else _NoCounts(),  # type: ignore[arg-type]
         limits.signin_failures,
         limits.signin_window,
         {"ip:": limits.signin_ip_failures, "email:": limits.signin_account_failures},

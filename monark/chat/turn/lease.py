@@ -15,7 +15,7 @@ import uuid
 from datetime import timedelta
 
 from flask import Flask, current_app
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 
 from monark.chat.models import Conversation, Message, MessageStatus, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict, RateLimited
@@ -136,19 +136,38 @@ def renew(turn_ids: list[str], lease: timedelta) -> dict[str, bool]:
     return {turn_id: bool(stop) for turn_id, stop in held}
 
 
+def _save_reply(message_id: int, text: str) -> None:
+    _save_all([(message_id, text)])
+
+
+def _save_all(replies: list[tuple[int, str]]) -> None:
+    # One statement executed for every reply (executemany), each only while it streams: a
+    # reply stored whole meanwhile keeps its text.
+    table = Message.__table__
+    db.session.execute(
+        table.update()
+        .where(table.c.id == bindparam("reply_id"), table.c.status == MessageStatus.STREAMING)
+        .values(text=bindparam("reply_text")),
+        [{"reply_id": message_id, "reply_text": text} for message_id, text in replies],
+    )
+
+
 def save_replies(replies: list[tuple[int, str]]) -> list[int]:
-    """Save replies streamed so far (``(message_id, text)``), each on its own: one that the
-    database refuses is logged and skipped, never holding up the others. Returns the ids
-    saved."""
+    """Save replies streamed so far (``(message_id, text)``): all in one statement and one
+    commit a beat, however many turns stream, and should the database refuse that, each on
+    its own, so one it refuses is logged and skipped, never holding up the others. Returns
+    the ids saved."""
+    if len(replies) > 1:
+        try:
+            _save_all(replies)
+            db.session.commit()
+            return [message_id for message_id, _ in replies]
+        except Exception:
+            db.session.rollback()  # one at a time, below, finds the one it refuses
     saved = []
     for message_id, text in replies:
         try:
-            db.session.execute(
-                update(Message)
-                .where(Message.id == message_id, Message.status == MessageStatus.STREAMING)
-                .values(text=text)
-                .execution_options(synchronize_session=False)
-            )
+            _save_reply(message_id, text)
             db.session.commit()
             saved.append(message_id)
         except Exception:
