@@ -29,12 +29,12 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from monark.automations.models import Automation
 from monark.chat.models import Conversation, ConversationKind, Message, MessageRole
 from monark.core.text import storable
+from monark.core.upsert import upsert
 from monark.records.index import private_to
 from monark.records.models import Record, RecordModel
 from monark.search.models import SearchDocument
@@ -146,24 +146,8 @@ def _changed(row: Any, attributes: tuple[str, ...]) -> bool:
     return any(attrs[a].history.has_changes() for a in attributes)
 
 
-def _insert(conn: Any) -> Any:
-    """An INSERT into the index in the database's own dialect (for its upsert)."""
-    return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(
-        SearchDocument
-    )
-
-
-def _upsert(stmt: Any) -> Any:
-    """``stmt`` made to rewrite a thing's document when it has one already: an UPDATE of
-    that row (the FTS5 update trigger, or PostgreSQL's generated column, follows it)."""
-    return stmt.on_conflict_do_update(
-        index_elements=["kind", "object_id"],
-        set_={column: stmt.excluded[column] for column in _REWRITTEN},
-    )
-
-
-# What an upsert rewrites of a document: all but its key.
-_REWRITTEN = ("org_id", "model_id", "parent_id", "private_to", "owner_id", "title", "body")
+# A document's key: one per thing.
+_KEY = ("kind", "object_id")
 
 
 def _message_upsert(conn: Any) -> Any:
@@ -183,7 +167,7 @@ def _message_upsert(conn: Any) -> Any:
         Conversation.archived.is_(False),
     )
     columns = ["org_id", "kind", "object_id", "parent_id", "owner_id", "title", "body"]
-    return _upsert(_insert(conn).from_select(columns, select_doc))
+    return upsert(conn, _table, _KEY, (columns, select_doc))
 
 
 def _indexed(message: Message) -> bool:
@@ -268,7 +252,7 @@ def _sync(session: Session, _flush_context: Any) -> None:
     # One document per thing, whichever way this flush found it.
     unique = {(d["kind"], d["object_id"]): _complete(d) for d in fresh}
     if unique:
-        conn.execute(_upsert(_insert(conn)), list(unique.values()))
+        conn.execute(upsert(conn, _table, _KEY), list(unique.values()))
 
 
 def _complete(doc: dict[str, Any]) -> dict[str, Any]:
