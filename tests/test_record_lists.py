@@ -9,11 +9,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from bs4 import BeautifulSoup
-from sqlalchemy import select
+from sqlalchemy import event, select
+from sqlalchemy.orm.attributes import flag_modified
 
 from monark.extensions import db
 from monark.records import services
-from monark.records.models import RecordValue
+from monark.records.models import Record, RecordValue
 from tests import factories
 from tests.llm_script import Say
 
@@ -271,6 +272,32 @@ def test_the_index_follows_every_write(world, api):
     assert index_of(record.id) == {"title": "tracked"}
     services.delete_record(owner, world.a.model, record.id)
     assert index_of(record.id) == {}
+
+
+def test_a_changed_value_is_rewritten_in_place_and_an_unseen_change_still_followed(world):
+    owner = world.a.principal("owner")
+    record = make(world, "Tracked", status="todo", points=3)
+    seen: list[str] = []
+
+    def listen(conn, cursor, statement, parameters, context, executemany):
+        if "record_values" in statement:
+            seen.append(statement.split()[0])
+
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        services.update_record(owner, world.a.model, record.id, {"status": "done"})
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    assert seen == ["INSERT"]  # one upsert: nothing to take away
+    assert index_of(record.id) == {"title": "tracked", "status": "done", "points": 3.0}
+    # Changed in place and marked (the session has no copy of what the values were): the
+    # rows of fields it has no more still go.
+    row = db.session.get(Record, record.id)
+    del row.values["points"]
+    row.values["status"] = "doing"
+    flag_modified(row, "values")
+    db.session.commit()
+    assert index_of(record.id) == {"title": "tracked", "status": "doing"}
 
 
 def test_deleting_a_model_leaves_no_index_rows(world):

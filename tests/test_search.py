@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from monark.assistant.tools import build_chat_toolset
 from monark.automations import services as automations
@@ -211,6 +211,88 @@ def test_conversations_are_found_by_their_owner_alone(world):
     chat.archived = True
     db.session.commit()
     assert ("conversation", chat.id) not in found(member, "pangolin")
+
+
+def _index_statements(run) -> list[str]:
+    """The statements on the index's table that ``run()`` made."""
+    seen: list[str] = []
+
+    def listen(conn, cursor, statement, parameters, context, executemany):
+        if "search_documents" in statement:
+            seen.append(statement)
+
+    engine = db.engine
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        run()
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    return seen
+
+
+def _message_document(message_id: int):
+    return db.session.execute(
+        select(SearchDocument.id, SearchDocument.owner_id).where(
+            SearchDocument.kind == "message", SearchDocument.object_id == message_id
+        )
+    ).one_or_none()
+
+
+def test_a_reply_is_indexed_when_its_text_comes_and_rewritten_in_place(world):
+    member, owner = world.a.principal("member"), world.a.principal("owner")
+    chat = _conversation(member, "Zoo talk", "tell me about animals")
+    reply = None
+
+    def open_reply():
+        nonlocal reply
+        reply = store.add_message(
+            chat, member, author_kind="agent", role=MessageRole.ASSISTANT, text=""
+        )
+        db.session.commit()
+
+    # An empty reply (streaming) has no words: the index is not touched.
+    assert _index_statements(open_reply) == []
+    assert _message_document(reply.id) is None
+
+    def finish(text: str):
+        def run():
+            reply.text = text
+            db.session.commit()
+
+        return run
+
+    # Its text: one statement, with the conversation's owner read in it.
+    assert len(_index_statements(finish("the okapi answer"))) == 1
+    first = _message_document(reply.id)
+    assert first is not None and first.owner_id == member.user_id
+    assert ("conversation", chat.id) in found(member, "okapi")
+    assert ("conversation", chat.id) not in found(owner, "okapi")
+    # Rewritten in place: the same row, the old words gone from the full-text index.
+    assert len(_index_statements(finish("the quokka answer"))) == 1
+    assert _message_document(reply.id).id == first.id
+    assert ("conversation", chat.id) not in found(member, "okapi")
+    assert ("conversation", chat.id) in found(member, "quokka")
+    # Its words taken away: no document left.
+    finish("")()
+    assert _message_document(reply.id) is None
+    assert ("conversation", chat.id) not in found(member, "quokka")
+
+
+def test_a_message_of_an_archived_conversation_stays_out_until_restored(world):
+    member = world.a.principal("member")
+    chat = _conversation(member, "Barn talk", "the alpaca barn")
+    chat.archived = True
+    db.session.commit()
+    message = store.add_message(
+        chat, member, author_kind="agent", role=MessageRole.ASSISTANT, text="the capybara barn"
+    )
+    db.session.commit()
+    assert _message_document(message.id) is None
+    assert not found(member, "capybara")
+    chat.archived = False
+    db.session.commit()
+    assert ("conversation", chat.id) in found(member, "capybara")
+    assert ("conversation", chat.id) in found(member, "alpaca")
 
 
 def test_another_orgs_data_is_never_found(world):

@@ -11,7 +11,7 @@ from monark.chat import store
 from monark.chat.models import ToolCall
 from monark.chat.turn.start import SendInput, send_message
 from monark.core.markdown import pretty_json, render_markdown
-from monark.core.text import has_surrogate, scrub
+from monark.core.text import has_surrogate, scalar_text, scrub
 from monark.extensions import db
 from monark.records.models import Record
 from tests.llm_script import Call, Say
@@ -41,6 +41,14 @@ def test_scrub_walks_dicts_lists_and_tuples():
 def test_scrub_keeps_markup_as_markup():
     cleaned = scrub(Markup("<b>" + LONE + "</b>"))
     assert isinstance(cleaned, Markup) and cleaned == Markup(f"<b>{SHOWN}</b>")
+
+
+def test_scalar_text_writes_a_json_value_plainly():
+    assert scalar_text(None) == ""
+    assert scalar_text(2.0) == "2"  # JSON's 2 and 2.0 are one number
+    assert scalar_text(2.5) == "2.5"
+    assert scalar_text(-3) == "-3"
+    assert scalar_text("two") == "two"
 
 
 def test_markdown_and_json_renderers_take_lone_surrogates():

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from werkzeug.datastructures import MultiDict
 
 from monark.core.bounds import MAX_DEPTH, check_depth
+from monark.core.text import scalar_text
 
 Widget = Literal[
     "text", "textarea", "number", "date", "datetime", "select", "yesno", "multi", "json", "group"
@@ -89,15 +90,12 @@ def _options(prop: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _text(value: Any) -> str:
-    """A value as a control shows it."""
-    if value is None:
-        return ""
+    """A value as a control shows it (and reads it back): JSON's words for booleans, an
+    object or a list as JSON."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, str | int | float):
-        return str(value)
+    if value is None or isinstance(value, str | int | float):
+        return scalar_text(value)
     return json.dumps(value, ensure_ascii=False, indent=1)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from flask import url_for
 
+from monark.core.text import scalar_text
 from monark.records.charts import MAX_POINTS, Chart, chart_of
 
 SHOWN_ROWS = 10  # rows a card's table shows
@@ -37,15 +38,12 @@ class ResultTable:
 
 
 def _cell(value: Any) -> str:
-    if value is None:
-        return ""
+    """A value as a reader sees it in a table: Yes or No, a list's items, an object cut."""
     if isinstance(value, bool):
         return "Yes" if value else "No"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, list | dict):
-        return ", ".join(_cell(v) for v in value) if isinstance(value, list) else "…"
-    return str(value)
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value)
+    return "…" if isinstance(value, dict) else scalar_text(value)
 
 
 def _query_table(result: dict[str, Any]) -> ResultTable | None:

@@ -81,3 +81,14 @@ def unsafe_in_one_line(text: str) -> bool:
     """Whether ``text`` holds a control character, a line or paragraph separator, or a
     bidirectional override: what a name or title shown on one line must not hold."""
     return any(ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in text)
+
+
+def scalar_text(value: Any) -> str:
+    """A JSON value written plainly: null as nothing, a whole float as the integer it is
+    ("2", not "2.0": JSON does not tell them apart), anything else as ``str`` writes it
+    (each caller says booleans and lists in its own words first)."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -1,8 +1,9 @@
 """The typed value index: ``record_values`` rows kept in step with ``Record.values``.
 
-One listener on every session's flush rewrites the rows of each record inserted, whose
-``values`` changed, or deleted, so no write path (services, seeding, automations) can
-forget it. Bulk statements that bypass the ORM call ``reindex`` after themselves.
+One listener on every session's flush writes the rows of each record inserted, rewrites
+in place those of one whose ``values`` changed, and takes those of one deleted away, so
+no write path (services, seeding, automations) can forget it. Bulk statements that
+bypass the ORM call ``reindex`` after themselves.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import delete, event, insert, inspect, select
+from sqlalchemy import and_, delete, event, insert, inspect, or_, select
 from sqlalchemy.orm import Session
 
 from monark.core.text import storable
+from monark.core.upsert import upsert
 from monark.records.models import TEXT_KEY, Record, RecordValue
 
 
@@ -66,20 +68,46 @@ def _rows_of(record: Record) -> list[dict[str, Any]]:
     return index_rows(record.id, record.model_id, record.values or {}, private)
 
 
+# An index row's key: a record's field.
+_KEY = ("record_id", "field")
+
+
+def _before(record: Record) -> Mapping[str, Any] | None:
+    """A changed record's values before this flush, when the session knows them: a new
+    dict assigned (as every writer does: a JSON column sees no change made in place), or
+    none; None when they were changed in place and marked (``flag_modified``)."""
+    history = inspect(record).attrs["values"].history
+    if not history.has_changes():
+        return record.values or {}
+    return (history.deleted[0] or {}) if history.deleted else None
+
+
 def _sync(session: Session, _flush_context: Any) -> None:
-    """Rewrite the index rows of the records this flush inserted, changed or deleted."""
+    """Rewrite the index rows of the records this flush inserted, changed or deleted.
+
+    A new record has no rows to take away (ids are never reused); a changed one's rows are
+    rewritten in place (an upsert), and those of fields it no longer has are taken away."""
     new = [r for r in session.new if isinstance(r, Record)]
     changed = [r for r in session.dirty if isinstance(r, Record) and _changed(r)]
     gone = [r.id for r in session.deleted if isinstance(r, Record)]
     if not (new or changed or gone):
         return
     conn = session.connection()
-    stale = gone + [r.id for r in changed]
+    rows = [row for r in new for row in _rows_of(r)]
+    stale = [RecordValue.record_id.in_(gone)] if gone else []
+    for record in changed:
+        now = _rows_of(record)
+        rows += now
+        kept = {row["field"] for row in now}
+        before = _before(record)
+        if before is None:  # what it had is unknown: every field without a row now
+            stale.append(and_(RecordValue.record_id == record.id, RecordValue.field.not_in(kept)))
+        elif dropped := {r["field"] for r in index_rows(record.id, 0, before)} - kept:
+            stale.append(and_(RecordValue.record_id == record.id, RecordValue.field.in_(dropped)))
     if stale:
-        conn.execute(delete(RecordValue).where(RecordValue.record_id.in_(stale)))
-    rows = [row for r in new + changed for row in _rows_of(r)]
+        conn.execute(delete(RecordValue).where(or_(*stale)))
     if rows:
-        conn.execute(insert(RecordValue), rows)
+        conn.execute(upsert(conn, RecordValue.__table__, _KEY), rows)
 
 
 event.listen(Session, "after_flush", _sync)

@@ -13,12 +13,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import DDL, and_, delete, event, insert, inspect, or_, select, text
+from sqlalchemy import (
+    DDL,
+    Integer,
+    String,
+    Text,
+    and_,
+    bindparam,
+    delete,
+    event,
+    insert,
+    inspect,
+    literal,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.orm import Session
 
 from monark.automations.models import Automation
 from monark.chat.models import Conversation, ConversationKind, Message, MessageRole
 from monark.core.text import storable
+from monark.core.upsert import upsert
 from monark.records.index import private_to
 from monark.records.models import Record, RecordModel
 from monark.search.models import SearchDocument
@@ -130,88 +146,113 @@ def _changed(row: Any, attributes: tuple[str, ...]) -> bool:
     return any(attrs[a].history.has_changes() for a in attributes)
 
 
-def _message_docs(conn: Any, messages: list[Message]) -> list[dict[str, Any]]:
-    """The documents of messages (those of a conversation with a document of its own)."""
-    wanted = [m for m in messages if m.role in INDEXED_ROLES and m.text]
-    if not wanted:
-        return []
-    ids = {m.conversation_id for m in wanted}
-    owners = dict(
-        conn.execute(
-            select(Conversation.id, Conversation.creator_id).where(
-                Conversation.id.in_(ids),
-                Conversation.kind == ConversationKind.AI,
-                Conversation.archived.is_(False),
-            )
-        ).all()
+# A document's key: one per thing.
+_KEY = ("kind", "object_id")
+
+
+def _message_upsert(conn: Any) -> Any:
+    """One statement writing a message's document with its conversation's owner, read in
+    the statement itself, when that conversation has a document of its own."""
+    select_doc = select(
+        bindparam("org_id", type_=Integer),
+        literal("message", String),
+        bindparam("object_id", type_=Integer),
+        Conversation.id,
+        Conversation.creator_id,
+        literal("", String),
+        bindparam("body", type_=Text),
+    ).where(
+        Conversation.id == bindparam("parent_id", type_=Integer),
+        Conversation.kind == ConversationKind.AI,
+        Conversation.archived.is_(False),
     )
-    return [
-        {
-            "kind": "message",
-            "object_id": m.id,
-            "org_id": m.org_id,
-            "parent_id": m.conversation_id,
-            "owner_id": owners[m.conversation_id],
-            "title": "",
-            "body": indexable(m.text),
-        }
-        for m in wanted
-        if m.conversation_id in owners
-    ]
+    columns = ["org_id", "kind", "object_id", "parent_id", "owner_id", "title", "body"]
+    return upsert(conn, _table, _KEY, (columns, select_doc))
+
+
+def _indexed(message: Message) -> bool:
+    """Whether a message has words to index (its conversation aside)."""
+    return message.role in INDEXED_ROLES and bool(message.text)
 
 
 def _sync(session: Session, _flush_context: Any) -> None:
-    """Rewrite the documents of what this flush inserted, changed or deleted."""
-    stale: dict[str, set[int]] = {}
+    """Rewrite the documents of what this flush inserted, changed or deleted.
+
+    A row new in this flush has no document to take away (ids are never reused), so it is
+    only written; a changed one is rewritten in place (an upsert), or taken away when it
+    has none any more; a deleted one is taken away.
+    """
+    gone: dict[str, set[int]] = {}
     fresh: list[dict[str, Any]] = []
     dirty = list(session.dirty)
     for cls, kind, attributes, document in _KINDS:
-        touched = [r for r in session.new if isinstance(r, cls)]
-        touched += [r for r in dirty if isinstance(r, cls) and _changed(r, attributes)]
-        gone = [r.id for r in session.deleted if isinstance(r, cls)]
-        if touched or gone:
-            stale.setdefault(kind, set()).update(gone + [r.id for r in touched])
-        for row in touched:
+        new = [r for r in session.new if isinstance(r, cls)]
+        changed = [r for r in dirty if isinstance(r, cls) and _changed(r, attributes)]
+        dropped = {r.id for r in session.deleted if isinstance(r, cls)}
+        for row, was_there in [(r, False) for r in new] + [(r, True) for r in changed]:
             doc = document(row)
             if doc is not None:
                 fresh.append({"kind": kind, "object_id": row.id, **doc})
-    messages = [m for m in session.new if isinstance(m, Message)]
-    messages += [m for m in dirty if isinstance(m, Message) and _changed(m, ("text", "role"))]
+            elif was_there:  # it had one, and has none now (archived, not the assistant's)
+                dropped.add(row.id)
+        if dropped:
+            gone[kind] = dropped
+    changed_messages = [
+        m for m in dirty if isinstance(m, Message) and _changed(m, ("text", "role"))
+    ]
+    messages = [m for m in session.new if isinstance(m, Message) and _indexed(m)]
+    messages += [m for m in changed_messages if _indexed(m)]
     gone_messages = [m.id for m in session.deleted if isinstance(m, Message)]
+    gone_messages += [m.id for m in changed_messages if not _indexed(m)]
     # A conversation archived, restored, given away or deleted takes its messages along.
     conversations = {c.id for c in dirty if isinstance(c, Conversation) and _changed(c, _MOVES)} | {
         c.id for c in session.deleted if isinstance(c, Conversation)
     }
     gone_models = [m.id for m in session.deleted if isinstance(m, RecordModel)]
-    if not (stale or messages or gone_messages or gone_models):
+    if not (gone or fresh or messages or gone_messages or conversations or gone_models):
         return
     conn = session.connection()
     where = [
         and_(SearchDocument.kind == kind, SearchDocument.object_id.in_(ids))
-        for kind, ids in stale.items()
+        for kind, ids in gone.items()
     ]
-    if messages or gone_messages:
-        ids = [m.id for m in messages] + gone_messages
-        where.append(and_(SearchDocument.kind == "message", SearchDocument.object_id.in_(ids)))
+    if gone_messages:
+        where.append(
+            and_(SearchDocument.kind == "message", SearchDocument.object_id.in_(gone_messages))
+        )
     if conversations:
         where.append(
             and_(SearchDocument.kind == "message", SearchDocument.parent_id.in_(conversations))
         )
     if gone_models:  # its records went by one bulk statement, unseen here
         where.append(SearchDocument.model_id.in_(gone_models))
-    conn.execute(delete(SearchDocument).where(or_(*where)))
-    fresh += _message_docs(conn, messages)
+    if where:
+        conn.execute(delete(SearchDocument).where(or_(*where)))
     restored = [
         c.id
         for c in dirty
         if isinstance(c, Conversation) and c.id in conversations and _conversation_doc(c)
     ]
-    if restored:
+    if restored:  # every message of these, read back (those of ``messages`` among them)
         fresh += _conversation_messages(conn, restored)
+    messages = [m for m in messages if m.conversation_id not in restored]
+    if messages:
+        # A message of a conversation without a document (archived, not the assistant's)
+        # gets none, and has none to take away: that conversation's went with it.
+        rows = [
+            {
+                "org_id": m.org_id,
+                "object_id": m.id,
+                "parent_id": m.conversation_id,
+                "body": indexable(m.text),
+            }
+            for m in messages
+        ]
+        conn.execute(_message_upsert(conn), rows)
     # One document per thing, whichever way this flush found it.
     unique = {(d["kind"], d["object_id"]): _complete(d) for d in fresh}
     if unique:
-        conn.execute(insert(SearchDocument), list(unique.values()))
+        conn.execute(upsert(conn, _table, _KEY), list(unique.values()))
 
 
 def _complete(doc: dict[str, Any]) -> dict[str, Any]:
