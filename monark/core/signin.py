@@ -54,18 +54,16 @@ def check_password(
     """
     counts = signin_counts()
     keys = (f"email-ip:{email}|{ip}", f"ip:{ip}", f"email:{email}")
-    try:
-        wait = counts.retry_after(*keys)
-    except Exception as err:
-        log.warning("rate limiter storage failed (%s): sign-in not limited", type(err).__name__)
-        counts, wait = None, 0
+    wait = _wait(counts, keys, "sign-in")
     if wait:
         return PasswordCheck(ok=False, retry_after=wait)
     ok = verify_password(user, password, method)
+    if wait is None:  # the storage did not answer: nothing to count in
+        return PasswordCheck(ok=ok)
     try:
-        if counts is not None and not ok:
+        if not ok:
             counts.failed(*keys)
-        elif counts is not None:
+        else:
             counts.clear(keys[0])
     except Exception as err:
         log.warning("rate limiter storage failed (%s): sign-in not counted", type(err).__name__)
@@ -93,10 +91,8 @@ def counted_proof(user: User, fields: tuple[str, ...]) -> Iterator[None]:
     The limiter's storage down lets the check go on (fail open, logged), as sign-in does."""
     counts = signin_counts()
     keys = (f"email:{user.email.lower()}", f"code:{user.id}", f"ip:{request.remote_addr}")
-    try:
-        wait = counts.retry_after(*keys)
-    except Exception as err:
-        log.warning("rate limiter storage failed (%s): proof not limited", type(err).__name__)
+    wait = _wait(counts, keys, "proof")
+    if wait is None:
         yield
         return
     if wait:
@@ -204,13 +200,19 @@ def login_code():
     return render_template("auth/login_code.html", errors=errors), status
 
 
-def _code_wait(counts: FailureCounts, keys: tuple[str, ...]) -> int:
-    """Seconds until another code may be tried (the sign-in limits; fail open, logged)."""
+def _wait(counts: FailureCounts, keys: tuple[str, ...], what: str) -> int | None:
+    """Seconds until ``keys`` may try again (0: now); None when the limiter's storage does
+    not answer, which lets the attempt go on (fail open, logged)."""
     try:
         return counts.retry_after(*keys)
     except Exception as err:
-        log.warning("rate limiter storage failed (%s): code not limited", type(err).__name__)
-        return 0
+        log.warning("rate limiter storage failed (%s): %s not limited", type(err).__name__, what)
+        return None
+
+
+def _code_wait(counts: FailureCounts, keys: tuple[str, ...]) -> int:
+    """Seconds until another code may be tried (the sign-in limits; fail open, logged)."""
+    return _wait(counts, keys, "code") or 0
 
 
 def _count_failure(counts: FailureCounts, keys: tuple[str, ...]) -> None:

@@ -4,6 +4,9 @@ owners and admins (owners only). Views on the settings blueprint (``settings/vie
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from flask import current_app, flash, redirect, render_template, request, session, url_for
 from flask_login import login_user
 
@@ -13,9 +16,11 @@ from monark.core.events import record_event
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
 from monark.core.signin import TooManyProofs, counted_proof
+from monark.core.two_factor import Fields
 from monark.core.web import see_other
 from monark.extensions import db
 
+T = TypeVar("T")
 ENROL_KEY = "two_factor_enrol"  # the secret being enrolled, signed (``two_factor.enrol_token``)
 NO_STORE = {"Cache-Control": "no-store"}
 
@@ -83,41 +88,36 @@ def _codes_page(codes: list[str], enrolled: bool, signed_out: int = 0):
     return page, 201, NO_STORE
 
 
-def renew_codes(principal: Principal):
-    """Ten new recovery codes (the old ones stop working), with the password or a code;
-    ``ValidationFailed`` (nothing changed) for the view to draw beside the fields."""
+def _with_proof(principal: Principal, act: Callable[..., T], fields: Fields) -> T:
+    """Run ``act(principal, user, password, code, method)`` with the form's password and code
+    fields ``fields``, counted as sign-in attempts are; ``ValidationFailed`` (nothing changed,
+    rolled back) for the view to draw beside the fields."""
     user = _user(principal)
+    password_field, code_field = fields
     try:
-        with counted_proof(user, ("recovery_password", "recovery_code")):
-            codes = two_factor.renew_recovery_codes(
+        with counted_proof(user, fields):
+            return act(
                 principal,
                 user,
-                request.form.get("recovery_password", ""),
-                request.form.get("recovery_code", ""),
+                request.form.get(password_field, ""),
+                request.form.get(code_field, ""),
                 str(current_app.config["PASSWORD_HASH_METHOD"]),
             )
     except ValidationFailed:
         db.session.rollback()
         raise
+
+
+def renew_codes(principal: Principal):
+    """Ten new recovery codes (the old ones stop working), with the password or a code."""
+    fields = ("recovery_password", "recovery_code")
+    codes = _with_proof(principal, two_factor.renew_recovery_codes, fields)
     return _codes_page(codes, enrolled=False)
 
 
 def disable(principal: Principal):
-    """Turn two-factor off, with the password (or a code); ``ValidationFailed`` (nothing
-    changed) for the view to draw beside the fields."""
-    user = _user(principal)
-    try:
-        with counted_proof(user, ("disable_password", "disable_code")):
-            two_factor.disable(
-                principal,
-                user,
-                request.form.get("disable_password", ""),
-                request.form.get("disable_code", ""),
-                str(current_app.config["PASSWORD_HASH_METHOD"]),
-            )
-    except ValidationFailed:
-        db.session.rollback()
-        raise
+    """Turn two-factor off, with the password (or a code)."""
+    _with_proof(principal, two_factor.disable, ("disable_password", "disable_code"))
     flash("Two-factor sign-in is off.", "info:two-factor")
     return see_other("settings.profile", _anchor="two-factor")
 

@@ -369,18 +369,20 @@ def two_factor_enrol():
 @guard()
 def two_factor_disable():
     """Turn two-factor sign-in off (the password, or a code, required)."""
-    try:
-        return security.disable(require_principal())
-    except ValidationFailed as err:
-        return refused_on_profile(err)
+    return _on_profile(security.disable)
 
 
 @bp.post("/profile/two-factor/recovery-codes")
 @guard()
 def two_factor_recovery_codes():
     """Ten new recovery codes in place of the old ones (the password, or a code, required)."""
+    return _on_profile(security.renew_codes)
+
+
+def _on_profile(act: Callable[[Principal], Any]):
+    """``act``'s answer for the signed-in principal, or the profile with its refusal."""
     try:
-        return security.renew_codes(require_principal())
+        return act(require_principal())
     except ValidationFailed as err:
         return refused_on_profile(err)
 
