@@ -2,7 +2,9 @@
 
 One listener on every session's flush rewrites the rows of each record inserted, whose
 ``values`` changed, or deleted, so no write path (services, seeding, automations) can
-forget it. Bulk statements that bypass the ORM call ``reindex`` after themselves.
+forget it. Bulk statements that bypass the ORM call ``reindex`` after themselves. The same
+listener gives each model whose records the flush wrote a new ``data_version`` (in the
+writing transaction, so it commits or rolls back with the write).
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import delete, event, insert, inspect, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, event, insert, inspect, select, update
+from sqlalchemy.orm import ORMExecuteState, Session
 
 from monark.core.text import storable
-from monark.records.models import TEXT_KEY, Record, RecordValue
+from monark.records.models import TEXT_KEY, Record, RecordModel, RecordValue, new_data_version
 
 
 def text_key(value: str) -> str:
@@ -66,11 +68,31 @@ def _rows_of(record: Record) -> list[dict[str, Any]]:
     return index_rows(record.id, record.model_id, record.values or {}, private)
 
 
+def bump_versions(session: Session, model_ids: Iterable[int]) -> None:
+    """Give each model a new ``data_version``: its records changed in this transaction, so
+    no copy of them taken before is current (lowest id first, one order for every writer)."""
+    ids = sorted(set(model_ids))
+    if ids:
+        session.connection().execute(
+            update(RecordModel.__table__)
+            .where(RecordModel.__table__.c.id.in_(ids))
+            .values(data_version=new_data_version())
+        )
+
+
 def _sync(session: Session, _flush_context: Any) -> None:
-    """Rewrite the index rows of the records this flush inserted, changed or deleted."""
+    """Rewrite the index rows of the records this flush inserted, changed or deleted, and
+    bump the data version of every model whose records it wrote at all."""
     new = [r for r in session.new if isinstance(r, Record)]
-    changed = [r for r in session.dirty if isinstance(r, Record) and _changed(r)]
-    gone = [r.id for r in session.deleted if isinstance(r, Record)]
+    dirty = [r for r in session.dirty if isinstance(r, Record)]
+    changed = [r for r in dirty if _changed(r)]
+    deleted = [r for r in session.deleted if isinstance(r, Record)]
+    gone = [r.id for r in deleted]
+    # Any column written counts (a title, a creator), not only what the index keeps.
+    touched = [r for r in dirty if session.is_modified(r, include_collections=False)]
+    # A record moved to another model leaves the one it was in changed too.
+    moved = [m for r in touched for m in inspect(r).attrs["model_id"].history.deleted]
+    bump_versions(session, [*(r.model_id for r in new + touched + deleted), *moved])
     if not (new or changed or gone):
         return
     conn = session.connection()
@@ -85,13 +107,27 @@ def _sync(session: Session, _flush_context: Any) -> None:
 event.listen(Session, "after_flush", _sync)
 
 
+def _bulk(state: ORMExecuteState) -> None:
+    """An UPDATE or DELETE of records run as a statement (not through objects) may touch
+    any model's rows: every model gets a new data version (such statements are rare)."""
+    if (state.is_update or state.is_delete) and state.bind_mapper is inspect(Record).mapper:
+        state.session.connection().execute(
+            update(RecordModel.__table__).values(data_version=new_data_version())
+        )
+
+
+event.listen(Session, "do_orm_execute", _bulk)
+
+
 def reindex(session: Session, records: Iterable[Any]) -> int:
     """Index records written without the ORM (rows with ``id``, ``model_id``, ``values``,
     ``visibility``, ``creator_id``); returns how many index rows it wrote."""
     conn = session.connection()
     total = 0
     batch: list[dict[str, Any]] = []
+    models: set[int] = set()
     for r in records:
+        models.add(r.model_id)
         batch += index_rows(r.id, r.model_id, r.values, private_to(r.visibility, r.creator_id))
         if len(batch) >= 5000:
             conn.execute(insert(RecordValue), batch)
@@ -99,6 +135,7 @@ def reindex(session: Session, records: Iterable[Any]) -> int:
     if batch:
         conn.execute(insert(RecordValue), batch)
         total += len(batch)
+    bump_versions(session, models)
     return total
 
 
