@@ -8,6 +8,7 @@ copy again, and one caller's copy is never another's.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -259,3 +260,41 @@ def test_a_family_keeps_only_its_newest_catalogue():
     with cache.use(("me", 2), lambda: second, family="me"):
         pass
     assert first.closed and not second.closed and len(cache) == 1
+
+
+def test_a_repeated_answer_is_kept_while_its_today_is_the_same(world, copies, monkeypatch):
+    member = world.a.principal("member")
+    runs: list[str] = []
+    run = sql._Sandbox.run
+    monkeypatch.setattr(sql._Sandbox, "run", lambda self, q, *a: runs.append(q) or run(self, q, *a))
+    today = "SELECT date('now'), today(), count(*) FROM tasks"
+    monday = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    assert sql.run_query(member, today, now=monday).rows == [["2026-03-02", "2026-03-02", 2]]
+    later = monday + timedelta(hours=1)
+    assert sql.run_query(member, today, now=later).rows == [["2026-03-02", "2026-03-02", 2]]
+    assert runs == [today]  # the same day: the kept answer
+    tuesday = monday + timedelta(days=1)
+    assert sql.run_query(member, today, now=tuesday).rows == [["2026-03-03", "2026-03-03", 2]]
+    # 'now' with a modifier reads the time of day: an hour later is another answer.
+    evening = "SELECT date('now', '+11 hours')"
+    assert sql.run_query(member, evening, now=monday).rows == [["2026-03-02"]]
+    assert sql.run_query(member, evening, now=later).rows == [["2026-03-03"]]
+    assert runs == [today, today, evening, evening]
+
+
+def test_an_answer_reading_sqlites_clock_is_never_kept(world, copies, monkeypatch):
+    member = world.a.principal("member")
+    runs: list[str] = []
+    run = sql._Sandbox.run
+    monkeypatch.setattr(sql._Sandbox, "run", lambda self, q, *a: runs.append(q) or run(self, q, *a))
+    clock = "SELECT julianday('now') > 0, count(*) FROM tasks"
+    assert answer(member, clock) == [[1, 2]]
+    assert answer(member, clock) == [[1, 2]]
+    assert runs == [clock, clock]
+
+
+def test_a_kept_answer_goes_with_a_write(world, copies):
+    owner = world.a.principal("owner")
+    assert answer(owner, COUNT) == [[2]]
+    factories.make_record(owner, world.a.model, "Third")
+    assert answer(owner, COUNT) == [[3]]

@@ -24,11 +24,13 @@ fast and clear refusal of what the tables could never allow anyway.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -255,6 +257,7 @@ class _Authorizer:
 
     tables: dict[str, Table]
     reads: dict[str, set[str]] = field(default_factory=dict)
+    functions: set[str] = field(default_factory=set)
     refusal: str | None = None
 
     def __call__(self, action: int, arg1: Any, arg2: Any, dbname: Any, source: Any) -> int:
@@ -271,6 +274,7 @@ class _Authorizer:
             return self._refuse(f"There is no table {arg1!r}. {self._known()}")
         if action == sqlite3.SQLITE_FUNCTION:
             if (arg2 or "").lower() in FUNCTIONS:
+                self.functions.add(arg2.lower())
                 return sqlite3.SQLITE_OK
             return self._refuse(f"The function {arg2}() is not allowed.")
         return self._refuse("Only reading the model tables is allowed.")
@@ -330,6 +334,10 @@ class _Printf:
         self.conn.close()
 
 
+def _is_now(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "now"
+
+
 class _LocalDate:
     """SQLite's ``date()`` with ``'now'`` (and no argument) on the caller's clock, so that
     ``date('now')`` is their today, as a date field means it (``due < date('now')``). Run
@@ -347,14 +355,23 @@ class _LocalDate:
         """Read 'now' as ``now`` (a kept sandbox answers each call at its own instant)."""
         self.wall = now.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]  # the caller's wall clock
         self.today = now.date().isoformat()
+        # The calls that read 'now' since, with what they gave (a kept answer holds while
+        # each would give the same again).
+        self.read: list[tuple[tuple[Any, ...], Any]] = []
 
     def __call__(self, *args: Any) -> Any:
+        if not args or _is_now(args[0]):
+            result = self.again(args)
+            self.read.append((args, result))
+            return result
+        return self._dates(*args)
+
+    def again(self, args: tuple[Any, ...]) -> Any:
+        """What a call that reads 'now' (``today()``, ``date('now', …)``) gives at the
+        instant set last, without noting it."""
         if not args:
             return self.today
-        first = args[0]
-        if isinstance(first, str) and first.strip().lower() == "now":
-            args = (self.wall, *args[1:])
-        return self._dates(*args)
+        return self._dates(self.wall, *args[1:])
 
     def _date(self, *args: Any) -> Any:
         marks = ", ".join(f"?{i}" for i in range(1, len(args) + 1))
@@ -364,7 +381,21 @@ class _LocalDate:
         self.conn.close()
 
 
+# SQLite's own date and time functions, which may read its clock ('now', in UTC): an answer
+# that calls one is never kept (``date`` and ``today`` are the caller's, ``_LocalDate``).
+CLOCK_FUNCTIONS = frozenset({"datetime", "julianday", "time", "strftime", "unixepoch", "timediff"})
+# Answers one sandbox keeps for repeats (each within ``max_bytes``).
+MAX_ANSWERS = 16
+
+
 @dataclass(frozen=True)
+class _Answer:
+    result: QueryResult
+    tables: dict[str, _Copied]  # what each table read held (compared by identity)
+    read_now: tuple[tuple[tuple[Any, ...], Any], ...]
+
+
+@dataclass(frozen=True, eq=False)
 class _Copied:
     """What a sandbox table holds: its model's rows at ``version``, these columns."""
 
@@ -382,6 +413,8 @@ class _Sandbox:
         self.tables = {t.name: t for t in tables}
         self.copied: dict[str, _Copied] = {}
         self.people: dict[int, str] | None = None
+        self.answers: OrderedDict[str, _Answer] = OrderedDict()
+        self.keepable = False
         # A URI name, so that the one statement that copies may attach the app's SQLite
         # file read-only (``query_rows.copy_attached``); nothing else can attach anything.
         self.conn = sqlite3.connect(
@@ -415,15 +448,14 @@ class _Sandbox:
         # Deterministic within the statement, as SQLite's own 'now' is: a constant call
         # (``date('now')`` in a WHERE) is computed once, not once a row.
         self.conn.create_function("date", -1, self.local_date, deterministic=True)
-        self.conn.create_function("today", 0, lambda: self.local_date.today, deterministic=True)
+        self.conn.create_function("today", 0, lambda: self.local_date(), deterministic=True)
         self.start(now or datetime.now(UTC))
 
     def start(self, now: datetime) -> None:
-        """Ready for one call: 'now' is ``now``, and the clock of its limit starts."""
+        """Ready for one call: 'now' is ``now`` (the statement's clock starts in ``run``)."""
         self.local_date.at(now)
         self.printf.too_long = False
-        # The statement's own limit, or the tool call's when that ends first.
-        self.deadline = min(time.monotonic() + self.limits.seconds, deadline() or math.inf)
+        self.deadline = math.inf
 
     def size(self) -> int:
         """Bytes of memory the copied rows take (the pages of both databases)."""
@@ -432,7 +464,7 @@ class _Sandbox:
             pages = self.conn.execute(f"PRAGMA {schema}.page_count").fetchone()[0]
             page = self.conn.execute(f"PRAGMA {schema}.page_size").fetchone()[0]
             total += pages * page
-        return total
+        return total + len(self.answers) * self.limits.max_bytes
 
     def close(self) -> None:
         """Close its connections (the copied rows go with them)."""
@@ -483,11 +515,26 @@ class _Sandbox:
         return _invalid(f"SQL error: {text}.")
 
     def plan(self, sql: str) -> dict[str, set[str]]:
-        """Which columns of which tables the statement reads (it is compiled, not run)."""
+        """Which columns of which tables the statement reads (it is compiled, not run), and
+        whether its answer may be kept: not when it reads SQLite's own clock."""
         self.conn.execute("PRAGMA query_only = ON")
         with self.guarded() as authorizer:
             self.conn.execute("EXPLAIN " + sql).fetchall()
+        self.keepable = not authorizer.functions & CLOCK_FUNCTIONS
         return authorizer.reads
+
+    def answered(self, sql: str) -> QueryResult | None:
+        """The kept answer of ``sql``, when it still holds: the tables it read hold what they
+        held (not copied since) and each call it made that read 'now' gives the same now."""
+        answer = self.answers.pop(sql, None)
+        if answer is None:
+            return None
+        if any(self.copied.get(name) is not copied for name, copied in answer.tables.items()):
+            return None
+        if any(self.local_date.again(args) != value for args, value in answer.read_now):
+            return None
+        self.answers[sql] = answer  # the most recently used
+        return copy.deepcopy(answer.result)
 
     def set_people(self, people: dict[int, str]) -> None:
         """The org's members, for ``<user>_name`` columns (a table no query can read);
@@ -523,11 +570,19 @@ class _Sandbox:
             columns = [c for c in table.columns if c.name in wanted]
         names = ", ".join(f'"{c.name}"' for c in columns)
         self.conn.execute("PRAGMA query_only = OFF")
+        # Copying stops where the tool call's time does.
+        limit = deadline() or math.inf
+        self.conn.set_progress_handler(lambda: int(time.monotonic() > limit), 10_000)
         try:
             # Whatever it held goes (rows copied with other names, too: ``set_people``).
             self.conn.execute(f'DELETE FROM main."{table.name}"')
             self._copy(principal, table, columns, names)
         except sqlite3.OperationalError as err:
+            if str(err) == "interrupted":
+                raise _invalid(
+                    "Copying the rows this query reads took longer than the call may take: "
+                    "read fewer models."
+                ) from err
             if "full" not in str(err):
                 raise
             # Past ``max_memory`` (and rolled back by SQLite).
@@ -537,6 +592,7 @@ class _Sandbox:
                 "(long text above all) or fewer models."
             ) from err
         finally:
+            self.conn.set_progress_handler(None, 0)
             self.conn.execute("PRAGMA query_only = ON")
         self.copied[table.name] = _Copied(version, frozenset(c.name for c in columns))
 
@@ -562,11 +618,23 @@ class _Sandbox:
             raise
         self.conn.execute("COMMIT")
 
-    def run(self, sql: str) -> QueryResult:
+    def run(self, sql: str, reads: Iterable[str] = ()) -> QueryResult:
+        """Run the statement (``plan`` first); its answer is kept for a repeat."""
+        self.local_date.read = []
+        # The statement's own limit from now (the rows are in), or the tool call's when
+        # that ends first.
+        self.deadline = min(time.monotonic() + self.limits.seconds, deadline() or math.inf)
         with self.guarded():
             cursor = self.conn.execute(sql)
             columns = [d[0] for d in cursor.description or ()]
-            return _collect(cursor, columns, self.limits)
+            result = _collect(cursor, columns, self.limits)
+        if self.keepable:
+            tables = {name: self.copied[name] for name in reads}
+            read_now = tuple(self.local_date.read)
+            self.answers[sql] = _Answer(copy.deepcopy(result), tables, read_now)
+            while len(self.answers) > MAX_ANSWERS:
+                self.answers.popitem(last=False)
+        return result
 
 
 def _value(value: Any, limit: int) -> tuple[Any, bool]:
@@ -761,4 +829,4 @@ def run_query(
             version = versions.get(table.model_id, -1)
             if not sandbox.holds(table, version, columns):
                 sandbox.fill(principal, table, columns, version)
-        return sandbox.run(sql)
+        return sandbox.answered(sql) or sandbox.run(sql, reads)
