@@ -298,3 +298,12 @@ def test_a_kept_answer_goes_with_a_write(world, copies):
     assert answer(owner, COUNT) == [[2]]
     factories.make_record(owner, world.a.model, "Third")
     assert answer(owner, COUNT) == [[3]]
+
+
+def test_a_model_and_a_field_named_records_copy_as_any_other(world, copies):
+    owner = world.a.principal("owner")
+    model = services.create_model(owner, "records", "Records", "")
+    services.add_field(owner, model, key="records", label="Records", type="text")
+    services.create_record(owner, model, {"records": "kept"}, "org")
+    assert answer(owner, "SELECT records FROM records") == [["kept"]]
+    assert answer(owner, "SELECT count(*) FROM records, tasks") == [[2]]

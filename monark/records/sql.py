@@ -1,14 +1,20 @@
 """Read-only SQL over the records a caller can see (the ``records_query`` tool).
 
-The query never runs against the app's database. Each call builds a private in-memory
-SQLite database with one table per model of the caller's org, fills the tables the query
-reads with exactly the rows ``records_list`` would show this caller (and only the columns
-it reads), and runs the SQL there. Whatever the SQL says, nothing else exists to be read:
-no other org, no ``users`` or ``api_keys``, no catalogue of the real database, no files.
-An authorizer then allows reading those tables and calling an allow-list of functions and
-nothing more (no ``ATTACH``, ``PRAGMA``, writes or extensions), a progress handler stops a
-statement past its time, and SQLite's own limits cap string, row, column and SQL sizes and
-the database's pages, so one query's memory is bounded whatever it computes.
+The query never runs against the app's database. A call uses a private in-memory SQLite
+database with one table per model of the caller's org, fills the tables the query reads
+with exactly the rows ``records_list`` would show this caller (and only the columns it
+reads; ``query_rows`` copies them), and runs the SQL there. Whatever the SQL says, nothing
+else exists to be read: no other org, no ``users`` or ``api_keys``, no catalogue of the
+real database, no files. An authorizer then allows reading those tables and calling an
+allow-list of functions and nothing more (no ``ATTACH``, ``PRAGMA``, writes or
+extensions), a progress handler stops a statement past its time, and SQLite's own limits
+cap string, row, column and SQL sizes and the database's pages, so one query's memory is
+bounded whatever it computes.
+
+The sandbox is kept for the caller's next call (``query_cache``, within
+``RECORDS_QUERY_CACHE_MB``): a table is copied again when its model's ``data_version``
+is no longer the one it was copied at, and a repeated statement is answered as before
+while what it read, and each 'now' it read, is the same.
 
 An answer is bounded whatever its rows: at most ``max_columns`` columns, each value cut at
 ``max_value`` characters, and rows while the whole answer's JSON fits ``max_bytes`` (as the
