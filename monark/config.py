@@ -191,6 +191,10 @@ _DEPLOYMENT: dict[str, Default] = {
     "RECORDS_QUERY_MAX_BYTES": 20000,
     "RECORDS_QUERY_MAX_VALUE": 4000,
     "RECORDS_QUERY_MAX_COLUMNS": 200,
+    # Megabytes of copied rows each process keeps for the next records_query (a copy is
+    # reused while its models' records and its caller's rights are unchanged; the least
+    # recently used goes first); 0: every query copies its rows afresh.
+    "RECORDS_QUERY_CACHE_MB": 256,
     # Automations: how deep runs may trigger runs, and how many runs one change may set
     # off in all, however the chain branches.
     "AUTOMATION_MAX_DEPTH": 5,

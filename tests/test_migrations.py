@@ -127,7 +127,10 @@ def test_the_value_index_is_backfilled_from_existing_records(migrated_app):
             insert(User.__table__),
             {"id": 5, "email": "a@o.test", "name": "A", "password_hash": "x"},
         )
-        conn.execute(insert(RecordModel.__table__), {"id": 1, "org_id": 1, "key": "t", "name": "T"})
+        # The models table as it was then (no data_version before 0029).
+        model = {"id": 1, "org_id": 1, "key": "t", "name": "T", "description": ""}
+        model |= {"created_at": utcnow()}
+        conn.execute(insert(table("models", *(column(c) for c in model))), model)
         for record_id, values, visibility in (
             (1, {"title": "Write Docs", "points": 3, "done": True}, "org"),
             (2, {"title": "Secret", "empty": ""}, "private"),

@@ -1,7 +1,7 @@
 """Budgets: an org's total of each day (usage_org_days), kept by triggers on the day rows
 
 Revision ID: 0030_budget
-Revises: 0028_branches
+Revises: 0029_record_scale
 Create Date: 2026-12-03 14:30:00
 
 """
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = "0030_budget"
-down_revision = "0028_branches"
+down_revision = "0029_record_scale"
 branch_labels = None
 depends_on = None
 

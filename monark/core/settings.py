@@ -99,13 +99,23 @@ class ChatSettings:
 
 @dataclass(frozen=True, slots=True)
 class QuerySettings:
-    """``records_query``'s limits: seconds, rows, bytes, one value's length, columns."""
+    """``records_query``'s limits: seconds, rows, bytes, one value's length, columns; and
+    the megabytes of copied rows a process keeps for the next query (0: none)."""
 
     seconds: float = field(metadata={"key": "RECORDS_QUERY_TIMEOUT"})
     max_rows: int
     max_bytes: int
     max_value: int
     max_columns: int
+    cache_mb: int = 0
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> QuerySettings:
+        """Read from a config that ``monark.config.load_config`` filled (the cache's size
+        checked, naming its key)."""
+        values = _fields_of(cls, config, "RECORDS_QUERY_")
+        values["cache_mb"] = _bounded(config, "RECORDS_QUERY_CACHE_MB", 0)
+        return cls(**values)
 
 
 # The largest value a limit may take: a larger one is a typo (or no limit, which is 0).
@@ -308,7 +318,7 @@ class Settings:
             secret_key=str(config["SECRET_KEY"]),
             encryption_keys=tuple(k.strip() for k in listed if k.strip()),
             chat=ChatSettings.from_config(config),
-            query=QuerySettings(**_fields_of(QuerySettings, config, "RECORDS_QUERY_")),
+            query=QuerySettings.from_config(config),
             limits=LimitSettings.from_config(config),
             mail=MailSettings.from_config(config),
             spend=SpendSettings.from_config(config),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef
@@ -23,6 +24,12 @@ FIELD_TYPE_LABELS = {
 Visibility = Literal["org", "private"]
 
 
+def new_data_version() -> int:
+    """A fresh data version: random 63 bits, so no two states of any model (a deleted
+    model's id taken again, tables emptied and filled again) ever share one."""
+    return secrets.randbits(63)
+
+
 class RecordModel(db.Model):
     """A user-defined model such as ``tasks``: a named set of typed fields."""
 
@@ -35,6 +42,10 @@ class RecordModel(db.Model):
     name: Mapped[str] = mapped_column(String(80))
     description: Mapped[str] = mapped_column(String(500), default="")
     created_at: Mapped[CreatedAt]
+    # Set afresh, in the writing transaction, by every write to the model's records
+    # (``records/index.py``), so any instance can tell whether a copy of them is current
+    # (``records_query``'s cached sandboxes): equal versions, the same rows.
+    data_version: Mapped[int] = mapped_column(BigInteger, default=new_data_version)
 
     fields: Mapped[list[ModelField]] = relationship(
         back_populates="model",
