@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import func, select
@@ -35,30 +36,11 @@ def test_twenty_concurrent_confirms_run_the_write_once(app, world, scripted):
     )
     db.session.remove()  # the threads use their own sessions; leave nothing open here
 
-    start = threading.Barrier(CLICKS)
-    outcomes: list[str] = []
-    lock = threading.Lock()
+    def click() -> str:
+        result = approval_service.confirm_tool_call(member, call_id)
+        return f"ran:{result.status}"
 
-    def click() -> None:
-        with app.app_context():
-            start.wait()
-            try:
-                result = approval_service.confirm_tool_call(member, call_id)
-                outcome = f"ran:{result.status}"
-            except Conflict:
-                outcome = "conflict"
-            except Exception as err:  # anything else is a bug worth seeing
-                outcome = f"error:{type(err).__name__}:{err}"
-            finally:
-                db.session.remove()
-            with lock:
-                outcomes.append(outcome)
-
-    threads = [threading.Thread(target=click) for _ in range(CLICKS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    outcomes = _at_once(app, [click] * CLICKS, {Conflict: "conflict"})
 
     assert sorted(outcomes) == ["conflict"] * (CLICKS - 1) + ["ran:done"], outcomes
     assert db.session.scalar(select(func.count()).where(Record.title == "Exactly once")) == 1
@@ -67,6 +49,36 @@ def test_twenty_concurrent_confirms_run_the_write_once(app, world, scripted):
         select(func.count()).where(Event.type == "chat.tool_call.confirmed")
     )
     assert confirmed == 1
+
+
+def _at_once(app, acts: list[Callable[[], str]], expected: dict[type[Exception], str]) -> list[str]:
+    """Run ``acts`` in threads of their own, each in its own app context, released at once;
+    each one's outcome: what it returned, ``expected``'s word for an error it raised, or the
+    error itself for anything else (a bug worth seeing)."""
+    start = threading.Barrier(len(acts))
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def run(act: Callable[[], str]) -> None:
+        with app.app_context():
+            start.wait()
+            try:
+                outcome = act()
+            except tuple(expected) as err:
+                outcome = next(w for kind, w in expected.items() if isinstance(err, kind))
+            except Exception as err:
+                outcome = f"error:{type(err).__name__}:{err}"
+            finally:
+                db.session.remove()
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=run, args=(act,)) for act in acts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return outcomes
 
 
 def _in_threads(app, *jobs, stagger: float = 0.1) -> list[str]:
@@ -319,30 +331,15 @@ def test_simultaneous_prompt_saves_at_the_limit_keep_the_limit(app, world):
     for n in range(MAX_PROMPTS - 2):
         add_prompt(admin, f"Prompt {n}")
     db.session.remove()
-    start = threading.Barrier(8)
-    outcomes: list[str] = []
-    lock = threading.Lock()
 
-    def save(n: int) -> None:
-        with app.app_context():
-            start.wait()
-            try:
-                add_prompt(admin, f"Raced {n}")
-                outcome = "saved"
-            except ValidationFailed:
-                outcome = "refused"
-            except Exception as err:  # anything else is a bug worth seeing
-                outcome = f"error:{type(err).__name__}:{err}"
-            finally:
-                db.session.remove()
-            with lock:
-                outcomes.append(outcome)
+    def save(n: int) -> Callable[[], str]:
+        def act() -> str:
+            add_prompt(admin, f"Raced {n}")
+            return "saved"
 
-    threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+        return act
+
+    outcomes = _at_once(app, [save(n) for n in range(8)], {ValidationFailed: "refused"})
     assert sorted(outcomes) == ["refused"] * 6 + ["saved"] * 2
     count = select(func.count()).select_from(OrgPrompt).where(OrgPrompt.org_id == admin.org_id)
     assert db.session.scalar(count) == MAX_PROMPTS
