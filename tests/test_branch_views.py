@@ -301,3 +301,30 @@ def test_a_group_decided_on_a_second_version_keeps_its_versions_drawn(world, log
     assert response.status_code == 200
     first = response.get_data(as_text=True).split("event:")[0]  # the group's frame, first
     assert f'id="msg-{group}"' in first and "2/2" in first
+
+
+def test_a_regenerate_cut_off_before_its_reply_offers_the_earlier_one_back(world, login, scripted):
+    from monark.chat import branches
+
+    scripted.script.add([Say("First take.")])
+    browser = login("member@acme.test")
+    post_stream(browser, "Write a haiku")
+    cid = conversation_id()
+    # Where a Regenerate stopped (or its process died) before the new reply's first save
+    # leaves the conversation: the head back on the question, the old reply set aside.
+    asked, first = message_id("Write a haiku"), message_id("First take.")
+    conversation = db.session.get(Conversation, cid)
+    branches.ensure_tree(conversation)
+    conversation.head_id = asked
+    db.session.commit()
+    soup = thread(browser, cid)
+    assert assistant_texts(soup) == []  # the path ends at the question, with Retry
+    assert soup.select('#chat-thread-foot button[form="chat-retry"]')
+    (back,) = [
+        b for b in soup.select("#chat-thread-foot button") if "earlier reply" in b.get_text()
+    ]
+    assert back["hx-post"] == f"/chat/conversations/{cid}/versions/{first}"
+    answer = switch(browser, cid, first)
+    assert answer.status_code == 200
+    assert assistant_texts(thread(browser, cid)) == ["First take."]
+    assert not [b for b in thread(browser, cid).select("button") if "earlier" in b.get_text()]

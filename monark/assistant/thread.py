@@ -160,6 +160,9 @@ class ThreadFoot:
     elsewhere: bool = False
     awaited: tuple[int, ...] = ()
     question: bool = False  # what waits is a question to the user (``ask_user``), no write
+    # A regenerated or edited question whose new reply broke off or never came, with the
+    # reply set aside for it: (conversation, that reply), to go back to beside Retry.
+    earlier_reply: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, waiting: bool, running: bool, last: tuple[str, str] | None) -> ThreadFoot:
@@ -185,6 +188,16 @@ def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, Thread
     foot = ThreadFoot.of(waiting, lease.live_turn_id(conversation) is not None, last)
     if waiting and not _write_waits(conversation.id):
         foot = replace(foot, question=True)
+    if foot.retry and conversation.head_id is not None:
+        earlier = db.session.scalar(
+            select(Message.id)
+            .where(Message.conversation_id == conversation.id)
+            .where(Message.parent_id == conversation.head_id)
+            .order_by(Message.seq.desc())
+            .limit(1)
+        )
+        if earlier is not None:
+            foot = replace(foot, earlier_reply=(conversation.id, earlier))
     return conversation.title, foot
 
 
@@ -224,6 +237,8 @@ class ThreadView:
     turn_id: str | None = None  # the turn being written now (here, in another tab, anywhere)
     # The user's allowances that hold in this conversation now (``approvals.allowances``).
     allowances: list[AllowanceView] = field(default_factory=list)
+    # The newest reply set aside below the path's last message (``ThreadFoot.earlier_reply``).
+    earlier_reply_id: int | None = None
 
     @property
     def running(self) -> bool:
@@ -241,6 +256,8 @@ class ThreadView:
             return replace(foot, question=True)
         if open_calls and all(c.approver or c.four_eyes for c in open_calls):
             foot = replace(foot, elsewhere=True, awaited=tuple(c.id for c in open_calls))
+        if foot.retry and self.earlier_reply_id is not None and self.conversation_id:
+            foot = replace(foot, earlier_reply=(self.conversation_id, self.earlier_reply_id))
         return foot
 
 
@@ -276,7 +293,19 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
         for view in views:
             _as_interrupted(view)
     held = allowance_views(principal, conversation)
-    return ThreadView(conversation.id, conversation.title, views, turn_id=turn_id, allowances=held)
+    # Replies below the path's last message: set aside by a Regenerate or an Edit whose
+    # own reply has not come (yet).
+    below = [
+        m.id for m in stored if m.parent_id is not None and m.parent_id == conversation.head_id
+    ]
+    return ThreadView(
+        conversation.id,
+        conversation.title,
+        views,
+        turn_id=turn_id,
+        allowances=held,
+        earlier_reply_id=below[-1] if below else None,
+    )
 
 
 def branch_spot(principal: Principal, message: Message) -> branches.Spot | None:
