@@ -98,8 +98,7 @@ def test_another_instances_spend_pauses_a_running_turn_after_its_step(world, scr
     class SpentElsewhere(type(scripted)):
         def stream(self, request):
             if len(self.requests) == 1:  # the second step: another instance spends meanwhile
-                with engine.begin() as other:
-                    other.execute(UsageDay.__table__.insert().values(elsewhere))
+                _spend_elsewhere(engine, elsewhere)
             yield from super().stream(request)
 
     provider = SpentElsewhere(scripted.script)
@@ -139,6 +138,12 @@ def _spent_on(org_id: int, day: date, user_id: int, cost: str) -> dict:
     }
 
 
+def _spend_elsewhere(engine, *rows: dict) -> None:
+    """Day rows as another instance writes them: on a connection of its own, committed."""
+    with engine.begin() as other:
+        other.execute(UsageDay.__table__.insert(), list(rows))
+
+
 def _counting_settled_reads(monkeypatch) -> list[date]:
     """The days on which the month's settled spend was read from the database."""
     reads: list[date] = []
@@ -168,22 +173,13 @@ def test_a_past_days_spend_and_another_instances_today_trip_the_budget_together(
     admin, member = world.a.principal("admin"), world.a.principal("member")
     budgets.set_budget(admin, {"monthly_cost": "1"})
     engine, org_id = db.engine, world.a.org.id  # the provider streams outside the app
-    with engine.begin() as other:  # an instance's replies on the 10th
-        other.execute(
-            UsageDay.__table__.insert().values(
-                _spent_on(world.a.org.id, today.replace(day=10), admin.user_id, "0.6")
-            )
-        )
+    # An instance's replies on the 10th.
+    _spend_elsewhere(engine, _spent_on(world.a.org.id, today.replace(day=10), admin.user_id, "0.6"))
 
     class SpentToday(type(scripted)):
         def stream(self, request):
             if len(self.requests) == 1:  # another instance (a connection of its own) spends
-                with engine.begin() as other:
-                    other.execute(
-                        UsageDay.__table__.insert().values(
-                            _spent_on(org_id, today, admin.user_id, "0.5")
-                        )
-                    )
+                _spend_elsewhere(engine, _spent_on(org_id, today, admin.user_id, "0.5"))
             yield from super().stream(request)
 
     set_llm_provider(SpentToday(scripted.script))
@@ -221,23 +217,15 @@ def test_a_new_month_mid_turn_starts_fresh(world, scripted, priced, monkeypatch)
     admin, member = world.a.principal("admin"), world.a.principal("member")
     budgets.set_budget(admin, {"monthly_cost": "1"})
     engine, org_id = db.engine, world.a.org.id  # the provider streams outside the app
-    with engine.begin() as other:
-        other.execute(
-            UsageDay.__table__.insert().values(
-                _spent_on(world.a.org.id, clock[0] - timedelta(days=3), admin.user_id, "0.9")
-            )
-        )
+    _spend_elsewhere(
+        engine, _spent_on(world.a.org.id, clock[0] - timedelta(days=3), admin.user_id, "0.9")
+    )
 
     class NewMonth(type(scripted)):
         def stream(self, request):
             if len(self.requests) == 1:
                 clock[0] = first
-                with engine.begin() as other:
-                    other.execute(
-                        UsageDay.__table__.insert().values(
-                            _spent_on(org_id, first, admin.user_id, "0.5")
-                        )
-                    )
+                _spend_elsewhere(engine, _spent_on(org_id, first, admin.user_id, "0.5"))
             yield from super().stream(request)
 
     set_llm_provider(NewMonth(scripted.script))
@@ -255,12 +243,8 @@ def test_a_new_month_mid_turn_starts_fresh(world, scripted, priced, monkeypatch)
     warned = _events(world.a.org.id, "budget.warned")
     assert [e.payload["period"] for e in warned] == [(first - timedelta(days=1)).strftime("%Y-%m")]
     assert _events(world.a.org.id, "budget.tripped") == []
-    with engine.begin() as other:  # the new month's own spend still closes the gate
-        other.execute(
-            UsageDay.__table__.insert().values(
-                _spent_on(world.a.org.id, first, member.user_id, "0.6")
-            )
-        )
+    # The new month's own spend still closes the gate.
+    _spend_elsewhere(engine, _spent_on(world.a.org.id, first, member.user_id, "0.6"))
     assert check_gates(member).code == "budget"
 
 
@@ -291,16 +275,12 @@ def test_an_orgs_day_totals_follow_its_day_rows_whoever_writes_them(world, scrip
     a, b, today = world.a.org.id, world.b.org.id, date.today()
     yesterday = today - timedelta(days=1)
     admin = world.a.principal("admin")
-    with db.engine.begin() as other:
-        other.execute(
-            UsageDay.__table__.insert(),
-            [
-                _spent_on(a, today, admin.user_id, "0.25") | {"unpriced_tokens": 0},
-                _spent_on(a, yesterday, admin.user_id, "0.125") | {"unpriced_tokens": 40},
-                _spent_on(b, today, world.b.principal("admin").user_id, "2")
-                | {"unpriced_tokens": 0},
-            ],
-        )
+    _spend_elsewhere(
+        db.engine,
+        _spent_on(a, today, admin.user_id, "0.25") | {"unpriced_tokens": 0},
+        _spent_on(a, yesterday, admin.user_id, "0.125") | {"unpriced_tokens": 40},
+        _spent_on(b, today, world.b.principal("admin").user_id, "2") | {"unpriced_tokens": 0},
+    )
     scripted.script.add([Say("Counted.")])
     send_message(world.a.principal("member"), SendInput(text="Count me"))  # the meter's upsert
     totals, sums = _org_days()
@@ -378,15 +358,12 @@ def test_a_members_daily_cap_counts_their_other_rows_today_and_each_reply_once(
     budgets.set_budget(admin, {"user_daily_cost": "0.0013"})
     today, org_id = date.today(), world.a.org.id
     yesterday = _spent_on(org_id, today - timedelta(days=1), member.user_id, "0.0009")
-    with db.engine.begin() as other:
-        other.execute(
-            UsageDay.__table__.insert(),
-            [
-                _spent_on(org_id, today, member.user_id, "0.0005"),
-                yesterday | {"model": "claude-sonnet-4-5"},
-                _spent_on(org_id, today, admin.user_id, "1"),
-            ],
-        )
+    _spend_elsewhere(
+        db.engine,
+        _spent_on(org_id, today, member.user_id, "0.0005"),
+        yesterday | {"model": "claude-sonnet-4-5"},
+        _spent_on(org_id, today, admin.user_id, "1"),
+    )
     scripted.script.add(
         [Call("records_list", {"model": "tasks", "limit": 2})],
         [Call("records_list", {"model": "tasks", "limit": 3})],
