@@ -30,22 +30,27 @@ CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
 # The slow tiers' files go first, so that on several processes the many short files fill in
-# at the end instead of one process finishing a long file alone.
+# at the end instead of one process finishing a long file alone. CI runs a second database's
+# pass beside the first with MONARK_TEST_SLOW_LAST=1: its short, CPU-bound files then run
+# while the first pass's slow files mostly wait (on browsers, servers and clocks).
 _TIER_ORDER = ("instances", "browser", "realtime")
+_SLOW_LAST = os.environ.get("MONARK_TEST_SLOW_LAST", "") not in ("", "0")
 
 
 @pytest.hookimpl(trylast=True)  # after tests/browser/conftest.py has marked its tier
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the files by tier (the slowest first), keeping each file's tests together and
-    in order."""
+    """Order the files by tier (the slowest first, or last with ``MONARK_TEST_SLOW_LAST``),
+    keeping each file's tests together and in order."""
 
     def tier(item: pytest.Item) -> int:
         marks = {m.name for m in item.iter_markers()}
         return next((i for i, name in enumerate(_TIER_ORDER) if name in marks), len(_TIER_ORDER))
 
-    rank: dict[str, int] = {}
+    slowest: dict[str, int] = {}
     for item in items:
-        rank[item.location[0]] = min(rank.get(item.location[0], len(_TIER_ORDER)), tier(item))
+        path = item.location[0]
+        slowest[path] = min(slowest.get(path, len(_TIER_ORDER)), tier(item))
+    rank = {path: -t if _SLOW_LAST else t for path, t in slowest.items()}
     first_seen = {path: n for n, path in enumerate(dict.fromkeys(i.location[0] for i in items))}
     items.sort(key=lambda i: (rank[i.location[0]], first_seen[i.location[0]]))
 
