@@ -21,7 +21,7 @@ from monark.approvals import service as approvals
 from monark.assistant.card_view import panel_card
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import allowance_views, message_view
-from monark.assistant.views import _notice, _with_card, bp, decide_call, decision_limited
+from monark.assistant.views import _notice, _with_card, bp, decide_call, decision_post
 from monark.chat import store
 from monark.chat.models import ToolCallStatus
 from monark.chat.turn.start import require_assistant
@@ -46,9 +46,7 @@ def allowances_html(principal: Principal, conversation_id: int) -> str:
     return render_template("assistant/_allowances.html", thread={"allowances": held})
 
 
-@bp.post("/allow")
-@guard("chat.use")
-@decision_limited
+@decision_post("/allow")
 def allow():
     """Confirm a card and allow its tool for the rest of the conversation, then stream the
     continuation; refused (nothing decided) for a tool that may not be allowed."""

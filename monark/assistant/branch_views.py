@@ -19,7 +19,14 @@ from flask import request
 
 from monark.assistant.stream import partial, render_fragment, thread_frame
 from monark.assistant.thread import thread_view
-from monark.assistant.views import _busy, _notice, _refused, _start, bp, turn_limited
+from monark.assistant.views import (
+    _notice,
+    _refused,
+    _start,
+    _start_on_conversation,
+    bp,
+    turn_post,
+)
 from monark.chat.turn import run
 from monark.chat.turn.branching import begin_edit, begin_regenerate, switch_branch
 from monark.core.auth import guard, require_principal
@@ -35,29 +42,19 @@ def _start_version(principal: Principal, turn: run.Turn):
     return _start(principal, turn, redraw, drawn=drawn, whole_at_end=True)
 
 
-@bp.post("/regenerate")
-@guard("chat.use")
-@turn_limited
+@turn_post("/regenerate")
 def regenerate():
     """Answer the last message again, keeping the reply there was as the other version."""
-    principal = require_principal()
-    try:
-        conversation_id = form_id("conversation_id")
-        if conversation_id is None:
-            return _notice("Nothing to regenerate yet.", 400)
-        turn = begin_regenerate(principal, conversation_id)
-    except ValidationFailed as err:  # its message names the field
-        return _notice(err.message, 400)
-    except Conflict as err:
-        return _busy(conversation_id, err.message)
-    except AppError as err:
-        return _refused(err)
-    return _start_version(principal, turn)
+    return _start_on_conversation(
+        require_principal(),
+        begin_regenerate,
+        nothing="Nothing to regenerate yet.",
+        invalid=lambda err: err.message,  # its message names the field
+        start=_start_version,
+    )
 
 
-@bp.post("/edit")
-@guard("chat.use")
-@turn_limited
+@turn_post("/edit")
 def edit_message():
     """Send a new version of the last message, keeping the one there was."""
     principal = require_principal()

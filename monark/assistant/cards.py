@@ -28,7 +28,7 @@ from monark.assistant.inbox import inbox_card
 from monark.assistant.stream import partial, sse
 from monark.assistant.thread import branch_spot, message_view
 from monark.assistant.verdict import PanelDecision
-from monark.assistant.views import _busy, _notice, _start, bp, decision_limited
+from monark.assistant.views import _busy, _notice, _start, bp, decision_post
 from monark.chat.models import Conversation, ToolCall
 from monark.chat.runtime import tool_executor
 from monark.core.auth import guard, require_principal
@@ -198,9 +198,7 @@ def call_card(call_id: int):
     return _target(principal, call_id).html(principal)
 
 
-@bp.post("/decide-group")
-@guard("chat.use")
-@decision_limited
+@decision_post("/decide-group")
 def decide_group():
     """Confirm the selected writes of a step and reject the rest, or reject them all, then
     stream the continuation."""

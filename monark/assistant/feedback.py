@@ -9,7 +9,6 @@ only conversations that feedback points to, and each reading is audited.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from enum import StrEnum
 
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, func, select
@@ -19,7 +18,7 @@ from monark.chat import store
 from monark.chat.models import Conversation, Message, MessageRole
 from monark.core.errors import NotFound, ValidationFailed
 from monark.core.events import record_event
-from monark.core.models import User, utcnow
+from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef
 from monark.core.rbac import Principal
 from monark.core.text import storable
 from monark.core.uow import get_or_add
@@ -43,21 +42,21 @@ class ReplyFeedback(db.Model):
     __tablename__ = "reply_feedback"
     __table_args__ = (UniqueConstraint("message_id", "user_id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    org_id: Mapped[int] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    id: Mapped[IntPk]
+    org_id: Mapped[OrgId] = mapped_column(index=True)
     message_id: Mapped[int] = mapped_column(
         ForeignKey("chat_messages.id", ondelete="CASCADE"), index=True
     )
     conversation_id: Mapped[int] = mapped_column(
         ForeignKey("chat_conversations.id", ondelete="CASCADE")
     )
-    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    user_id: Mapped[UserRef]
     rating: Mapped[str] = mapped_column(String(8))
     reason: Mapped[str | None] = mapped_column(Text, default=None)
     provider: Mapped[str | None] = mapped_column(String(40), default=None)
     model: Mapped[str | None] = mapped_column(String(80), default=None)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    created_at: Mapped[CreatedAt]
+    updated_at: Mapped[UpdatedAt]
 
 
 def _field(name: str, message: str) -> ValidationFailed:

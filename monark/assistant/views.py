@@ -79,29 +79,36 @@ def _refused(err: AppError):
     return body, status, getattr(err, "headers", None) or {}
 
 
-def _limited(check: Callable[[int], None]) -> Callable[..., Any]:
-    """A view under ``guard`` counted by ``check`` (one of ``ratelimit``'s per-user counts):
-    over the limit, a notice saying when to try again, and nothing is stored."""
+View = Callable[..., Any]
 
-    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(view)
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            try:
-                check(require_principal().user_id or 0)
-            except (ratelimit.RateLimited, ratelimit.LimiterDown) as err:
-                return _refused(err)
-            return view(*args, **kwargs)
 
-        return wrapped
+def _counted_post(check: Callable[[int], None]) -> Callable[[str], Callable[[View], View]]:
+    """``bp.post`` for a panel action that needs ``chat.use`` and is counted by ``check``
+    (one of ``ratelimit``'s per-user counts, read once the guard has let the user in): over
+    the limit, a notice saying when to try again, and nothing is stored."""
 
-    return decorate
+    def route(rule: str) -> Callable[[View], View]:
+        def decorate(view: View) -> View:
+            @functools.wraps(view)
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    check(require_principal().user_id or 0)
+                except (ratelimit.RateLimited, ratelimit.LimiterDown) as err:
+                    return _refused(err)
+                return view(*args, **kwargs)
+
+            return bp.post(rule)(guard("chat.use")(counted))
+
+        return decorate
+
+    return route
 
 
 # A message or a Retry: messages per minute (the composer keeps the refused text).
-turn_limited = _limited(ratelimit.check_messages)
+turn_post = _counted_post(ratelimit.check_messages)
 # A decision on a card (Confirm, Reject, Allow, Confirm selected): counted apart, so that a
 # user confirming a run of cards can still send a message.
-decision_limited = _limited(ratelimit.check_decisions)
+decision_post = _counted_post(ratelimit.check_decisions)
 
 
 def _gate_or_none(principal: Principal) -> str | None:
@@ -424,9 +431,7 @@ def _conversation_id() -> int | None:
     return form_id("conversation_id")  # ValidationFailed names the field
 
 
-@bp.post("/stream")
-@guard("chat.use")
-@turn_limited
+@turn_post("/stream")
 def stream():
     """Send a message and stream the turn as Server-Sent Events."""
     principal = require_principal()
@@ -459,9 +464,7 @@ def _busy(conversation_id: int | None, message: str):
     return notice + partial("#chat-follow-slot", "innerHTML", slot), status
 
 
-@bp.post("/decide")
-@guard("chat.use")
-@decision_limited
+@decision_post("/decide")
 def decide():
     """Confirm or reject a proposed write, then stream the continuation."""
     principal = require_principal()
@@ -481,9 +484,7 @@ def decide():
     )
 
 
-@bp.post("/answer")
-@guard("chat.use")
-@decision_limited
+@decision_post("/answer")
 def answer():
     """Answer a question card (a choice, or "Something else…"), then stream the turn on."""
     principal = require_principal()
@@ -499,10 +500,7 @@ def answer():
         db.session.rollback()
         return _notice(err.message, 422)
     except Conflict as err:
-        call = _settled(principal, call_id)
-        if call.status != ToolCallStatus.PROPOSED:
-            return _already_answered(call)
-        return _busy(call.conversation_id, err.message)
+        return _lost_race(principal, call_id, _already_answered, err.message)
     except AppError as err:
         return _notice(err.message, err.status)
     return _start(principal, turn)
@@ -573,13 +571,19 @@ def decide_call(
         idle = notice + partial("#chat-follow-slot", "innerHTML", "")
         return _with_card((idle, status), own_calls.get_tool_call(principal, call_id))
     except Conflict as err:
-        call = _settled(principal, call_id)
-        if call.status != ToolCallStatus.PROPOSED:
-            return _already_decided(call)
-        return _busy(call.conversation_id, err.message)
+        return _lost_race(principal, call_id, _already_decided, err.message)
     except AppError as err:
         return _refused(err)
     return _start(principal, turn, redraw(turn) if redraw is not None else "")
+
+
+def _lost_race(principal: Principal, call_id: int, settled: Callable[[Any], Any], message: str):
+    """A card's answer refused as busy: ``settled(call)`` when another answer won (once it
+    is stored), else the busy notice (``message``) with a follower of the running turn."""
+    call = _settled(principal, call_id)
+    if call.status != ToolCallStatus.PROPOSED:
+        return settled(call)
+    return _busy(call.conversation_id, message)
 
 
 def _settled(principal: Principal, call_id: int):
@@ -622,24 +626,40 @@ def _already_decided(call):
     return _with_card(_busy(call.conversation_id, _decided_text(call_view(call))), call)
 
 
-@bp.post("/retry")
-@guard("chat.use")
-@turn_limited
+@turn_post("/retry")
 def retry():
     """Run the turn again after an error, a stop or the step limit."""
-    principal = require_principal()
+    return _start_on_conversation(
+        require_principal(),
+        begin_retry,
+        nothing="Nothing to retry yet.",
+        invalid=lambda err: "; ".join(f"{d['field']}: {d['message']}" for d in err.details),
+    )
+
+
+def _start_on_conversation(
+    principal: Principal,
+    begin: Callable[[Principal, int], run.Turn],
+    *,
+    nothing: str,
+    invalid: Callable[[ValidationFailed], str],
+    start: Callable[[Principal, run.Turn], Response] = _start,
+):
+    """A turn begun on the form's ``conversation_id`` (``begin``) and streamed (``start``);
+    or a notice: no conversation yet (``nothing``), an id that is none (``invalid`` says
+    it), a turn running there already (followed), or refused."""
     try:
         conversation_id = _conversation_id()
         if conversation_id is None:
-            return _notice("Nothing to retry yet.", 400)
-        turn = begin_retry(principal, conversation_id)
+            return _notice(nothing, 400)
+        turn = begin(principal, conversation_id)
     except ValidationFailed as err:
-        return _notice("; ".join(f"{d['field']}: {d['message']}" for d in err.details), 400)
+        return _notice(invalid(err), 400)
     except Conflict as err:
         return _busy(conversation_id, err.message)
     except AppError as err:
         return _refused(err)
-    return _start(principal, turn)
+    return start(principal, turn)
 
 
 @bp.post("/panel/width")

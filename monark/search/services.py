@@ -4,7 +4,7 @@ rights in SQL, ranked (bm25 on SQLite, ts_rank on PostgreSQL), with snippets mar
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
 from markupsafe import Markup, escape
@@ -183,21 +183,31 @@ def _first(kinds: tuple[str, ...]) -> Any:
     return case((D.kind.in_(kinds), 0), else_=1).label("first")
 
 
-def _fts5_query(words: list[str], every: bool, typing: bool) -> str:
-    """An FTS5 expression of quoted words (while typing, the last one as a prefix: it is
-    stemmed as the words are, so "refunds"* still finds "refund")."""
-    quoted = [f'"{w}"' for w in words]
-    if typing:
-        quoted[-1] += "*"
-    return (" AND " if every else " OR ").join(quoted)
+@dataclass(frozen=True)
+class _Wanted:
+    """What one ranking looks for: ``words`` (``every`` one, or any), the last a prefix
+    while ``typing``; at most ``limit`` documents, those of ``kinds`` (a word named) first."""
 
+    words: tuple[str, ...]
+    every: bool
+    typing: bool
+    limit: int
+    kinds: tuple[str, ...]
 
-def _tsquery(words: list[str], every: bool, typing: bool) -> str:
-    """A ``to_tsquery`` expression of quoted words (while typing, the last as a prefix)."""
-    quoted = [f"'{w}'" for w in words]
-    if typing:
-        quoted[-1] += ":*"
-    return (" & " if every else " | ").join(quoted)
+    def fts5(self, prefix: bool) -> str:
+        """An FTS5 expression of the quoted words (``prefix``: the last one is a prefix, and
+        stemmed as the words are, so "refunds"* still finds "refund")."""
+        quoted = [f'"{w}"' for w in self.words]
+        if prefix:
+            quoted[-1] += "*"
+        return (" AND " if self.every else " OR ").join(quoted)
+
+    def tsquery(self) -> str:
+        """A ``to_tsquery`` expression of the quoted words (while typing, the last a prefix)."""
+        quoted = [f"'{w}'" for w in self.words]
+        if self.typing:
+            quoted[-1] += ":*"
+        return (" & " if self.every else " | ").join(quoted)
 
 
 def readable(principal: Principal, exclude_conversation: int | None = None) -> ColumnElement[bool]:
@@ -237,15 +247,13 @@ _FTS = table(FTS_TABLE, column("rowid"))
 _NOT_INDEXED_ROWID = literal_column(f"+{FTS_TABLE}.rowid")
 
 
-def _top_sqlite(
-    where: ColumnElement[bool], match: str, limit: int, kinds: tuple[str, ...]
-) -> tuple[list[Any], bool]:
-    """The best ``limit`` of the newest ``CANDIDATES`` matches the reader may read, by bm25
+def _top_sqlite(where: ColumnElement[bool], match: str, wanted: _Wanted) -> tuple[list[Any], bool]:
+    """The best ``wanted.limit`` of the newest ``CANDIDATES`` matches the reader may read, by bm25
     (titles weigh ten times the body); and whether there were that many candidates."""
     matches = literal_column(FTS_TABLE).op("MATCH")(match)
     rank = literal_column(f"bm25({FTS_TABLE}, 10.0, 1.0)").label("rank")
     candidates = (
-        select(D.id, D.kind, D.object_id, D.model_id, D.parent_id, rank, _first(kinds))
+        select(D.id, D.kind, D.object_id, D.model_id, D.parent_id, rank, _first(wanted.kinds))
         .select_from(D.__table__.join(_FTS, _FTS.c.rowid == D.id))
         .where(matches, where)
         .order_by(_FTS.c.rowid.desc())  # the index's own order: no sort of every match
@@ -254,29 +262,22 @@ def _top_sqlite(
     )
     c = candidates.c
     ranked = select(c, func.count().over().label("candidates"))
-    top = db.session.execute(ranked.order_by(c.first, c.rank, c.id).limit(limit)).all()
+    top = db.session.execute(ranked.order_by(c.first, c.rank, c.id).limit(wanted.limit)).all()
     return top, bool(top) and top[0].candidates >= CANDIDATES
 
 
-def _ranked_sqlite(
-    where: ColumnElement[bool],
-    words: list[str],
-    every: bool,
-    typing: bool,
-    limit: int,
-    kinds: tuple[str, ...],
-) -> list[Match]:
+def _ranked_sqlite(where: ColumnElement[bool], wanted: _Wanted) -> list[Match]:
     """``_top_sqlite``'s rows, their title and snippet marked (made for those alone).
 
     While typing, the words are tried whole first: a word with ``CANDIDATES`` whole-word
     matches (a common word typed out) ranks those, as the prefix would rank some of the
     same, without FTS5 merging the doclists of every word it begins (the cost of a
     prefix past the ``prefix='2 3'`` index: 20 ms for a common word's, at each lookup)."""
-    match = _fts5_query(words, every, False)
-    top, full = _top_sqlite(where, match, limit, kinds)
-    if typing and not full:
-        match = _fts5_query(words, every, True)
-        top, _ = _top_sqlite(where, match, limit, kinds)
+    match = wanted.fts5(prefix=False)
+    top, full = _top_sqlite(where, match, wanted)
+    if wanted.typing and not full:
+        match = wanted.fts5(prefix=True)
+        top, _ = _top_sqlite(where, match, wanted)
     if not top:
         return []
     matches = literal_column(FTS_TABLE).op("MATCH")(match)
@@ -299,22 +300,20 @@ def _ranked_sqlite(
     return [Match(r.kind, r.object_id, r.model_id, r.parent_id, *marks[r.id]) for r in top]
 
 
-def _ranked_postgres(
-    where: ColumnElement[bool], query: str, limit: int, kinds: tuple[str, ...]
-) -> list[Match]:
-    """The best ``limit`` of the first ``CANDIDATES`` matches the reader may read, by
+def _ranked_postgres(where: ColumnElement[bool], wanted: _Wanted) -> list[Match]:
+    """The best ``wanted.limit`` of the first ``CANDIDATES`` matches the reader may read, by
     ts_rank (titles weigh A, bodies B), then their headlines (made for those alone: a
     headline reads the whole text)."""
-    tsq = func.to_tsquery(literal_column("'english'"), query)
+    tsq = func.to_tsquery(literal_column("'english'"), wanted.tsquery())
     vector = literal_column(VECTOR_COLUMN)
     candidates = select(D.id).where(vector.op("@@")(tsq), where).limit(CANDIDATES)
     rank = func.ts_rank(vector, tsq).label("rank")
-    first = _first(kinds)
+    first = _first(wanted.kinds)
     top = (
         select(D.id, D.kind, D.object_id, D.model_id, D.parent_id, D.title, D.body, rank, first)
         .where(D.id.in_(candidates.scalar_subquery()))
         .order_by(first, rank.desc(), D.id)
-        .limit(limit)
+        .limit(wanted.limit)
         .subquery()
     )
     part = f"StartSel={START}, StopSel={STOP}, MaxWords=24, MinWords=8, MaxFragments=1"
@@ -331,17 +330,10 @@ def _ranked_postgres(
     return [Match(*row) for row in db.session.execute(stmt)]
 
 
-def _ranked(
-    where: ColumnElement[bool],
-    words: list[str],
-    every: bool,
-    typing: bool,
-    limit: int,
-    kinds: tuple[str, ...],
-) -> list[Match]:
+def _ranked(where: ColumnElement[bool], wanted: _Wanted) -> list[Match]:
     if db.session.get_bind().dialect.name == "postgresql":
-        return _ranked_postgres(where, _tsquery(words, every, typing), limit, kinds)
-    return _ranked_sqlite(where, words, every, typing, limit, kinds)
+        return _ranked_postgres(where, wanted)
+    return _ranked_sqlite(where, wanted)
 
 
 def _labels(rows: list[Match]) -> tuple[dict[int, str], dict[int, str]]:
@@ -395,8 +387,10 @@ def matches(
     exclude_conversation: int | None = None,
     only: tuple[Kind, ...] = (),
 ) -> list[Match]:
-    """The ranked documents ``search`` shows, at most ``limit`` (a conversation may have
-    several); ``only`` keeps those kinds alone (a conversation's messages go with it)."""
+    """What the principal may read that matches ``query``, best first, at most ``limit``
+    documents (a conversation may have several): every word if anything has them all, else
+    any word; a kind the query names first; ``typing`` (the header's box): the last word is
+    a prefix; ``only`` keeps those kinds alone (a conversation's messages go with it)."""
     words, kinds = hinted(terms(query))
     if not words:
         return []
@@ -405,9 +399,10 @@ def matches(
     if only:
         documents = [*only, "message"] if "conversation" in only else list(only)
         where = and_(where, D.kind.in_(documents))
-    rows = _ranked(where, words, True, typing, limit, kinds)
+    wanted = _Wanted(tuple(words), True, typing, limit, kinds)
+    rows = _ranked(where, wanted)
     if not rows and len(words) > 1:
-        rows = _ranked(where, words, False, typing, limit, kinds)
+        rows = _ranked(where, replace(wanted, every=False))
     return rows
 
 
@@ -426,21 +421,10 @@ def hits_of(rows: list[Match]) -> list[Hit]:
     return hits
 
 
-def search(
-    principal: Principal,
-    query: str,
-    limit: int = 20,
-    *,
-    typing: bool = False,
-    exclude_conversation: int | None = None,
-) -> list[Hit]:
-    """What the principal may read that matches ``query``, best first: every word if
-    anything has them all, else any word; a kind the query names first; ``typing`` (the
-    header's box): the last word is a prefix. A conversation shows once (its best match)."""
-    rows = matches(
-        principal, query, limit, typing=typing, exclude_conversation=exclude_conversation
-    )
-    return hits_of(rows)
+def search(principal: Principal, query: str, limit: int = 20, **options: Any) -> list[Hit]:
+    """What the principal may read that matches ``query``, as hits (``options`` are those of
+    ``matches``); a conversation shows once (its best match)."""
+    return hits_of(matches(principal, query, limit, **options))
 
 
 def grouped(hits: list[Hit]) -> list[tuple[str, list[Hit]]]:
