@@ -50,7 +50,7 @@ def _checked(principal: Principal) -> Gate:
     user = db.session.get(User, principal.user_id) if principal.user_id else None
     if user is not None and not user.ai_agent_enabled:
         return Gate(False, "ai_off_user", "You turned the AI assistant off on your profile page.")
-    if reason := runtime().spend(principal):  # a budget used up (the host's check)
+    if reason := runtime().spend(principal, None):  # a budget used up (the host's check)
         return Gate(False, "budget", reason)
     return Gate(True)
 
