@@ -150,12 +150,14 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     toolset = build_chat_toolset(ROUTES, [NavigateTool(), AskUserTool()])
     runtime.install(
         app,
-        toolset,
-        AllowanceGate(),
-        ai_provider.resolve,
-        AssistantGates(),
-        AssistantPrompt(),
-        budgets.spend_check,
-        Metering(),
+        runtime.ChatRuntime(
+            toolset,
+            AllowanceGate(),
+            ai_provider.resolve,
+            AssistantGates(),
+            AssistantPrompt(),
+            budgets.spend_check,
+            Metering(),
+        ),
     )
     return app

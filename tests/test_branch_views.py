@@ -9,6 +9,8 @@ import pytest
 from bs4 import BeautifulSoup
 from sqlalchemy import func, select
 
+from monark.assistant.versions import Spot, spots
+from monark.chat import branches
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.turn.branching import REGENERATE_WAITS, SWITCH_WAITS
 from monark.extensions import db
@@ -35,6 +37,16 @@ def thread(browser, cid: int) -> BeautifulSoup:
     response = browser.get(f"/chat/conversations/{cid}", headers={"HX-Request": "true"})
     assert response.status_code == 200
     return BeautifulSoup(response.get_data(as_text=True), "html.parser")
+
+
+def test_where_each_message_stands_among_its_versions(world):
+    class R:
+        def __init__(self, id, parent_id):
+            self.id, self.parent_id = id, parent_id
+
+    rows = [R(1, None), R(2, 1), R(3, 1), R(4, 3), R(5, None)]
+    found = spots(rows, branches.active_path(rows, 4), branched=True)
+    assert found[1] == Spot(1, 2, None, 5) and found[3] == Spot(2, 2, 2, None)
 
 
 def regenerate(browser, cid: int):

@@ -344,8 +344,6 @@ def test_the_path_and_versions_of_rows(world):
     rows = [R(1, None), R(2, 1), R(3, 1), R(4, 3), R(5, None)]
     assert [r.id for r in branches.active_path(rows, 4)] == [1, 3, 4]
     assert [r.id for r in branches.active_path(rows, None)] == [1, 2, 3, 4, 5]
-    spots = branches.spots(rows, branches.active_path(rows, 4), branched=True)
-    assert spots[1] == branches.Spot(1, 2, None, 5) and spots[3] == branches.Spot(2, 2, 2, None)
     assert branches.newest_leaf(rows, 1) == 4 and branches.newest_leaf(rows, 2) == 2
     aside = branches.set_aside(rows, branches.active_path(rows, 4))
     assert [r.id for r in aside[3]] == [2] and [r.id for r in aside[1]] == [5]

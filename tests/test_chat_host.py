@@ -19,15 +19,15 @@ from monark.core.routes import Undo
 def test_an_app_whose_host_injected_no_gates_keeps_the_assistant_closed(world):
     bare = Flask("bare")
     with bare.app_context():
-        assert runtime.access_gate().check(world.a.principal("member")).open is False
+        assert runtime.runtime().access.check(world.a.principal("member")).open is False
         with pytest.raises(Forbidden, match="not set up"):
             require_assistant(world.a.principal("member"))
 
 
 def test_the_app_factory_injects_the_assistants_gates_and_prompt(app, world):
     member = world.a.principal("member")
-    assert runtime.access_gate().check(member).open is True
-    assert runtime.prompt_builder().system(member).startswith("You are Chrysa")
+    assert runtime.runtime().access.check(member).open is True
+    assert runtime.runtime().prompt.system(member).startswith("You are Chrysa")
 
 
 def test_the_page_note_reads_a_mapping_as_the_page_context_it_names():

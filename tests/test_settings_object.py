@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from monark.chat import decisions
+from monark.approvals import expiry
 from monark.config import load_config
 from monark.core.settings import Settings, settings
 
@@ -18,7 +18,7 @@ def test_the_settings_are_one_frozen_object_read_at_start(app, monkeypatch):
         first.chat.approval_ttl = 1.0  # type: ignore[misc]
     # The config is read at start: changing it later reaches nothing until read again.
     monkeypatch.setitem(app.config, "CHAT_APPROVAL_TTL", 5.0)
-    assert decisions.ttl_seconds() == first.chat.approval_ttl != 5.0
+    assert expiry.ttl_seconds() == first.chat.approval_ttl != 5.0
 
 
 def test_every_default_comes_from_the_config_module(tmp_path, monkeypatch):

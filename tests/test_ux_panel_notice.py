@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from bs4 import BeautifulSoup
 
-from monark.chat.llm.unavailable import UnavailableProvider
+from monark.chat.llm.common import UnavailableProvider
 from monark.chat.runtime import set_llm_provider
 
 MISSING = "No model provider is set."

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
+from monark.approvals import expiry
 from monark.approvals.declared import allow_scope
 from monark.approvals.models import Allowance
 from monark.approvals.policy import ApprovalPolicy
@@ -246,7 +247,8 @@ def lapse_idle(principal: Principal, conversation_id: int) -> int:
 
 class AllowanceGate:
     """The chat loop's proposal gate (``chat.executor.ProposalGate``): a write runs at once
-    under one of the user's allowances, and a claimed turn first lapses idle ones."""
+    under one of the user's allowances, a claimed turn first lapses idle ones, and a
+    proposal expires after ``CHAT_APPROVAL_TTL``."""
 
     def runs_at_once(
         self, actor: Principal, conversation: Conversation, spec: ToolSpec | None, call: ToolCall
@@ -255,3 +257,6 @@ class AllowanceGate:
 
     def on_claim(self, principal: Principal, conversation_id: int) -> None:
         lapse_idle(principal, conversation_id)
+
+    def expire_overdue(self, principal: Principal, conversation_id: int) -> None:
+        expiry.expire_overdue(principal, conversation_id)

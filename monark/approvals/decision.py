@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from monark.approvals import allowances, notices
-from monark.approvals.expiry import ProposalExpired, expired_message, is_expired
+from monark.approvals.expiry import ProposalExpired, expire_overdue, expired_message, is_expired
 from monark.approvals.policy import ApprovalPolicy
 from monark.approvals.shown import before_digest
 from monark.chat import store
@@ -27,7 +27,6 @@ from monark.chat.calls import preview_of, run_tool_call
 from monark.chat.decisions import (
     ALREADY_DECIDED,
     Settlement,
-    expire_overdue,
     settle,
 )
 from monark.chat.executor import ChatToolExecutor

@@ -34,7 +34,7 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.chat.runtime import access_gate
+from monark.chat.runtime import runtime
 from monark.chat.turn import lease, run
 from monark.chat.turn.run import Turn
 from monark.core.errors import Conflict, NotFound, ValidationFailed
@@ -230,7 +230,7 @@ def begin_continuation(principal: Principal, conversation_id: int) -> Turn | Non
     """A turn that tells the model what another member decided, when it has yet to hear it
     (None otherwise, or while another turn holds the conversation)."""
     store.get_conversation(principal, conversation_id)
-    if not access_gate().check(principal).open:
+    if not runtime().access.check(principal).open:
         return None
     if not needs_continuation(conversation_id):
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from monark.chat import decisions
+from monark.approvals import expiry
 from monark.chat.executor import ChatToolExecutor
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
 from monark.core.errors import Forbidden, NotFound
@@ -70,7 +70,7 @@ def inbox(principal: Principal, executor: ChatToolExecutor) -> list[tuple[ToolCa
         _requests(principal)
         .where(
             ToolCall.status == ToolCallStatus.PROPOSED,
-            ToolCall.created_at >= decisions.cutoff(),
+            ToolCall.created_at >= expiry.cutoff(),
         )
         .order_by(ToolCall.id)
     ).all()
@@ -86,7 +86,7 @@ def inbox_count(principal: Principal, executor: ChatToolExecutor) -> int:
         return 0
     waiting = _requests(principal).where(
         ToolCall.status == ToolCallStatus.PROPOSED,
-        ToolCall.created_at >= decisions.cutoff(),
+        ToolCall.created_at >= expiry.cutoff(),
         ToolCall.mutates.is_(True),
         ToolCall.name.in_(tools),
     )

@@ -1,7 +1,7 @@
 """Upkeep of what waits on the assistant, as periodic jobs: proposals past their time
 expire, turns whose process died are settled, idle progress logs are dropped.
 
-Each is what the next request would do anyway (``expire_overdue`` on a decision, the next
+Each is what the next request would do anyway (``expiry.expire_overdue`` on a decision, the next
 claim settling a dead turn), done even when nobody opens the conversation again.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import current_app
 from sqlalchemy import select
 
-from monark.chat import decisions
+from monark.approvals import expiry
 from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
 from monark.chat.turn import lease, progress
 from monark.core import jobs
@@ -40,7 +40,7 @@ def expire_proposals() -> int:
         select(ToolCall.conversation_id)
         .where(
             ToolCall.status == ToolCallStatus.PROPOSED,
-            ToolCall.created_at < decisions.cutoff(),
+            ToolCall.created_at < expiry.cutoff(),
         )
         .distinct()
         .limit(BATCH)
@@ -49,7 +49,7 @@ def expire_proposals() -> int:
     for conversation_id in ids:
         conversation = db.session.get(Conversation, conversation_id)
         if conversation is not None:
-            expired += decisions.expire_overdue(_expirer(conversation), conversation_id)
+            expired += expiry.expire_overdue(_expirer(conversation), conversation_id)
     db.session.commit()
     return expired
 

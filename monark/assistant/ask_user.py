@@ -191,7 +191,7 @@ def begin_answer(
     def opening() -> list[Progress]:
         current = own_calls.get_tool_call(principal, tool_call_id)
         if expiry.is_expired(current):
-            decisions.expire_overdue(principal, conversation_id)
+            expiry.expire_overdue(principal, conversation_id)
             raise Conflict(EXPIRED)
         settled = decisions.Settlement(current, ToolCallStatus.SUCCEEDED, result={"answer": answer})
         decisions.settle(principal, [settled], lost=lambda _: Conflict(ALREADY_ANSWERED))

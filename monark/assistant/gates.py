@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import has_request_context, request
 
 from monark.chat.host import Gate
-from monark.chat.runtime import spend_closed
+from monark.chat.runtime import runtime
 from monark.core.models import Org, User
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
@@ -50,7 +50,7 @@ def _checked(principal: Principal) -> Gate:
     user = db.session.get(User, principal.user_id) if principal.user_id else None
     if user is not None and not user.ai_agent_enabled:
         return Gate(False, "ai_off_user", "You turned the AI assistant off on your profile page.")
-    if reason := spend_closed(principal):  # a budget used up (the host's check)
+    if reason := runtime().spend(principal, None):  # a budget used up (the host's check)
         return Gate(False, "budget", reason)
     return Gate(True)
 

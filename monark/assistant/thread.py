@@ -10,10 +10,11 @@ from markupsafe import Markup
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from monark.approvals import allowances
+from monark.approvals import allowances, expiry
 from monark.assistant import feedback
 from monark.assistant.card_view import CallView, Card, Where, call_views, card_of
-from monark.chat import branches, decisions, store
+from monark.assistant.versions import Spot, spots
+from monark.chat import branches, store
 from monark.chat.models import (
     Conversation,
     Message,
@@ -47,15 +48,12 @@ class MessageView:
     usage: ReplyUsage | None = None  # a reply's tokens and cost (its details)
     rating: str | None = None  # the reader's feedback on a reply: up, down, or none
     # Where it stands among its versions (Regenerate, Edit made others), None: it has none.
-    branch: branches.Spot | None = None
+    branch: Spot | None = None
 
     @property
     def is_step(self) -> bool:
-        """A step of the conversation, for its foot (Retry): not a summary, and not a
-        person's own note (an undo), which leaves the reply before it as the last word."""
-        return self.role != MessageRole.SUMMARY and not (
-            self.role == MessageRole.NOTE and self.author_kind == "user"
-        )
+        """A step of the conversation, for its foot (Retry): an undo's note is not one."""
+        return branches.is_step(self.role, self.author_kind)
 
     @property
     def waiting_writes(self) -> list[CallView]:
@@ -184,7 +182,7 @@ class ThreadFoot:
 def thread_tail(principal: Principal, conversation_id: int) -> tuple[str, ThreadFoot]:
     """The title and the foot as stored now, without loading the thread (three queries)."""
     conversation = store.get_conversation(principal, conversation_id)
-    last, waiting = store.tail_state(conversation.id, decisions.cutoff(), conversation.head_id)
+    last, waiting = store.tail_state(conversation.id, expiry.cutoff(), conversation.head_id)
     foot = ThreadFoot.of(waiting, lease.live_turn_id(conversation) is not None, last)
     if waiting and not _write_waits(conversation.id):
         foot = replace(foot, question=True)
@@ -207,7 +205,7 @@ def _write_waits(conversation_id: int) -> bool:
         ToolCall.conversation_id == conversation_id,
         ToolCall.status == ToolCallStatus.PROPOSED,
         ToolCall.mutates.is_(True),
-        ToolCall.created_at >= decisions.cutoff(),
+        ToolCall.created_at >= expiry.cutoff(),
     )
     return db.session.scalar(waits.limit(1)) is not None
 
@@ -278,7 +276,7 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     stored = load_messages(conversation.id)
     # The active path alone (``chat.branches``); each message with other versions says so.
     messages = branches.active_path(stored, conversation.head_id)
-    spots = branches.spots(stored, messages, conversation.head_id is not None)
+    versions = spots(stored, messages, conversation.head_id is not None)
     # Every card of the thread from the same few reads, however many there are.
     facts = {v.id: v for v in call_views([c for m in messages for c in _calls_of(m)])}
     views = [message_view(m, facts) for m in messages]
@@ -287,7 +285,7 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     )
     for view in views:
         view.rating = rated.get(view.id)
-        view.branch = spots.get(view.id)
+        view.branch = versions.get(view.id)
     turn_id = lease.live_turn_id(conversation)
     if turn_id is None:
         for view in views:
@@ -308,7 +306,7 @@ def thread_view(principal: Principal, conversation_id: int) -> ThreadView:
     )
 
 
-def branch_spot(principal: Principal, message: Message) -> branches.Spot | None:
+def branch_spot(principal: Principal, message: Message) -> Spot | None:
     """Where one message drawn alone stands among its versions (two queries; none for a
     conversation that never branched)."""
     conversation = store.get_conversation(principal, message.conversation_id)
@@ -316,7 +314,7 @@ def branch_spot(principal: Principal, message: Message) -> branches.Spot | None:
         return None
     nodes = branches.load_nodes(conversation.id)
     path = branches.active_path(nodes, conversation.head_id)
-    return branches.spots(nodes, path, branched=True).get(message.id)
+    return spots(nodes, path, branched=True).get(message.id)
 
 
 def load_messages(conversation_id: int) -> list[Message]:

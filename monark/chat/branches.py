@@ -1,19 +1,9 @@
-"""Branches of a conversation: Regenerate and Edit make a new one, the old kept and switchable.
+"""Branches of a conversation: Regenerate and Edit make a new version, the old kept.
 
-A conversation is a tree of messages. One that never branched is stored flat: its
-``head_id`` is None, no message has a parent, and its path is every message in order (so a
-conversation pays nothing for branches it never made). Its first branch stores each
-message's parent, the message before it (``ensure_tree``), and the head; from then on a new
-message's parent is the head, and it becomes the head (``store.add_message``).
-
-The **active path** is the head and its ancestors: the only history the model reads (the
-loop, compaction, the context budget) and what the thread shows. Messages off it are kept,
-reachable by switching (the thread's "1/2" with Previous and Next version); a write that
-succeeded on one stays done, and the model reading the path is told of it (``set_aside``),
-never by running anything again.
-
-Everything here works on rows already read (no query per message): the transcript's and the
-thread's one read of all of a conversation's messages in order.
+A conversation that never branched is stored flat (``head_id`` None, no parents), so it
+pays nothing for branches; its first branch stores each message's parent (``ensure_tree``).
+The active path (the head and its ancestors) is all the model reads and the thread shows.
+Everything here works on rows already read, never a query per message.
 """
 
 from __future__ import annotations
@@ -44,13 +34,9 @@ Row = TypeVar("Row", bound=Linked)
 
 
 def active_path(rows: Sequence[Row], head_id: int | None) -> list[Row]:
-    """The rows of the active path, in order (``rows``: all of a conversation's, in order):
-    every row while it never branched, else the head and its ancestors."""
-    if head_id is None:
-        return list(rows)
-    by_id = {row.id: row for row in rows}
-    if head_id not in by_id:  # a head that is gone (never, but never a blank thread for it)
-        return list(rows)
+    """The head and its ancestors in order (all ``rows``, in order, while it never branched)."""
+    if head_id is None or head_id not in (by_id := {row.id: row for row in rows}):
+        return list(rows)  # flat, or a head that is gone (never a blank thread for it)
     path: list[Row] = []
     node: Row | None = by_id[head_id]
     while node is not None and len(path) <= len(rows):
@@ -61,8 +47,7 @@ def active_path(rows: Sequence[Row], head_id: int | None) -> list[Row]:
 
 
 def path_to(rows: Sequence[Row], message_id: int, branched: bool) -> list[Row]:
-    """The rows from the first to ``message_id``, in order, along its own branch (what came
-    before it as its author saw it, and nothing after); none when it is not among ``rows``."""
+    """The rows up to ``message_id`` along its own branch (none when it is not among them)."""
     if branched:
         return active_path(rows, message_id) if any(r.id == message_id for r in rows) else []
     for n, row in enumerate(rows):
@@ -71,40 +56,12 @@ def path_to(rows: Sequence[Row], message_id: int, branched: bool) -> list[Row]:
     return []
 
 
-def _children(rows: Sequence[Row]) -> dict[int | None, list[Row]]:
+def children_of(rows: Sequence[Row]) -> dict[int | None, list[Row]]:
     """Each parent's children, in order (the first messages are the children of None)."""
     children: dict[int | None, list[Row]] = defaultdict(list)
     for row in rows:
         children[row.parent_id].append(row)
     return children
-
-
-@dataclass(frozen=True)
-class Spot:
-    """Where a message of the path stands among its versions: ``index`` of ``count``
-    (from 1), and the versions before and after it (to switch to)."""
-
-    index: int
-    count: int
-    previous_id: int | None
-    next_id: int | None
-
-
-def spots(rows: Sequence[Row], path: Sequence[Row], branched: bool) -> dict[int, Spot]:
-    """The path's messages that have other versions, with where each stands among them."""
-    if not branched:
-        return {}
-    children = _children(rows)
-    found: dict[int, Spot] = {}
-    for row in path:
-        versions = children[row.parent_id]
-        if len(versions) < 2:
-            continue
-        at = next(i for i, v in enumerate(versions) if v.id == row.id)
-        before = versions[at - 1].id if at > 0 else None
-        after = versions[at + 1].id if at + 1 < len(versions) else None
-        found[row.id] = Spot(at + 1, len(versions), before, after)
-    return found
 
 
 def _subtree(children: dict[int | None, list[Row]], root: Row) -> list[Row]:
@@ -117,10 +74,9 @@ def _subtree(children: dict[int | None, list[Row]], root: Row) -> list[Row]:
 
 
 def set_aside(rows: Sequence[Row], path: Sequence[Row]) -> dict[int | None, list[Row]]:
-    """For each message of the path that has other versions: the rows of those versions
-    and all that followed them (what the user set aside where the path went its way); under
-    None, what follows the path's last message (a regenerated question, before its reply)."""
-    children = _children(rows)
+    """Per path message, its other versions and all after them; under None, what follows the
+    path's end."""
+    children = children_of(rows)
     aside: dict[int | None, list[Row]] = {}
     for row in path:
         others = [v for v in children[row.parent_id] if v.id != row.id]
@@ -132,17 +88,15 @@ def set_aside(rows: Sequence[Row], path: Sequence[Row]) -> dict[int | None, list
 
 
 def newest_leaf(rows: Sequence[Row], message_id: int) -> int:
-    """The head that shows ``message_id``'s branch: its newest descendant (or itself), where
-    that branch was left (rows in order: the last of the subtree is the newest)."""
-    children = _children(rows)
+    """The newest descendant of ``message_id`` (or itself): where its branch was left."""
     by_id = {row.id: row for row in rows}
     order = {row.id: i for i, row in enumerate(rows)}
-    return max((r.id for r in _subtree(children, by_id[message_id])), key=order.__getitem__)
+    subtree = _subtree(children_of(rows), by_id[message_id])
+    return max((r.id for r in subtree), key=order.__getitem__)
 
 
 def ensure_tree(conversation: Conversation) -> None:
-    """Store a flat conversation as the tree it is (each message's parent: the one before
-    it) with its last message as the head, before its first branch; nothing once it is one."""
+    """Store a flat conversation as the tree it is (each parent: the message before), once."""
     if conversation.head_id is not None:
         return
     before = aliased(Message)
@@ -167,6 +121,11 @@ def ensure_tree(conversation: Conversation) -> None:
     )
 
 
+def is_step(role: str, author_kind: str) -> bool:
+    """Whether a message is a step: not a summary, nor a person's own note (an undo)."""
+    return role != MessageRole.SUMMARY and not (role == MessageRole.NOTE and author_kind == "user")
+
+
 @dataclass(frozen=True)
 class Node:
     """A message as the branch operations read it (no text but what an edit keeps)."""
@@ -176,13 +135,6 @@ class Node:
     role: str
     author_kind: str
     content: list
-
-    @property
-    def is_step(self) -> bool:
-        """A step of the conversation: not a summary, nor a person's own note (an undo)."""
-        return self.role != MessageRole.SUMMARY and not (
-            self.role == MessageRole.NOTE and self.author_kind == "user"
-        )
 
 
 def load_nodes(conversation_id: int) -> list[Node]:

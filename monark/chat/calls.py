@@ -1,9 +1,7 @@
 """Running a tool call as the user via the assistant, and a call's card preview and checks.
 
-The tool boundary: whatever a tool does wrong becomes a failed result the model and the
-user see, never a crash of the turn. Every call runs within ``CHAT_TOOL_TIMEOUT`` (its
-statements stop there and its writes roll back), and what it stores is bounded
-(``CHAT_TOOL_RESULT_MAX``, cut with markers), whichever tool it is.
+The tool boundary: whatever a tool does wrong becomes a failed result, never a crash of
+the turn; every call runs within ``CHAT_TOOL_TIMEOUT``, and what it stores is bounded.
 """
 
 from __future__ import annotations
@@ -60,9 +58,7 @@ def timed_out(seconds: float) -> ToolOutcome:
 
 
 def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> bool:
-    """The call's status and result, and its event, in the current session's transaction.
-    False when the call is no longer EXECUTING (a turn that took the conversation over
-    settled it meanwhile): then nothing may be kept."""
+    """The call's outcome and event; False when a turn that took over settled it meanwhile."""
     changed = db.session.execute(
         update(ToolCall)
         .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.EXECUTING)
@@ -79,16 +75,12 @@ def _store_outcome(actor: Principal, call: ToolCall, values: dict[str, Any]) -> 
 def run_tool_call(
     principal: Principal, call: ToolCall, executor: ChatToolExecutor, hooks: TurnHooks
 ) -> None:
-    """Run one call as the user via the assistant; store SUCCEEDED or FAILED and commit.
-
-    A write's SUCCEEDED is stored in the tool's own transaction: either both are kept or
-    neither, so a call a crash leaves EXECUTING changed nothing (see ``lease.settle``).
-    So is what undoing it takes, as the tool says (``ToolOutcome.undo``).
-    """
+    """Run one call as the user via the assistant; store SUCCEEDED or FAILED and commit (a
+    write's in its own transaction, so one a crash leaves EXECUTING changed nothing)."""
     actor = principal.via_assistant(call.conversation_id)
     limit = chat_settings().tool_timeout
     started = time.perf_counter()
-    # Nothing of ours is pending, and no connection held, while the tool's own unit runs.
+    # Nothing of ours pending, no connection held, while the tool's own unit runs.
     with session_released():
         outcome, stored = _run_within(limit, actor, call, executor, started)
     if not stored:
@@ -103,20 +95,15 @@ def run_tool_call(
 def _run_within(
     limit: float, actor: Principal, call: ToolCall, executor: ChatToolExecutor, started: float
 ) -> tuple[ToolOutcome, bool]:
-    """The call run in a unit of work within ``limit`` seconds: its outcome, and whether
-    it was stored with the tool's writes (a write that succeeded)."""
+    """The call's outcome within ``limit`` seconds, and whether it was stored with its writes."""
     deadline: Deadline | None = None
     stored = False
     try:
-        # The tool's writes are kept only if it succeeds (the unit rolls back otherwise),
-        # and within the time limit: its statements stop there, and a unit that reaches
-        # its commit after it keeps nothing (``TimeLimitPassed``). The in-process calls
-        # the tool makes share its unit (and its one connection).
+        # Its writes are kept only if it succeeds within the limit (a commit after it keeps
+        # nothing); the in-process calls it makes share its unit and connection.
         with time_limit(limit) as deadline, unit_of_work(read_only=not call.mutates) as unit:
             outcome = executor.execute(actor, call.name, dict(call.input))
-            if outcome.ok and deadline.passed():
-                # Past the limit in Python time or a wait outside the database: it failed,
-                # however it ended.
+            if outcome.ok and deadline.passed():  # past it outside the database: failed
                 outcome = timed_out(limit)
             if not outcome.ok:
                 unit.fail()
@@ -145,9 +132,7 @@ def _run_within(
 
 
 def kept(value: Any, limit: int | None = None) -> Any:
-    """What is stored of a call's result, error, details, refusal or card: storable, and
-    within ``limit`` characters of JSON (``CHAT_TOOL_RESULT_MAX`` unless said), cut with
-    markers. Everything a call stores from a tool, a route or a model goes through here."""
+    """Anything a call keeps, storable, cut with markers at ``CHAT_TOOL_RESULT_MAX`` of JSON."""
     limit = limit if limit is not None else chat_settings().tool_result_max
     if isinstance(value, str):
         return storable(clip(value, limit))
@@ -157,8 +142,7 @@ def kept(value: Any, limit: int | None = None) -> Any:
 def preview_of(
     executor: ChatToolExecutor, actor: Principal, call: ToolCall
 ) -> dict[str, Any] | None:
-    """The card's preview of a call, as the host stores it (``ChatToolExecutor.preview``;
-    None when it cannot be made)."""
+    """The card's preview of a call (None when it cannot be made)."""
     try:
         return executor.preview(actor, call.name, dict(call.input))
     except Exception:  # a preview is a courtesy; the call itself must still be stored
@@ -167,16 +151,13 @@ def preview_of(
 
 
 def validate(spec: ToolSpec | None, call: ToolCall) -> str | None:
-    """Why a call is refused before any card or run, or None: a tool nobody declared
-    (unknown names fail closed: nothing undeclared is ever reached), arguments nested too
-    deep (then they are not kept: storing them would recurse as deep), or the tool's own
-    check (``ToolSpec.validate``)."""
+    """Why a call is refused before any card or run (undeclared, too deep, its own check)."""
     try:
         check_depth(call.input)
     except ValueError as err:
         call.input = {}
         return f"The arguments {err}; nothing was run."
-    if spec is None:  # the name as stored: cut when it was longer (``CALL_NAME_MAX``)
+    if spec is None:
         return f"There is no tool named {call.name!r}; call only the tools you were given."
     if spec.validate is None:
         return None

@@ -1,20 +1,11 @@
 """Conversations of any length: keeping what the model sees within its context window.
 
-Before each step the loop asks ``fit`` for the rows to send. It measures the request: the
-last reply's measured prompt (its input tokens, cached or not) plus a quarter of the
-characters added since, or a quarter of every character when no reply measured the
-request as it is now (a first step, or one after the view below changed). Then:
-
-- past ``stub_at`` of the window, older tool results reach the model as one-line stubs.
-  The boundary (``Conversation.context_stub_before``) only moves forward, and only in jumps
-  that save a tenth of the window or more, so the cached request prefix changes seldom;
-- past ``compact_at``, the oldest whole turns are replaced by a summary the model writes,
-  stored as a ``summary`` message that the model sees instead of them from then on; never
-  the current turn, never a turn with a call still waiting.
-
-A request the provider refuses as too long is made to fit once more (``force``: all turns
-before the current one summarized, all results but the newest stubbed) and sent again.
-The stored rows are never changed: the thread shows everything, and the summary collapsed.
+A request is measured by the last reply's prompt tokens plus what came since (or every
+character, when no reply measured it as it is now). Past ``stub_at`` of the window, older
+tool results become one-line stubs; the boundary only moves forward, in jumps of a tenth
+of the window, so the cached prefix changes seldom. Past ``compact_at``, the oldest whole
+turns (never the current one, nor one with a call waiting) are replaced by a summary the
+model writes. Stored rows never change: the thread still shows everything.
 """
 
 from __future__ import annotations
@@ -41,7 +32,7 @@ from monark.chat.models import (
     MessageRole,
     MessageStatus,
 )
-from monark.chat.runtime import meter
+from monark.chat.runtime import runtime
 from monark.chat.setup import ContextPolicy, TurnSetup
 from monark.chat.streaming import stream_step
 from monark.chat.transcript import build_llm_messages, row_turns, shown_rows
@@ -49,8 +40,7 @@ from monark.core.rbac import Principal
 from monark.extensions import db
 
 CHARS_PER_TOKEN = 4  # a rough count, corrected by the provider's own after each step
-# What a block costs beyond its text (its type, ids and framing), in characters: a long
-# conversation of short messages is mostly that.
+# What a block costs beyond its text (type, ids, framing): most of many short messages.
 BLOCK_CHARS = 48
 STUB_JUMP = 0.1  # the least share of the window one move of the stub boundary saves
 MAX_ROUNDS = 3  # summaries one step may write (a history far past the window takes more)
@@ -131,8 +121,7 @@ class Context:
         return sum(self.size(i) for i in range(start, len(self.shown) if end is None else end))
 
     def estimate(self) -> int:
-        """Tokens of the next request: the last reply's measured prompt and what came
-        after it, or everything counted when no reply measured the request as it is."""
+        """Tokens of the next request: the last reply's measured prompt and what came since."""
         for i in range(len(self.shown) - 1, -1, -1):
             row = self.shown[i]
             if row.role == MessageRole.ASSISTANT and row.prompt_tokens:
@@ -143,9 +132,8 @@ class Context:
 
 
 def stub_boundary(context: Context, policy: ContextPolicy, force: bool = False) -> int | None:
-    """The message id tool results should be stubs before, if the boundary should move:
-    the newest results within ``policy.keep`` stay whole (those of the newest reply with
-    calls always), and a move must save ``STUB_JUMP`` of the window (any saving, forced)."""
+    """Where the stub boundary moves, keeping ``policy.keep`` whole; None unless it saves
+    ``STUB_JUMP`` of the window (any saving, forced)."""
     shown = context.shown
     with_calls = [i for i, row in enumerate(shown) if row.tool_calls]
     if not with_calls:
@@ -171,10 +159,8 @@ def stub_boundary(context: Context, policy: ContextPolicy, force: bool = False) 
 
 
 def compaction_point(context: Context, policy: ContextPolicy, force: bool = False) -> int | None:
-    """Where the kept turns start (an index into ``context.shown``, a user message; all
-    before it is summarized), or None when no turn can be: only whole turns before the
-    current one, none with a call waiting, and no more than a summary request can hold.
-    The fewest turns that bring the rest within ``policy.keep``; forced, all it can."""
+    """The first kept turn's index (whole turns before it, and before any waiting call, are
+    summarized: the fewest that leave ``policy.keep``, or forced, all one request holds)."""
     shown = context.shown
     waiting = next(
         (i for i, r in enumerate(shown) if any(c.status in PENDING_STATUSES for c in r.tool_calls)),
@@ -205,9 +191,7 @@ class _Quiet(TurnHooks):
 
 
 def summary_request(setup: TurnSetup, context: Context, start: int) -> LlmRequest:
-    """The request for a summary of the shown rows before ``start``: the same system
-    prompt and tools as every step (their cached prefix serves), the rows as the model saw
-    them, and the instruction last."""
+    """The request for a summary of the rows before ``start``, on the steps' cached prefix."""
     prior = [context.summary] if context.summary is not None else []
     messages = build_llm_messages(
         [*prior, *context.shown[:start]], setup.specs, context.stub_before
@@ -228,8 +212,7 @@ def _compact(
     start: int,
     hooks: TurnHooks,
 ) -> bool:
-    """Have the model summarize the shown rows before ``start`` and store the summary;
-    False when no summary came (an error, Stop, an empty answer)."""
+    """Store the model's summary of the rows before ``start``; False when none came."""
     request = summary_request(setup, context, start)
     step = stream_step(setup.provider, request, _Quiet(hooks), setup.silence)
     text = "".join(step.text).strip()
@@ -247,8 +230,8 @@ def _compact(
         model=setup.model,
         stop_reason=step.stop_reason,
     )
-    # Counted, not checked: the step that follows it checks the spend with its own reply.
-    meter().charge(Charge(summary, step.usage, principal, setup.price))
+    # Counted, not checked: the step that follows checks the spend.
+    runtime().meter.charge(Charge(summary, step.usage, principal, setup.price))
     db.session.commit()
     hooks.on_message_saved(summary)
     return True
@@ -276,9 +259,7 @@ def fit(
     hooks: TurnHooks,
     force: bool = False,
 ) -> Fitted:
-    """The rows to send, the conversation made to fit the model's window first: old
-    results stubbed past ``stub_at``, old turns summarized past ``compact_at``; ``force``
-    (the provider said too long) does both as far as it can, once."""
+    """The rows to send, fitted to the window (``force``, after a too long: all it can)."""
     policy, fixed = setup.context, fixed_chars(setup.system, setup.tools)
     if force:  # what was sent did not fit: the model holds less than that, whatever it says
         sent = Context.of(rows, conversation, setup.specs, fixed).estimate()

@@ -1,18 +1,11 @@
-"""A proposal settles exactly once: one conditional update on the stored call.
-
-Whichever tab, window or instance asks first wins: the update only changes a call that is
-still PROPOSED (and whatever precondition the caller hands it still holds), and whoever
-finds it changed gets a ``Conflict``. A proposal nobody settled within
-``CHAT_APPROVAL_TTL`` expires (``expire_overdue``). How a write is decided (who may, what
-the card showed, the target re-read) and what people read of it (whether a card's call is
-past its time) is the host's business (``monark.approvals``).
-"""
+"""A proposal settles exactly once: one conditional update, won while the call is PROPOSED
+and the caller's precondition holds (how a write is decided: ``monark.approvals``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
@@ -25,27 +18,14 @@ from monark.chat.models import CallEvent, ToolCall, ToolCallStatus
 from monark.core.errors import Conflict
 from monark.core.models import as_utc, utcnow
 from monark.core.rbac import Principal
-from monark.core.settings import chat_settings
 from monark.extensions import db
 
 ALREADY_DECIDED = "This action was already confirmed or rejected."
 
 
-def ttl_seconds() -> float:
-    """How long a proposal waits for a decision."""
-    return chat_settings().approval_ttl
-
-
-def cutoff() -> datetime:
-    """Proposals made before this have expired."""
-    return utcnow() - timedelta(seconds=ttl_seconds())
-
-
 @dataclass(frozen=True)
 class Settlement:
-    """How one proposal settles: its new status, the reason of a rejection, and the
-    conditions (``holds``, SQL on ``ToolCall``) that must still be true as it settles;
-    ``result``: what a question's call settles SUCCEEDED with (the user's answer)."""
+    """How one proposal settles, what must still hold (``holds``, SQL), a question's answer."""
 
     call: ToolCall
     status: ToolCallStatus
@@ -53,10 +33,6 @@ class Settlement:
     skipped: bool = False
     holds: tuple[Any, ...] = ()
     result: Any = None
-
-
-def _already(call: ToolCall) -> Conflict:
-    return Conflict(ALREADY_DECIDED)
 
 
 _EVENTS = {
@@ -69,11 +45,9 @@ _SETTLED = ("status", "decided_by_id", "decided_at", "reject_reason", "skipped")
 def settle(
     principal: Principal,
     settlements: Sequence[Settlement],
-    lost: Callable[[ToolCall], Conflict] = _already,
+    lost: Callable[[ToolCall], Conflict] = lambda call: Conflict(ALREADY_DECIDED),
 ) -> None:
-    """PROPOSED → each settlement's status, in one transaction of conditional updates (one
-    per outcome), each audited: all of them or none (``lost(call)`` names why the first
-    that changed nothing lost: decided meanwhile, or its precondition broken)."""
+    """PROPOSED → each settlement's status, all or none, audited (``lost``: the error)."""
     now = utcnow()
     outcomes: dict[tuple[Any, ...], list[Settlement]] = {}
     for s in settlements:
@@ -127,35 +101,8 @@ def settle(
 
 
 def _changed(s: Settlement, status: ToolCallStatus, when: datetime) -> bool:
-    """Whether the update above settled ``s``'s call (read in its transaction, before the
-    rollback): the one that did not is the one that lost."""
+    """Whether the update above settled ``s``'s call (read before the rollback)."""
     row = db.session.execute(
         select(ToolCall.status, ToolCall.decided_at).where(ToolCall.id == s.call.id)
     ).one_or_none()
     return row is not None and row.status == status and as_utc(row.decided_at) == as_utc(when)
-
-
-def expire_overdue(principal: Principal, conversation_id: int) -> int:
-    """Expire the conversation's proposals past their time (each once, with its event);
-    how many expired."""
-    overdue = db.session.scalars(
-        select(ToolCall).where(
-            ToolCall.conversation_id == conversation_id,
-            ToolCall.status == ToolCallStatus.PROPOSED,
-            ToolCall.created_at < cutoff(),
-        )
-    ).all()
-    actor = principal.via_assistant(conversation_id)
-    expired = 0
-    for call in overdue:
-        changed = db.session.execute(
-            update(ToolCall)
-            .where(ToolCall.id == call.id, ToolCall.status == ToolCallStatus.PROPOSED)
-            .values(status=ToolCallStatus.EXPIRED, decided_at=utcnow())
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        if changed == 1:
-            store.tool_call_event(actor, call, CallEvent.EXPIRED)
-            expired += 1
-    db.session.commit()
-    return expired

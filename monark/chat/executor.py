@@ -1,6 +1,5 @@
-"""What the host injects into the loop: its tool executor (the tools, ``ToolSpec``, and how
-one runs, ``ToolOutcome``) and its proposal gate (whether a proposed write runs at once).
-The host builds both and installs them on the app (``monark.chat.runtime.install``)."""
+"""What the host injects into the loop (``runtime.install``): its tool executor and its
+proposal gate (whether a proposed write runs at once)."""
 
 from __future__ import annotations
 
@@ -15,14 +14,9 @@ RESULT_LIMIT = 20_000  # characters of a result the model reads, unless a tool s
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool the model may call; ``mutates`` drives the confirm gate.
-
-    Two hooks keep what the model meets small and safe: ``validate`` refuses arguments
-    before anything runs (its message is what the model reads); ``summarize`` shrinks a
-    successful result to what the model needs (the stored result, and the user's card, keep
-    it whole). Whatever the model reads of a result is cut at ``result_limit`` characters,
-    with a marker saying so.
-    """
+    """A tool the model may call; ``mutates`` drives the confirm gate. ``validate`` refuses
+    arguments before anything runs; ``summarize`` shrinks a result for the model (the card
+    keeps it whole), which reads at most ``result_limit`` characters of it."""
 
     name: str
     description: str
@@ -32,18 +26,15 @@ class ToolSpec:
     validate: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
     summarize: Callable[[Any], Any] | None = field(default=None, compare=False)
     result_limit: int = RESULT_LIMIT
-    # A question to the user (``ask_user``): its call waits PROPOSED like a write, nothing
-    # runs it, and the user's answer settles it as its result (``decisions.Settlement``).
+    # A question to the user: it waits PROPOSED like a write, and the answer is its result.
     asks_user: bool = False
-    # What the host declared the tool from (its route), for the host's own rules about it
-    # (``approvals.declared``: allowances, locked arguments); chat never reads it.
+    # What the host declared the tool from (its route), for its own rules; chat never reads it.
     declared: object | None = field(default=None, compare=False)
 
 
 @dataclass
 class ToolOutcome:
-    """What a tool run gave: a JSON-able result, or an error the model and the user see;
-    for a done write the host can put back, what that takes (kept as ``ToolCall.undo``)."""
+    """What a tool run gave: a JSON-able result or an error, and what undoing it takes."""
 
     ok: bool
     result: Any = None
@@ -56,8 +47,7 @@ class ChatToolExecutor(Protocol):
     """Lists tools and runs one as a principal (who acts via the assistant)."""
 
     def specs(self, principal: Principal | None = None) -> list[ToolSpec]:
-        """The tools; for ``principal``, as their turn shows them (descriptions may say
-        more for the caller, such as the tables their SQL can read)."""
+        """The tools; for ``principal``, as their turn shows them (descriptions may say more)."""
         ...
 
     def execute(
@@ -67,24 +57,18 @@ class ChatToolExecutor(Protocol):
     def preview(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """What the call would do, for its card (``{"headline", "changes"?, ...}``), as it is
-        stored: the host bounds it and adds what its decisions compare."""
+        """What the call would do, for its card (``{"headline", "changes"?, ...}``), as stored."""
         ...
 
     def precheck(
         self, principal: Principal, name: str, arguments: dict[str, Any]
     ) -> ToolOutcome | None:
-        """A failed outcome if a write's arguments can never work (so no card is shown).
-
-        It checks shape only, never permissions: a refused write still asks the user, and
-        fails when confirmed, as the same click in the app would.
-        """
+        """A failed outcome if a write's arguments can never work, by shape (never permissions)."""
         ...
 
 
 class ProposalGate(Protocol):
-    """What the host decides about proposals (``runtime.install``): whether a proposed write
-    may run at once, and what a turn's claim does first."""
+    """The host's say on proposals: which run at once, a claim's first word, and expiry."""
 
     def runs_at_once(
         self, actor: Principal, conversation: Any, spec: ToolSpec | None, call: Any
@@ -96,9 +80,13 @@ class ProposalGate(Protocol):
         """Called as a turn claims its conversation, before it stores anything."""
         ...
 
+    def expire_overdue(self, principal: Principal, conversation_id: int) -> None:
+        """Expire the conversation's proposals past their time (before anything reads them)."""
+        ...
+
 
 class AlwaysAsk:
-    """The gate before the host injects one: every write waits for a decision."""
+    """The gate before the host injects one: every write waits for a decision, for good."""
 
     def runs_at_once(
         self, actor: Principal, conversation: Any, spec: ToolSpec | None, call: Any
@@ -107,6 +95,9 @@ class AlwaysAsk:
 
     def on_claim(self, principal: Principal, conversation_id: int) -> None:
         return None
+
+    def expire_overdue(self, principal: Principal, conversation_id: int) -> None:
+        return None  # no host, no time limit
 
 
 class NoTools:

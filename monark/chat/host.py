@@ -1,11 +1,6 @@
 """What the host injects besides its tools (``runtime.install``): who may talk to the
-assistant (``AccessGate``), what the model is told (``PromptBuilder``: the system
-prompt, the note opening each user message, the note before an edited call's result),
-and what a reply cost (``Meter``).
-
-The words, rules and prices are the host's (``monark.assistant.gates``, ``.prompt``,
-``monark.settings.metering``); chat only asks. Before the host injects them, the assistant
-is closed and replies keep their tokens alone.
+assistant (``AccessGate``), what the model is told (``PromptBuilder``) and what a reply
+cost (``Meter``). Chat only asks; before the host injects them, the assistant is closed.
 """
 
 from __future__ import annotations
@@ -39,26 +34,21 @@ class AccessGate(Protocol):
 
 
 class PromptBuilder(Protocol):
-    """The system prompt of a principal's turns, byte-identical across their steps, and the
-    note that opens each user message (where they are, their date, time and time zone:
-    what changes per message, kept out of the cached prefix; ``today`` is the user's now
-    on their clock, a ``datetime`` in their zone)."""
+    """A principal's system prompt (byte-identical across steps), and the note opening each
+    user message, kept out of the cached prefix (``today``: the user's now, in their zone)."""
 
     def system(self, principal: Principal) -> str: ...
 
     def page_note(self, context: object | None, today: date) -> str: ...
 
     def edit_note(self, original: Mapping[str, Any], edited: Mapping[str, Any], ran: bool) -> str:
-        """What the model reads before the result of a call a person edited (``ran``
-        False: it never ran)."""
+        """What the model reads before the result of a call a person edited."""
         ...
 
 
 @dataclass(frozen=True)
 class Charge:
-    """A reply to charge: what it used, whose turn it is, and the price and budget the
-    host's resolver put in ``ResolvedAi`` (chat carries them and never reads them;
-    ``budget`` None: the spend is not checked)."""
+    """A reply to charge, with ``ResolvedAi``'s price and budget (None: not checked), unread."""
 
     message: Message
     usage: UsageReport
@@ -68,9 +58,7 @@ class Charge:
 
 
 class Meter(Protocol):
-    """Stores what a reply used and cost, in the caller's transaction (the reply not yet
-    committed), and says why the spend now closes the assistant (a budget the reply used
-    up, read from the database so every instance agrees), or None."""
+    """Stores a reply's usage and cost; why the spend (read from the database) now closes it."""
 
     def charge(self, reply: Charge) -> str | None: ...
 

@@ -1,11 +1,5 @@
-"""The agent loop: re-entrant, stateless between steps, with a confirm gate on every write.
-
-Each step reloads the conversation from the database, so a turn can resume after a
-confirmation, a restart or on another instance with nothing kept in memory. A step: stop
-first if a call waits or the steps are used up; make the transcript fit the model's window
-(``chat.compaction``); send it; stream the reply into a stored message; store the reply
-with its calls and previews; end, wait for the user, or run the reads and go round again.
-"""
+"""The agent loop: re-entrant, stateless between steps (each reloads the conversation, so
+a turn resumes anywhere), with a confirm gate on every write."""
 
 from __future__ import annotations
 
@@ -34,7 +28,7 @@ from monark.chat.models import (
     ToolCall,
     ToolCallStatus,
 )
-from monark.chat.runtime import meter, proposal_gate
+from monark.chat.runtime import runtime
 from monark.chat.setup import TurnSetup
 from monark.chat.streaming import Step, stream_step
 from monark.chat.transcript import build_llm_messages
@@ -68,12 +62,8 @@ class TurnResult:
     message_ids: list[int] = field(default_factory=list)
 
 
-# ---- the loop ----------------------------------------------------------------------------
-
-
 def _steps_this_turn(rows: Sequence[store.TranscriptMessage]) -> int:
-    """Model steps since the user last spoke or decided: a decision on a card (or a group
-    of cards) opens a new budget, so confirming never eats into the turn's steps."""
+    """Model steps since the user last spoke or decided (confirming never eats the steps)."""
     steps = 0
     for row in reversed(rows):
         if row.role == MessageRole.USER:
@@ -92,13 +82,12 @@ def _stop_before_step(
     hooks: TurnHooks,
     result: TurnResult,
 ) -> list[store.TranscriptMessage] | None:
-    """The transcript to send, or None when the turn must stop first: a call still waits
-    for the user, or the turn used its steps (a note says so)."""
+    """The transcript to send, or None when a call waits, spend paused it, or steps ran out."""
     rows = store.load_transcript(conversation.id, conversation.head_id)
     if any(c.status in PENDING_STATUSES for row in rows for c in row.tool_calls):
         result.status = TurnStatus.AWAITING_CONFIRMATION
         return None
-    if setup.paused:  # a budget ran out: the turn ends here, and says why
+    if setup.paused:
         return _end_with_note(
             principal, conversation, hooks, result, setup.paused, TurnStatus.PAUSED
         )
@@ -130,9 +119,7 @@ def _end_with_note(
 def _open_reply(
     setup: TurnSetup, principal: Principal, conversation: Conversation, hooks: TurnHooks
 ) -> Message:
-    """The assistant message this step streams into, stored (empty) before the first token:
-    its text is saved as it streams, so a crash keeps what came. It stays loaded across
-    the step (its own row: only the keeper writes it meanwhile, its text, redone at the end)."""
+    """The reply this step streams into, stored empty first (a crash keeps what came), loaded."""
     message = store.add_message(
         conversation,
         principal.via_assistant(conversation.id),
@@ -164,10 +151,8 @@ def _stream_reply(
     message: Message,
     hooks: TurnHooks,
 ) -> Step:
-    """Stream the step's reply; a request the provider refused as too long for the model
-    is made to fit (once: old turns summarized, old results stubbed) and sent again."""
-    # End any transaction a hook began, so no connection is held while the model streams
-    # (the reply stays loaded; other objects stay attached and reload on next use).
+    """Stream the step's reply; one refused as too long is made to fit once and sent again."""
+    # No connection is held while the model streams (the reply stays loaded).
     store.end_transaction(message, commit=False)
     step = stream_step(setup.provider, request, hooks, setup.silence)
     if step.error is None or step.error.kind != TOO_LONG or step.text:
@@ -181,9 +166,8 @@ def _stream_reply(
 
 
 def _call_id(asked: str) -> str:
-    """The provider's call id as stored (within ``CALL_NAME_MAX``): a longer one keeps its
-    start and a digest of the whole, so the calls of one step keep ids of their own (the
-    model pairs each result with its call by it)."""
+    """The provider's call id within ``CALL_NAME_MAX``: a longer one keeps its start and a
+    digest, so each call keeps an id of its own (results are paired with calls by it)."""
     if len(asked) <= CALL_NAME_MAX:
         return asked
     digest = hashlib.sha256(asked.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -203,7 +187,7 @@ def _proposed_calls(
             position=position,
             provider_call_id=_call_id(asked.id),
             provider_meta=asked.meta,
-            name=clip(asked.name, CALL_NAME_MAX),  # an unknown one: ``validate`` says so
+            name=clip(asked.name, CALL_NAME_MAX),
             input=asked.input,
             # A tool nobody declared fails closed (``validate``), shown as a refused write.
             mutates=spec.mutates if spec is not None else True,
@@ -213,13 +197,11 @@ def _proposed_calls(
             call.status, call.error = ToolCallStatus.FAILED, refused
             stored.append(call)
             continue
-        # Previews and checks may read through the dispatcher, so they run before this
-        # step writes anything (SQLite allows one writer at a time).
+        # Before this step writes: they may read in-process, and SQLite has one writer.
         call.preview = preview_of(setup.executor, actor, call)
         if call.mutates:
             precheck(setup.executor, actor, call)
-            # The host's gate may let it run at once, like a read (``_run_reads``).
-            call.allowed = proposal_gate().runs_at_once(actor, conversation, spec, call)
+            call.allowed = runtime().gate.runs_at_once(actor, conversation, spec, call)
         stored.append(call)
     return stored
 
@@ -234,7 +216,7 @@ def _store_step(
 ) -> list[ToolCall]:
     """Finish the streamed message (text, status, usage) and store its calls."""
     text = "".join(step.text)
-    if step.error:  # keep what streamed; with nothing at all it is an error message
+    if step.error:  # keep what streamed; with nothing at all it is an error
         status = MessageStatus.INCOMPLETE if text else MessageStatus.ERROR
     else:
         status = MessageStatus.INCOMPLETE if step.stopped else MessageStatus.COMPLETE
@@ -249,20 +231,17 @@ def _store_step(
     message.status = status
     message.error = step.error.message if step.error else None
     message.stop_reason = step.stop_reason
-    # Counted in this reply's transaction (and in /metrics): a budget it used up (or another
-    # instance's spend did) pauses the turn before its next step; the spend is read from the
-    # database.
-    setup.paused = meter().charge(Charge(message, step.usage, principal, setup.price, setup.budget))
+    # Counted in this reply's transaction; a budget used up (by any instance) pauses the turn.
+    setup.paused = runtime().meter.charge(
+        Charge(message, step.usage, principal, setup.price, setup.budget)
+    )
     for call in calls:
         call.message_id = message.id
         db.session.add(call)
     db.session.flush()
     for call in calls:
         if call.mutates or _asks(setup, call) or call.status == ToolCallStatus.FAILED:
-            # For /metrics: a write proposed, a call failed at once (a read that runs is
-            # counted when it has run).
-            metrics.tool_call(call.name, call.status)
-            # A call whose arguments cannot work failed at once: no card, nothing run.
+            metrics.tool_call(call.name, call.status)  # a read is counted once it has run
             proposed = call.status == ToolCallStatus.PROPOSED
             what = CallEvent.PROPOSED if proposed else CallEvent.FAILED
             store.tool_call_event(actor, call, CallEvent.ALLOWED if call.allowed else what)
@@ -272,8 +251,7 @@ def _store_step(
 
 
 def _asks(setup: TurnSetup, call: ToolCall) -> bool:
-    """Whether ``call`` asks the user a question: it waits for their answer, as a write
-    waits for their decision (``ToolSpec.asks_user``)."""
+    """Whether ``call`` asks the user a question (it waits for the answer, like a write)."""
     spec = setup.specs.get(call.name)
     return spec is not None and spec.asks_user
 
@@ -281,8 +259,7 @@ def _asks(setup: TurnSetup, call: ToolCall) -> bool:
 def _run_reads(
     setup: TurnSetup, principal: Principal, calls: list[ToolCall], hooks: TurnHooks
 ) -> None:
-    """Run the step's reads now, and the writes allowed for this conversation; other
-    writes, and questions, wait for the user."""
+    """Run the step's reads and allowed writes now; other writes, and questions, wait."""
     for call in calls:
         waits = (call.mutates and not call.allowed) or _asks(setup, call)
         if waits or call.status != ToolCallStatus.PROPOSED:  # waits, or settled
@@ -306,8 +283,7 @@ def advance_conversation(
     """Run model steps until the turn ends, a write awaits confirmation, or a limit hits."""
     hooks = hooks or TurnHooks()
     setup = TurnSetup.load(principal)
-    # The turn holds its adapter: dropped from the cache meanwhile, its client still serves
-    # every step of the turn, and is closed when the turn ends.
+    # The turn holds its adapter: dropped from the cache meanwhile, it closes at the end.
     started, outcome = time.monotonic(), "error"  # an exception is an error for /metrics
     try:
         with held(setup.provider):
@@ -332,8 +308,6 @@ def _run_steps(
         rows = _stop_before_step(setup, principal, conversation, hooks, result)
         if rows is None:
             return result
-        # A long conversation is made to fit the model's window first (old results
-        # stubbed, old turns summarized: ``chat.compaction``).
         rows = fit(setup, principal, conversation, rows, hooks).rows
         request = _request(setup, conversation, rows)  # before the reply's commit expires it
         message = _open_reply(setup, principal, conversation, hooks)

@@ -19,24 +19,19 @@ from monark.extensions import db
 class ConversationKind(StrEnum):
     AI = "ai"
     DIRECT = "direct"  # person to person: the schema has it, the app has no UI for it yet
-    # The writes of one API key marked "writes need approval" (an external agent over MCP):
-    # each write is a message with its stored call, decided in the Approvals inbox.
-    API = "api"
+    API = "api"  # an API key's held writes, a message and call each, for the Approvals inbox
 
 
 class MessageRole(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
     NOTE = "note"  # a line from the system in the thread (the step limit, say)
-    # The model's summary of the turns before a message (``content`` names it): the model
-    # sees it instead of them from then on; the thread keeps them and shows it collapsed.
+    # The model's summary of the turns before it: read instead of them from then on.
     SUMMARY = "summary"
 
 
 class MessageStatus(StrEnum):
-    # Being written by a running turn (its text is saved in batches as it streams); one
-    # whose turn ended without finishing it was interrupted (see ``lease.settle``).
-    STREAMING = "streaming"
+    STREAMING = "streaming"  # being written by a running turn
     COMPLETE = "complete"
     INCOMPLETE = "incomplete"  # stopped, or broken off: the text is what came
     ERROR = "error"  # no reply came
@@ -95,29 +90,22 @@ class Conversation(db.Model):
     archived: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_activity_at: Mapped[datetime] = mapped_column(default=utcnow)
-    # The turn running now, if any: one at a time, whichever tab, window or instance asks.
-    # It holds a lease (``turn_lease_until``) that it renews every second or so; a turn whose
-    # process died stops renewing, and its lease runs out in seconds. See ``chat.turn``.
+    # The turn running now, one at a time, under a lease it renews (``chat.turn.lease``).
     turn_id: Mapped[str | None] = mapped_column(String(32), default=None)
     turn_started_at: Mapped[datetime | None] = mapped_column(default=None)
     turn_lease_until: Mapped[datetime | None] = mapped_column(default=None)
     # Stop, asked on any instance: the turn sees it at its next renewal.
     turn_stop_requested: Mapped[bool] = mapped_column(default=False)
-    # What the model sees of a long conversation (``chat.compaction``): tool results of
-    # messages before this id are one-line stubs (the stored rows keep them). It only moves
-    # forward, in large jumps, so the cached request prefix changes seldom.
+    # Tool results before this message reach the model as stubs (``chat.compaction``).
     context_stub_before: Mapped[int | None] = mapped_column(default=None)
-    # The last message when that boundary last moved: replies after it measured the
-    # request as it is now (their token counts are a size the next step can trust).
+    # The last message when it moved: replies after it measured the request as it is now.
     context_stub_moved_at: Mapped[int | None] = mapped_column(default=None)
-    # For ``ConversationKind.API``: the key whose writes wait here for approval; one
-    # conversation per key (unique, so two first writes at once cannot make two).
+    # ``ConversationKind.API``'s key: unique, so two first writes at once cannot make two.
     api_key_id: Mapped[int | None] = mapped_column(
         ForeignKey("api_keys.id", ondelete="SET NULL"), default=None, unique=True
     )
-    # The last message of the active branch (``chat.branches``): None while the conversation
-    # never branched (its path is then every message in order). A plain id, not a foreign
-    # key: messages point at their conversation, and a cycle of keys would order nothing.
+    # The active branch's last message (None: never branched); no foreign key, as a cycle
+    # of keys with messages' own would order nothing.
     head_id: Mapped[int | None] = mapped_column(default=None)
 
     participants: Mapped[list[Participant]] = relationship(
@@ -151,9 +139,7 @@ class Message(db.Model):
         ForeignKey("chat_conversations.id", ondelete="CASCADE")
     )
     seq: Mapped[int] = mapped_column()
-    # The message before it on its branch (None: the first one). Stored from a
-    # conversation's first branch on (Regenerate, Edit); a conversation that never
-    # branched leaves it None on every message and reads them in order.
+    # The message before it on its branch, stored from the conversation's first branch on.
     parent_id: Mapped[int | None] = mapped_column(
         ForeignKey("chat_messages.id", ondelete="SET NULL"), default=None
     )
@@ -175,8 +161,7 @@ class Message(db.Model):
     output_tokens: Mapped[int] = mapped_column(default=0)
     cache_read_tokens: Mapped[int] = mapped_column(default=0)
     cache_creation_tokens: Mapped[int] = mapped_column(default=0)
-    # What the reply cost (US dollars, from its usage and the price table); None: unknown
-    # (a model without a price, or a provider that reported no usage).
+    # What the reply cost, in US dollars (None: no price, or no usage reported).
     cost: Mapped[Decimal | None] = mapped_column(Money(), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -185,8 +170,7 @@ class Message(db.Model):
     )
 
 
-# How long a stored call's tool name and provider call id may be (``ToolCall``): a model's
-# longer ones are cut where its step is stored (``chat.loop``).
+# How long a stored call's tool name and provider call id may be (``chat.loop`` cuts).
 CALL_NAME_MAX = 120
 
 
@@ -227,20 +211,15 @@ class ToolCall(db.Model):
     preview: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     duration_ms: Mapped[int | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    # Edited before a decision: the model's own arguments (``input`` holds what runs),
-    # who edited them and when.
+    # Edited before a decision: the model's own arguments (``input`` is what runs), by whom.
     original_input: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     edited_by_id: Mapped[int | None] = mapped_column(
         ForeignKey("users.id", ondelete="SET NULL"), default=None
     )
     edited_at: Mapped[datetime | None] = mapped_column(default=None)
-    # Ran at once under an allowance of its conversation ("Allow <tool> for this
-    # conversation"), not by a click on its card.
-    allowed: Mapped[bool] = mapped_column(default=False)
-    # What undoing a done write takes: the target's state before it and after it, and the
-    # call that puts the before back (``approvals.undo``).
+    allowed: Mapped[bool] = mapped_column(default=False)  # ran at once, under an allowance
+    # What undoing a done write takes; an undo is a call of its own, one per call undone.
     undo: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    # An undo is a call of its own, pointing at the call it undoes: one undo per call.
     undo_of_id: Mapped[int | None] = mapped_column(
         ForeignKey("chat_tool_calls.id", ondelete="SET NULL"), default=None, unique=True
     )
@@ -252,8 +231,7 @@ class ToolCall(db.Model):
         ForeignKey("users.id", ondelete="SET NULL"), default=None
     )
     handed_at: Mapped[datetime | None] = mapped_column(default=None)
-    # A key's held write whose approved run was cut off (its process died) is asked again
-    # as a new call pointing at it: once per call (``api.cut_off``).
+    # A key's held write asked again after its approved run was cut off (``api.cut_off``).
     retry_of_id: Mapped[int | None] = mapped_column(
         ForeignKey("chat_tool_calls.id", ondelete="SET NULL"), default=None, unique=True
     )

@@ -1,13 +1,5 @@
-"""The chat module's runtime, one per app: its tool executor, its proposal gate, its access
-gate, prompt and meter (``chat.host``) and its model providers.
-
-The host installs its executor, gates, prompt and meter when it builds the app (``install``);
-a provider is built from an org's settings (or the deployment's config) on first use, so a
-deployment without a key starts normally and the SDK is imported only when someone talks
-to the assistant. All live on the app (``app.extensions``), not in module globals: two apps
-in one process (tests, say) keep their own. Providers are kept per configuration, the most
-recently used ``CHAT_LLM_CLIENT_CACHE`` of them (``AdapterCache``).
-"""
+"""The chat runtime, one per app (two apps in a process keep their own): what the host
+installs, and the model providers, each built on first use."""
 
 from __future__ import annotations
 
@@ -20,10 +12,9 @@ from flask import Flask, current_app
 
 from monark.chat.executor import AlwaysAsk, ChatToolExecutor, NoTools, ProposalGate
 from monark.chat.host import AccessGate, Closed, Meter, PromptBuilder
-from monark.chat.llm.common import close_provider
+from monark.chat.llm.common import UnavailableProvider, close_provider
 from monark.chat.llm.providers import ProviderConfig, ProviderDescriptor
 from monark.chat.llm.types import LlmProvider
-from monark.chat.llm.unavailable import UnavailableProvider
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings
 
@@ -31,10 +22,7 @@ _KEY = "monark.chat"
 
 
 class AdapterCache:
-    """Adapters by provider configuration (an org's key and endpoint, or the deployment's),
-    the most recently used kept; each one dropped is closed, once the turns still using
-    it end (``SdkAdapter.close``, ``llm.common.held``). A changed key or base URL is a new
-    configuration: without a bound, every old one would keep its client for good."""
+    """Adapters by configuration, the most recent kept, each dropped closed after its turns."""
 
     def __init__(self) -> None:
         self._adapters: OrderedDict[ProviderConfig, LlmProvider] = OrderedDict()
@@ -65,9 +53,6 @@ class AdapterCache:
         for old in dropped:
             close_provider(old)
 
-    def __len__(self) -> int:
-        return len(self._adapters)
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -86,11 +71,8 @@ class ResolvedAi:
     limits: Limits
     problem: str | None = None  # for everyone (the chat says it)
     detail: str | None = None  # the whole reason, for admins (addresses and settings)
-    # What its model's tokens cost, for the host's meter alone (``host.Meter``): chat
-    # carries it to the meter and never reads it. None: unknown.
+    # For the host's meter and spend check alone: the model's price, the org's budget.
     price: object = None
-    # The org's budget as the resolver read it, once per turn, for the host's spend check
-    # and meter alone (chat carries it, unread). None: the host reads it when it checks.
     budget: object = None
 
     @property
@@ -98,10 +80,9 @@ class ResolvedAi:
         return self.detail or self.problem
 
 
-# Which model an org's turns talk to (None: the deployment's alone); the host's.
+# The host's: which model an org's turns talk to (None: the deployment's), and why a
+# principal's spend closes the assistant (given ``ResolvedAi.budget``), or None.
 Resolver = Callable[[int | None], ResolvedAi]
-# Why a principal's spend closes the assistant (a budget used up), or None; the host's.
-# ``budget``: the one in ``ResolvedAi.budget`` (None: the check reads it).
 SpendCheck = Callable[[Principal, object], str | None]
 
 
@@ -126,6 +107,8 @@ def no_model(org_id: int | None) -> ResolvedAi:
 
 @dataclass
 class ChatRuntime:
+    """What the host installs (each default: closed, or nothing), and the providers made."""
+
     executor: ChatToolExecutor = field(default_factory=NoTools)
     gate: ProposalGate = field(default_factory=AlwaysAsk)
     resolve: Resolver = no_model
@@ -139,27 +122,9 @@ class ChatRuntime:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def install(
-    app: Flask,
-    executor: ChatToolExecutor,
-    gate: ProposalGate | None = None,
-    resolve: Resolver = no_model,
-    access: AccessGate | None = None,
-    prompt: PromptBuilder | None = None,
-    spend: SpendCheck = no_limit,
-    meter: Meter | None = None,
-) -> None:
-    """Give ``app`` the host's tool executor, proposal gate, model resolver, access gate,
-    prompt, spend check and meter (called by the app factory)."""
-    app.extensions[_KEY] = ChatRuntime(
-        executor,
-        gate or AlwaysAsk(),
-        resolve,
-        access or Closed(),
-        prompt or Closed(),
-        spend,
-        meter or Closed(),
-    )
+def install(app: Flask, installed: ChatRuntime) -> None:
+    """Give ``app`` the host's runtime (called by the app factory)."""
+    app.extensions[_KEY] = installed
 
 
 def runtime(app: Flask | None = None) -> ChatRuntime:
@@ -176,31 +141,6 @@ def tool_executor() -> ChatToolExecutor:
     return runtime().executor
 
 
-def spend_closed(principal: Principal, budget: object = None) -> str | None:
-    """Why the principal's spend closes the assistant now (read from the database), or None."""
-    return runtime().spend(principal, budget)
-
-
-def meter() -> Meter:
-    """The current app's meter (what a reply used and cost)."""
-    return runtime().meter
-
-
-def proposal_gate() -> ProposalGate:
-    """The current app's proposal gate."""
-    return runtime().gate
-
-
-def access_gate() -> AccessGate:
-    """The current app's access gate (who may talk to the assistant)."""
-    return runtime().access
-
-
-def prompt_builder() -> PromptBuilder:
-    """The current app's prompt (the system prompt, the note opening a user message)."""
-    return runtime().prompt
-
-
 def _adapter(resolved: ResolvedAi, limit: int) -> LlmProvider:
     if resolved.problem or resolved.descriptor is None:
         return UnavailableProvider(resolved.problem or "No model provider is set.")
@@ -208,9 +148,7 @@ def _adapter(resolved: ResolvedAi, limit: int) -> LlmProvider:
 
 
 def provider_for(org_id: int | None) -> tuple[LlmProvider, ResolvedAi]:
-    """The provider an org's turn talks to (its own settings over the deployment's), and
-    what it was resolved from; adapters are built once per configuration and the most
-    recently used ``CHAT_LLM_CLIENT_CACHE`` of them kept."""
+    """The provider an org's turn talks to, and what it was resolved from."""
     resolved = runtime().resolve(org_id)
     override = runtime().override
     if override is not None:

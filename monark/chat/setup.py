@@ -1,6 +1,4 @@
-"""What every step of a turn uses, read once as the turn starts (``TurnSetup.load``): the
-provider, the tools, the system prompt, the limits, the model's context window, and what
-the host's resolver put with them (the price, the budget)."""
+"""What every step of a turn uses, read once as the turn starts (``TurnSetup.load``)."""
 
 from __future__ import annotations
 
@@ -8,7 +6,7 @@ from dataclasses import dataclass
 
 from monark.chat.executor import ChatToolExecutor, ToolSpec
 from monark.chat.llm.types import LlmMessage, LlmProvider, LlmRequest, ToolDefinition
-from monark.chat.runtime import prompt_builder, provider_for, spend_closed, tool_executor
+from monark.chat.runtime import provider_for, runtime
 from monark.chat.transcript import tool_definitions
 from monark.core.rbac import Principal
 from monark.core.settings import ChatSettings, chat_settings
@@ -18,8 +16,7 @@ DEFAULT_WINDOW = 128_000  # a provider nobody described
 
 @dataclass(frozen=True)
 class ContextPolicy:
-    """The model's context window, in tokens, and the shares of it that make old tool
-    results stubs (``stub_at``) and old turns a summary (``compact_at``)."""
+    """The model's window in tokens, and the shares that stub results and summarize turns."""
 
     window: int
     stub_at: float
@@ -27,9 +24,7 @@ class ContextPolicy:
 
     @classmethod
     def of(cls, provider: str, provider_window: int | None, chat: ChatSettings) -> ContextPolicy:
-        """The provider's window, or the deployment's setting (``CHAT_CONTEXT_WINDOW``) for
-        a turn on the deployment's own provider (an org's provider of its own keeps its own
-        window: the setting is about the deployment's model)."""
+        """The provider's window, or ``CHAT_CONTEXT_WINDOW`` on the deployment's own provider."""
         setting = chat.context_window if provider == chat.llm_provider else 0
         window = setting or provider_window or DEFAULT_WINDOW
         return cls(window, chat.context_stub_at, chat.context_compact_at)
@@ -66,7 +61,7 @@ class TurnSetup:
     @classmethod
     def load(cls, principal: Principal) -> TurnSetup:
         provider, resolved = provider_for(principal.org_id)
-        executor = tool_executor()
+        executor = runtime().executor
         specs = {s.name: s for s in executor.specs(principal)}
         return cls(
             provider=provider,
@@ -74,7 +69,7 @@ class TurnSetup:
             executor=executor,
             specs=specs,
             tools=tool_definitions(list(specs.values())),
-            system=prompt_builder().system(principal),
+            system=runtime().prompt.system(principal),
             model=resolved.config.model,
             max_tokens=resolved.limits.max_tokens,
             max_steps=resolved.limits.max_steps,
@@ -86,12 +81,11 @@ class TurnSetup:
             ),
             price=resolved.price,
             budget=resolved.budget,
-            paused=spend_closed(principal, resolved.budget),
+            paused=runtime().spend(principal, resolved.budget),
         )
 
     def request(self, messages: list[LlmMessage], max_tokens: int | None = None) -> LlmRequest:
-        """A request of ``messages`` with the turn's model, system prompt and tools (its
-        cached prefix), for at most ``max_tokens`` (the turn's own limit at most)."""
+        """A request of ``messages`` on the turn's cached prefix, for at most ``max_tokens``."""
         return LlmRequest(
             model=self.model,
             system=self.system,

@@ -29,7 +29,6 @@ from monark.core.models import utcnow
 from monark.core.rbac import Principal
 from monark.extensions import db
 
-BUSY = "A reply is still being written in this conversation. Wait for it, or press Stop."
 TITLE_LENGTH = 60
 
 
@@ -72,8 +71,7 @@ def conversation_of_message(principal: Principal, message_id: int) -> int:
 
 
 def end_transaction(*keep: Any, commit: bool = True) -> None:
-    """Commit (or end a read with a rollback), keeping what ``keep`` holds loaded rather
-    than expired: rows this turn wrote and alone writes, so the next use reads nothing."""
+    """Commit (or roll back a read), keeping the rows in ``keep`` (this turn's own) loaded."""
     kept = []
     for row in keep:
         state = inspect(row)
@@ -124,10 +122,7 @@ class TranscriptCall:
     error: str | None
     reject_reason: str | None
     provider_meta: dict[str, Any] | None = None
-    # A person decided it (confirmed or rejected with a click, not skipped by a message):
-    # the turn's step budget starts again after it.
-    decided_by_user: bool = False
-    # The model's own arguments when the user edited them (``input`` is what ran).
+    decided_by_user: bool = False  # by a click, not skipped: the step budget starts again
     original_input: dict[str, Any] | None = None
     mutates: bool = False
 
@@ -147,25 +142,19 @@ class TranscriptMessage:
     content: list[dict[str, Any]]
     status: str
     tool_calls: list[TranscriptCall] = field(default_factory=list)
-    # For a reply: the size of the request that asked for it, in tokens (cached or not).
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # a reply's: its request's size, cached or not
     parent_id: int | None = None
-    # Writes done in the versions the user set aside where the path reached this message
-    # (``chat.branches.set_aside``): the model is told they stay done.
+    # Writes done in versions set aside here (``branches.set_aside``): told, never run again.
     set_aside: tuple[TranscriptCall, ...] = ()
-    # The same of the versions after it, for the path's last message (Regenerate leaves the
-    # path at the question until the new reply comes): told after it, where the reply's
-    # ``set_aside`` will be, so the request's start stays the same.
+    # The same after the path's end (a regenerated question), so the prefix holds.
     left_after: tuple[TranscriptCall, ...] = ()
 
 
 def load_transcript(conversation_id: int, head_id: int | None = None) -> list[TranscriptMessage]:
-    """The active path of a conversation (its head: ``head_id``) as the loop feeds it to the
-    model, in order (two queries, however it branched).
+    """The active path (to ``head_id``) as the model reads it, in two queries.
 
-    Plain rows with only the columns the model sees, not ORM objects: the loop reloads the
-    whole conversation every step, and ORM objects would cost hydration and then expiry at
-    each of the step's commits, per message (about half of a step at 500 messages).
+    Plain rows, not ORM objects: the loop reloads it every step, and hydrating then
+    expiring ORM rows at each commit was about half of a step at 500 messages.
     """
     rows = _transcript_rows(conversation_id)
     path = branches.active_path(rows, head_id)
@@ -235,9 +224,7 @@ def next_seq(conversation_id: int) -> Any:
 
 
 def add_message(conversation: Conversation, actor: Principal, **fields: Any) -> Message:
-    """Store a message with the next sequence number, and its event (ids only); a person's
-    own (``author_kind`` "user": what they wrote, or did) is the actor's. In a conversation
-    that branched, it follows the head (or ``parent_id``, given: an edit's) and is the head."""
+    """Store a message and its event; once branched, it follows the head and becomes it."""
     if fields.get("author_kind") == "user":
         fields["author_user_id"] = actor.user_id
     branched = conversation.head_id is not None
@@ -251,8 +238,7 @@ def add_message(conversation: Conversation, actor: Principal, **fields: Any) -> 
     )
     db.session.add(message)
     db.session.flush()
-    # Set after the insert, in the one update of the conversation it always made.
-    conversation.last_activity_at = utcnow()
+    conversation.last_activity_at = utcnow()  # after the insert: the conversation's one update
     if branched:
         conversation.head_id = message.id
     record_event(
@@ -280,8 +266,7 @@ def _message_payload(message: Message) -> dict[str, Any]:
 def tool_call_event(
     actor: Principal, call: ToolCall, what: CallEvent, more: dict[str, Any] | None = None
 ) -> None:
-    """``chat.tool_call.<what>`` with ids and the tool's name, never its input (``more``:
-    ids or names to add, such as which fields an edit changed)."""
+    """``chat.tool_call.<what>`` with ids and the tool's name (and ``more``), never its input."""
     record_event(*_call_event(actor, call, what, more))
 
 
@@ -304,8 +289,7 @@ def _call_event(
 
 
 def pending_calls(conversation_id: int) -> list[ToolCall]:
-    """Calls still PROPOSED or EXECUTING (a dead turn's EXECUTING ones are settled at the
-    next claim, see ``settle_dead_turn``)."""
+    """Calls still PROPOSED or EXECUTING (a dead turn's are settled at the next claim)."""
     stmt = (
         select(ToolCall)
         .where(ToolCall.conversation_id == conversation_id, ToolCall.status.in_(PENDING_STATUSES))
@@ -317,10 +301,8 @@ def pending_calls(conversation_id: int) -> list[ToolCall]:
 def tail_state(
     conversation_id: int, proposed_since: datetime | None = None, head_id: int | None = None
 ) -> tuple[tuple[str, str] | None, bool]:
-    """The last message's ``(role, status)`` on the active path (its head: ``head_id``), and
-    whether a proposed call waits (one made ``proposed_since`` or later, when given; a
-    summary, or a person's own note such as an undo, is no step of the conversation: the
-    message before it counts)."""
+    """The last step's ``(role, status)`` on the active path (``branches.is_step``), and
+    whether a call proposed (``proposed_since`` or later, when given) waits."""
     person_note = (Message.role == MessageRole.NOTE) & (Message.author_kind == "user")
     if head_id is not None:
         last = _path_tail(conversation_id, head_id)
@@ -345,8 +327,7 @@ def tail_state(
 
 
 def _path_tail(conversation_id: int, head_id: int) -> tuple[str, str] | None:
-    """The last step of a branched conversation's path: its head, or (a summary or a
-    person's note at the head) the nearest message before it that is a step."""
+    """The last step of a branched conversation's path: the head, or the nearest before it."""
     at: int | None = head_id
     while at is not None:
         row = db.session.execute(
@@ -356,10 +337,7 @@ def _path_tail(conversation_id: int, head_id: int) -> tuple[str, str] | None:
         ).one_or_none()
         if row is None:
             return None
-        skipped = row.role == MessageRole.SUMMARY or (
-            row.role == MessageRole.NOTE and row.author_kind == "user"
-        )
-        if not skipped:
+        if branches.is_step(row.role, row.author_kind):
             return row.role, row.status
         at = row.parent_id
     return None

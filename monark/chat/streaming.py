@@ -1,11 +1,6 @@
-"""Streaming one model step: the provider read in a thread of its own, its events folded
-into a step, text handed on in frames: the first text at once, and what comes within
-``FRAME_SECONDS`` of the last hand-over held back to go with it.
-
-A hand-over is one progress-log entry, one wake-up of every watcher and one SSE frame on
-each of their sockets; coalescing the tokens of one frame interval makes those costs per
-frame instead of per token (a fast model's 200 tokens a second become at most 40 frames).
-"""
+"""Streaming one model step: the provider read in a thread of its own, text handed on in
+frames (the first at once, then one per ``FRAME_SECONDS``): each hand-over is a log entry,
+a wake-up of every watcher and an SSE frame, so 200 tokens a second cost 40 of them."""
 
 from __future__ import annotations
 
@@ -30,8 +25,7 @@ from monark.core.bounds import MAX_DEPTH, depth
 from monark.core.text import storable
 
 STOP_POLL_SECONDS = 0.2
-# Text that comes within this long of the last hand-over waits to go with the next one (a
-# person reads nothing faster; a reply's first text never waits).
+# Text within this long of the last hand-over waits for the next (nobody reads faster).
 FRAME_SECONDS = 0.025
 # The reader wakes this long before a held frame goes, to take what came meanwhile.
 READ_AHEAD_SECONDS = 0.003
@@ -58,13 +52,8 @@ class _Pace:
 
 
 def _pump(provider: LlmProvider, request: LlmRequest, pace: _Pace) -> queue.SimpleQueue:
-    """Read the provider in a thread of its own, so that a provider that hangs can neither
-    hold the turn past Stop nor past its silence limit: the turn stops waiting, and the
-    reader ends when the provider answers or its own timeout fires.
-
-    While a frame is held, the reader sleeps until just before it goes: what the provider
-    sends meanwhile waits in the socket, and one read then takes it all (a wake-up and a
-    read per frame, not per token)."""
+    """Read the provider in a thread of its own (a hung one cannot hold the turn past Stop),
+    sleeping while a frame is held, so one read takes all that waited in the socket."""
     events: queue.SimpleQueue = queue.SimpleQueue()
 
     def read() -> None:
@@ -103,8 +92,7 @@ def _apply(step: Step, event: Any) -> str:
         step.text.append(text)
         return text
     if isinstance(event, ToolCallRequested):
-        # Arguments nested too deep are refused unread (``calls.validate``): cleaning them
-        # here would recurse as deep.
+        # Arguments nested too deep are refused unread: cleaning them would recurse as deep.
         deep = depth(event.input) > MAX_DEPTH
         arguments = event.input if deep else storable(event.input)
         step.calls.append(
@@ -123,9 +111,7 @@ def _apply(step: Step, event: Any) -> str:
 def stream_step(
     provider: LlmProvider, request: LlmRequest, hooks: TurnHooks, silence: float
 ) -> Step:
-    """Stream one model step; text goes to the hooks in frames (``FRAME_SECONDS``), the
-    first at once. Stops on Stop, and after ``silence`` seconds with nothing from the
-    provider."""
+    """Stream one model step, text in frames, until Stop or ``silence`` seconds of nothing."""
     step = Step()
     pace = _Pace()  # when text last went to the hooks: the first goes at once
     events = _pump(provider, request, pace)
@@ -150,9 +136,7 @@ def stream_step(
             continue
         last = time.monotonic()
         held = pace.handed + FRAME_SECONDS - last
-        if held > 0 and first is not _END:
-            # Within a frame of the last hand-over: sleep out the frame (the reader's puts
-            # wake nobody meanwhile), then take everything that came as one.
+        if held > 0 and first is not _END:  # sleep out the frame, then take all that came
             time.sleep(held)
         text: list[str] = []
         ended = False

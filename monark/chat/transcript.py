@@ -1,5 +1,4 @@
-"""What the model sees of a conversation: stored rows as provider-neutral messages, and the
-tool definitions in a stable order (so the cached request prefix stays byte-identical)."""
+"""What the model sees of a conversation: stored rows as provider-neutral messages."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from monark.chat.llm.types import (
     ToolUseBlock,
 )
 from monark.chat.models import Message, MessageRole, MessageStatus, ToolCall, ToolCallStatus
-from monark.chat.runtime import prompt_builder
+from monark.chat.runtime import runtime
 from monark.core.text import scrub
 
 REJECTED_TEXT = "The user rejected this action; it was not carried out."
@@ -62,12 +61,10 @@ def cut(text: str, limit: int) -> str:
 
 def _result_text(call: ToolCall | store.TranscriptCall, spec: ToolSpec | None) -> tuple[str, bool]:
     text, is_error = _outcome_text(call, spec)
-    # An edited call: the model asked for other arguments than those that were decided on,
-    # and the host says so (``chat.host.PromptBuilder.edit_note``).
-    note = ""
+    note = ""  # an edited call: the host tells the model what changed
     if call.original_input:
         ran = call.status in (ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED)
-        note = prompt_builder().edit_note(call.original_input, call.input, ran)
+        note = runtime().prompt.edit_note(call.original_input, call.input, ran)
     limit = spec.result_limit if spec is not None else RESULT_LIMIT
     return cut(scrub(note) + text, limit), is_error
 
@@ -100,25 +97,19 @@ def summary_through(row: Message | store.TranscriptMessage) -> int:
 def shown_rows(
     rows: Sequence[Message | store.TranscriptMessage],
 ) -> tuple[Message | store.TranscriptMessage | None, list[Message | store.TranscriptMessage]]:
-    """The latest summary (if any) and the rows the model still sees after it: those it
-    does not cover, less the summaries themselves."""
+    """The latest summary (if any) and the rows after what it covers, less summaries."""
     summary = next((r for r in reversed(rows) if r.role == MessageRole.SUMMARY), None)
     through = summary_through(summary) if summary is not None else 0
     return summary, [r for r in rows if r.id > through and r.role != MessageRole.SUMMARY]
 
 
-def set_aside_text(calls: Sequence[store.TranscriptCall]) -> str:
-    """What the model reads of the writes done in versions the user set aside."""
+def _set_aside_turn(calls: Sequence[store.TranscriptCall]) -> list[tuple[str, list[Block]]]:
+    """A user line telling the writes done in versions set aside (none: nothing)."""
     lines = [SET_ASIDE_OPENING]
     for call in calls:
         asked = json.dumps(call.input, ensure_ascii=False, sort_keys=True, default=str)
         lines.append(f"- {call.name} {cut(scrub(asked), SET_ASIDE_INPUT_LIMIT)}: done")
-    return "\n".join(lines)
-
-
-def _set_aside_turn(calls: Sequence[store.TranscriptCall]) -> list[tuple[str, list[Block]]]:
-    """A user line telling the writes done in versions set aside (none: nothing)."""
-    return [("user", [TextBlock(set_aside_text(calls))])] if calls else []
+    return [("user", [TextBlock("\n".join(lines))])] if calls else []
 
 
 def row_turns(
@@ -126,11 +117,8 @@ def row_turns(
     specs: Mapping[str, ToolSpec] | None = None,
     stub_before: int | None = None,
 ) -> list[tuple[str, list[Block]]]:
-    """What one stored row adds to the model's messages, as ``(role, blocks)`` pieces:
-    a user message; an assistant message and the user message with its calls' results;
-    for an undo's note, a user line saying so; nothing for other notes and summaries.
-    Results of rows before ``stub_before`` are stubs. A row where the path left versions
-    the user set aside is preceded by a user line naming the writes done in them."""
+    """What one stored row adds to the model's messages, as ``(role, blocks)`` pieces, with
+    a user line around it naming the writes done in versions the user set aside there."""
     before = _set_aside_turn(getattr(row, "set_aside", ()))
     after = _set_aside_turn(getattr(row, "left_after", ()))
     return before + _own_turns(row, specs, stub_before) + after
@@ -145,15 +133,13 @@ def _own_turns(
         blocks: list[Block] = [TextBlock(b["text"]) for b in row.content if b.get("text")]
         return [("user", [*blocks, TextBlock(row.text)])]
     if row.role == MessageRole.NOTE:
-        # An undo's note (``approvals.undo``): the user's side says what they undid, after what
-        # the model already read (nothing earlier is rewritten, so the cached prefix holds).
+        # An undo's note: told after what the model read, so the cached prefix holds.
         said = [TextBlock(b["text"]) for b in row.content if b.get("undo_of") and b.get("text")]
         return [("user", said)] if said else []
     if row.role != MessageRole.ASSISTANT:
         return []
     calls = row.tool_calls if row.status == MessageStatus.COMPLETE else []
-    # Trailing whitespace is trimmed: the API refuses it at the end of a final assistant
-    # turn (a stopped reply that a retry continues).
+    # Trailing whitespace is refused at the end of a final assistant turn (a retry's).
     blocks = [TextBlock(row.text.rstrip())] if row.text.strip() else []
     # What the model asked for, as it asked (an edit is told in the call's result).
     blocks += [
@@ -175,14 +161,8 @@ def build_llm_messages(
     specs: Mapping[str, ToolSpec] | None = None,
     stub_before: int | None = None,
 ) -> list[LlmMessage]:
-    """Map stored rows to the model's message list.
-
-    An assistant message with tool calls is followed by a user message carrying exactly
-    the matching tool_result blocks; consecutive same-role turns are merged; notes and
-    empty messages are left out. The latest summary opens the list, instead of the rows it
-    covers (it always covers whole turns, so a user message follows it and joins it);
-    tool results of rows before ``stub_before`` are one-line stubs.
-    """
+    """Stored rows as the model's messages: same-role turns merged, the latest summary first
+    instead of the rows it covers, results of rows before ``stub_before`` as stubs."""
     turns: list[tuple[str, list[Block]]] = []
 
     def push(role: str, blocks: list[Block]) -> None:

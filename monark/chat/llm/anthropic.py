@@ -6,12 +6,11 @@ set (its last tool) and the conversation so far (the last block of the newest me
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import SdkAdapter, StepState
+from monark.chat.llm.common import SdkAdapter, StepState, parse_arguments
 
 EPHEMERAL = {"type": "ephemeral"}
 NOT_CONNECTED = (
@@ -22,8 +21,7 @@ NO_KEY = NOT_CONNECTED + "; then press Retry."  # after a message was sent
 
 
 def import_sdk() -> Any:
-    """The ``anthropic`` SDK, imported now: slow, so only when the assistant is first used
-    (or by a server warming it before it forks, ``monark.gunicorn_conf``)."""
+    """The ``anthropic`` SDK, imported now (slow: at first use, or before gunicorn forks)."""
     import anthropic
 
     return anthropic
@@ -84,8 +82,7 @@ class AnthropicProvider(SdkAdapter):
     def make_client(self) -> Any:
         anthropic = import_sdk()
         config = self.config
-        # ANTHROPIC_BASE_URL is read by the SDK itself. The read timeout bounds each wait
-        # for the next bytes of a stream, not the whole reply.
+        # The read timeout bounds each wait for a stream's next bytes, not the whole reply.
         return anthropic.Anthropic(
             api_key=self.api_key,
             timeout=anthropic.Timeout(config.read_timeout, connect=config.connect_timeout),
@@ -98,11 +95,9 @@ class AnthropicProvider(SdkAdapter):
         return self.client().messages.create(**build_params(request), stream=True)
 
     def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
-        # The SDK's own raw events (``Stream.raw_events``: its SSE decoder, each event's
-        # JSON read by ``ServerSentEvent.json``), not its typed ones: building a pydantic
-        # event per token cost about 35 us of the SDK's 50 (bench/stream_bench.py), the
-        # largest share of a streamed token's CPU. The fields read are the Messages API's
-        # documented event fields, as the typed events name them.
+        # The SDK's raw events (``Stream.raw_events``), not its typed ones: a pydantic event
+        # per token cost about 35 us of the SDK's 50 (bench/stream_bench.py). The fields
+        # read are the Messages API's documented ones.
         tools: dict[int, dict[str, Any]] = {}
         usage = {"input": 0, "output": 0, "cache_read": 0, "cache_creation": 0}
         stop_reason = "end_turn"
@@ -157,8 +152,7 @@ class AnthropicProvider(SdkAdapter):
 
 
 class StreamError(Exception):
-    """An ``error`` event in the stream; ``body`` is its JSON, read as the SDK's own status
-    errors are (``common.body_error_text``: the message, then its type)."""
+    """An ``error`` event in the stream; ``body`` (its JSON) reads as the SDK's own errors do."""
 
     def __init__(self, body: Any):
         super().__init__(str(body))
@@ -166,12 +160,8 @@ class StreamError(Exception):
 
 
 def _call(call: dict[str, Any]) -> t.ToolCallRequested:
-    """A tool call whose arguments came in pieces (unparsable ones are passed on as such:
-    the route's validation then tells the model what is wrong)."""
-    try:
-        arguments = json.loads(call["json"]) if call["json"].strip() else {}
-    except (json.JSONDecodeError, RecursionError):  # nested past what the decoder follows
-        arguments = {"_unparsed_arguments": call["json"]}
-    if not isinstance(arguments, dict):
+    """A tool call from its pieces (unparsable arguments go on as such, for the route to refuse)."""
+    arguments = parse_arguments(call["json"])
+    if arguments is None:
         arguments = {"_unparsed_arguments": call["json"]}
     return t.ToolCallRequested(call["id"], call["name"], arguments)

@@ -1,7 +1,8 @@
-"""What every provider adapter shares."""
+"""What every provider adapter shares, and the provider that explains why none answers."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
@@ -20,11 +21,7 @@ def redact(text: str, secret: str) -> str:
     return text
 
 
-# How vendors refuse a request longer than the model's window: Anthropic ("prompt is too
-# long: 215000 tokens > 200000 maximum", or input plus max_tokens past the "context limit"),
-# OpenAI and the servers that copy it ("context_length_exceeded", "This model's maximum
-# context length is …"), Gemini ("The input token count (…) exceeds the maximum number of
-# tokens allowed (…)").
+# How Anthropic, OpenAI (and its clones) and Gemini refuse a request past the model's window.
 _TOO_LONG_WORDS = (
     "prompt is too long",
     "exceed context limit",
@@ -34,9 +31,17 @@ _TOO_LONG_WORDS = (
 )
 
 
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """A tool call's streamed arguments as an object (blank: none), or None if they are not one."""
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except (json.JSONDecodeError, RecursionError):  # nested past what the decoder follows
+        return None
+    return arguments if isinstance(arguments, dict) else None
+
+
 def refusal_kind(text: str) -> str:
-    """The kind of error a refused request is: ``TOO_LONG`` when the vendor said the
-    request does not fit the model's context window."""
+    """``TOO_LONG`` when the vendor said the request does not fit the model's window."""
     lowered = text.lower()
     return TOO_LONG if any(w in lowered for w in _TOO_LONG_WORDS) else "provider_error"
 
@@ -49,8 +54,7 @@ class StepState:
 
 
 class Chunks:
-    """A stream's chunks until the turn is stopped (``stopped`` says whether it was), each
-    chunk's usage report, when it has one, kept in ``state`` (read by ``usage_of``)."""
+    """A stream's chunks until the turn is stopped (``stopped``), keeping each usage report."""
 
     def __init__(
         self,
@@ -81,19 +85,15 @@ class TurnStopped(Exception):
 
 
 def refuse_when_stopped(request: Any) -> None:
-    """An httpx request hook for the SDKs' clients: a stopped turn sends nothing more.
-
-    The SDKs retry a request that timed out; a turn stopped while its provider hung would
-    otherwise send it again (a call, and its cost, nobody waits for). The retry still
-    happens, but fails here at once; the SDK then gives up."""
+    """An httpx request hook: a stopped turn sends nothing more (an SDK's retry of a request
+    that timed out would be a call, and a cost, nobody waits for)."""
     stop = _TURN_STOP.get()
     if stop is not None and stop.is_set():
         raise TurnStopped("The turn was stopped; nothing more is sent to the provider.")
 
 
-# What a request to an org's own endpoint may carry: the SDKs' own headers and the org's
-# credential. Anything else may come from the server's environment (an SDK reads
-# ANTHROPIC_CUSTOM_HEADERS, OPENAI_ORG_ID, OPENAI_PROJECT_ID, …) and is the deployment's.
+# What a request to an org's own endpoint may carry: anything else may be the deployment's,
+# from the server's environment (ANTHROPIC_CUSTOM_HEADERS, OPENAI_ORG_ID, …).
 ORG_ENDPOINT_HEADERS = frozenset(
     """host content-length content-type accept accept-encoding connection user-agent
     authorization x-api-key x-goog-api-key x-goog-api-client anthropic-version
@@ -102,8 +102,7 @@ ORG_ENDPOINT_HEADERS = frozenset(
 
 
 def strip_deployment_headers(request: Any) -> None:
-    """An httpx request hook: only ``ORG_ENDPOINT_HEADERS`` and the SDKs' ``x-stainless-*``
-    telemetry go to an endpoint an org named."""
+    """An httpx request hook: only ``ORG_ENDPOINT_HEADERS`` and ``x-stainless-*`` go out."""
     for name in list(request.headers):
         lowered = name.lower()
         if lowered not in ORG_ENDPOINT_HEADERS and not lowered.startswith("x-stainless-"):
@@ -111,10 +110,8 @@ def strip_deployment_headers(request: Any) -> None:
 
 
 def http_client_options(public_only: bool, org_endpoint: bool = False) -> dict[str, Any]:
-    """Options for an SDK's HTTP client (``httpx2.Client``): Stop is honoured, redirects
-    are never followed (one would take the request past the address check); for an
-    endpoint an org chose, each request connects only to public addresses it checked, and
-    for one it named, carries nothing of the deployment's."""
+    """Options for an SDK's HTTP client: Stop honoured, no redirects (they would pass the
+    address check), public addresses only if asked, nothing of ours to an org's endpoint."""
     hooks = [refuse_when_stopped, *([strip_deployment_headers] if org_endpoint else [])]
     options: dict[str, Any] = {"event_hooks": {"request": hooks}, "follow_redirects": False}
     if public_only:
@@ -124,9 +121,7 @@ def http_client_options(public_only: bool, org_endpoint: bool = False) -> dict[s
 
 @contextmanager
 def held(provider: Any) -> Iterator[None]:
-    """Keep ``provider``'s client open while the block runs (a turn, all its steps): an
-    adapter dropped from the cache meanwhile closes its client when the block ends, rather
-    than after each step and building a new one for the next."""
+    """Keep ``provider``'s client open while the block (a turn) runs, even if dropped meanwhile."""
     in_use = getattr(provider, "in_use", None)
     with in_use() if in_use is not None else nullcontext():
         yield
@@ -140,8 +135,7 @@ def close_provider(provider: Any) -> None:
 
 
 def body_error_text(err: Exception) -> str:
-    """An SDK's HTTP error in plain words: the message of its JSON body (``{"error":
-    {"message", "type"}}``, as Anthropic, OpenAI and their clones answer), else its own."""
+    """An SDK's HTTP error in plain words: its JSON body's ``error.message``, else its own."""
     body = getattr(err, "body", None)
     detail = body.get("error", body) if isinstance(body, dict) else None
     if isinstance(detail, dict) and detail.get("message"):
@@ -153,10 +147,8 @@ def body_error_text(err: Exception) -> str:
 
 
 class SdkAdapter:
-    """What every adapter shares: its descriptor and configuration, its SDK client built on
-    first use (the SDK imported then), the configuration check, Stop, failures (building
-    the client, sending, mid-stream) turned into error events, never with the key in them,
-    and ``close``."""
+    """What every adapter shares: its SDK client built on first use, the configuration check,
+    Stop, and failures turned into error events, never with the key in them."""
 
     def __init__(self, descriptor: ProviderDescriptor, config: ProviderConfig):
         self.descriptor = descriptor
@@ -168,8 +160,6 @@ class SdkAdapter:
         self._building = threading.Lock()
         self._users = 0  # turns, steps streaming and lists being read on the client now
         self._closing = False
-
-    # ---- what an adapter writes ----
 
     def make_client(self) -> Any:
         """The SDK client (import the SDK here)."""
@@ -205,16 +195,12 @@ class SdkAdapter:
         return body_error_text(err)
 
     def models(self) -> list[str]:
-        """The models this key may use, as the endpoint lists them (Anthropic's, OpenAI's
-        and their clones' lists are alike)."""
+        """The models this key may use, as the endpoint lists them."""
         with self.in_use():
             return sorted(m.id for m in self.client().models.list())
 
-    # ---- shared ----
-
     def _said(self, err: Exception) -> str:
-        """The error in plain words; for a failed connection, what failed underneath (the
-        SDKs say only "Connection error.")."""
+        """The error in plain words; for a failed connection, what failed underneath."""
         text = self.error_text(err)
         cause = err.__cause__
         if "Connection" in type(err).__name__ and cause is not None and str(cause):
@@ -224,8 +210,7 @@ class SdkAdapter:
     def client(self) -> Any:
         client = self._client
         if client is None:
-            # A lock of its own: building can take seconds (the SDK's first import), and
-            # ``_lock`` is what a turn ending (or Stop) waits for.
+            # Not ``_lock``, which a turn ending waits for: building can take seconds.
             with self._building:
                 client = self._client
                 if client is None:
@@ -247,9 +232,7 @@ class SdkAdapter:
             self._close_if_idle()
 
     def close(self) -> None:
-        """Close the SDK client (its connections): now, or once the turns and steps using
-        it end, so that a turn whose adapter was dropped from the cache finishes on it.
-        An adapter used after this builds a client again, closed when that use ends."""
+        """Close the SDK client now, or once the turns using it end (a later use builds one)."""
         with self._lock:
             self._closing = True
         self._close_if_idle()
@@ -289,13 +272,26 @@ class SdkAdapter:
         state = StepState()
         try:
             yield from self.read(stream, request, state)
-        except Exception as err:  # an error mid-stream, a timeout, a dropped connection
+        except Exception as err:  # mid-stream (or a refusal, from SDKs that send lazily)
             yield state.usage
-            # (Some SDKs send the request only when the stream is first read: a refusal
-            # comes here then.)
             said = redact(self._said(err), self.api_key)
             yield ProviderError(said, kind=refusal_kind(said))
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+
+
+class UnavailableProvider:
+    """A provider that only explains why no model can be reached."""
+
+    name = "unavailable"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def problem(self) -> str | None:
+        return self.reason
+
+    def stream(self, request: LlmRequest) -> Iterator[LlmEvent]:
+        yield ProviderError(self.reason, kind="configuration")

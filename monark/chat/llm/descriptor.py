@@ -1,10 +1,5 @@
-"""What a provider is and how it is reached: its id, its descriptor, its configuration.
-
-The adapters (``anthropic``, ``openai_chat``, ``gemini``) read these; ``providers`` lists
-one descriptor per provider. A descriptor builds its adapter, importing the adapter's module
-by name then (``ADAPTERS``): no module imports an adapter, and an SDK is imported only when
-an org first talks to its provider.
-"""
+"""What a provider is and how it is reached. A descriptor imports its adapter's module by
+name (``ADAPTERS``) as it builds one, so an SDK loads only when first talked to."""
 
 from __future__ import annotations
 
@@ -50,11 +45,9 @@ class ProviderConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
     max_retries: int = 2
-    # An endpoint the org chose, on a deployment that keeps to public hosts: every request
-    # connects only to the public addresses checked for it (``chat.llm.common``).
+    # An endpoint the org chose on a deployment kept to public hosts: only checked addresses.
     public_only: bool = False
-    # The org named this endpoint itself: nothing of the deployment's goes there (its key,
-    # or headers an SDK picks up from the server's environment).
+    # One the org named: nothing of the deployment's goes there (its key, its env's headers).
     org_endpoint: bool = False
 
 
@@ -73,12 +66,10 @@ class ProviderDescriptor:
     default_model: str = ""
 
     def create(self, config: ProviderConfig) -> LlmProvider:
-        """The adapter for ``config``: its module imported now, and its SDK when it first
-        needs a client."""
+        """The adapter for ``config`` (its module imported now, its SDK at its first client)."""
         module, name = ADAPTERS[self.adapter]
         return getattr(import_module(module), name)(self, config)
 
     def endpoint(self, config: ProviderConfig) -> str | None:
-        """The endpoint ``config`` talks to: its own base URL first, this provider's default
-        otherwise (None: the OpenAI-compatible generic with no URL set)."""
+        """``config``'s own base URL, else this provider's default (None: neither is set)."""
         return config.base_url or self.default_base_url

@@ -1,12 +1,5 @@
-"""The Google Gemini adapter: the only module that imports ``google-genai``.
-
-History goes as contents (the assistant is the "model" role); tool results go back as
-function-response parts, which Gemini matches to its calls by name (so the neutral tool
-result carries the tool's name). Gemini gives its calls no ids: each gets a synthesized id
-when it arrives, stored with the call from then on. A call's thought signature (thinking
-models send one) is kept with the call and sent back with it. Usage comes as running
-totals on every chunk: the last is emitted once, at the end.
-"""
+"""The Google Gemini adapter: the only module that imports ``google-genai``. Calls come
+without ids (each gets one); a thought signature is kept and sent back with its call."""
 
 from __future__ import annotations
 
@@ -77,18 +70,6 @@ def build_config(request: t.LlmRequest, types: Any) -> Any:
     )
 
 
-def error_text(err: Exception) -> str:
-    """The SDK's error in plain words."""
-    message = getattr(err, "message", None)
-    status = getattr(err, "status", None)
-    code = getattr(err, "code", None)
-    if message:
-        text = str(message) + (f" ({status or code})" if status or code else "")
-    else:
-        text = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-    return text
-
-
 class GeminiProvider(SdkAdapter):
     """Streams a step through ``google-genai``."""
 
@@ -116,7 +97,11 @@ class GeminiProvider(SdkAdapter):
         )
 
     def error_text(self, err: Exception) -> str:
-        return error_text(err)
+        message = getattr(err, "message", None)
+        status = getattr(err, "status", None) or getattr(err, "code", None)
+        if message:
+            return str(message) + (f" ({status})" if status else "")
+        return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
     def read(self, stream: Any, request: t.LlmRequest, state: StepState) -> Iterator[t.LlmEvent]:
         finish = "STOP"
@@ -164,11 +149,9 @@ def _call(part: Any) -> t.ToolCallRequested:
 
 
 def _usage_of(chunk: Any) -> t.UsageReport | None:
-    """The usage a chunk reports, if it reports any."""
-    return _usage(chunk.usage_metadata) if chunk.usage_metadata is not None else None
-
-
-def _usage(usage: Any) -> t.UsageReport:
+    """The running totals a chunk reports, if any."""
+    if (usage := chunk.usage_metadata) is None:
+        return None
     cached = usage.cached_content_token_count or 0
     prompt = usage.prompt_token_count or 0
     return t.UsageReport(max(0, prompt - cached), usage.candidates_token_count or 0, cached, 0)

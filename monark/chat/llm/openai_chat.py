@@ -1,14 +1,6 @@
-"""The OpenAI Chat Completions adapter, for OpenAI and every vendor that clones its API
-(Groq, Mistral, DeepSeek, Together, OpenRouter, xAI, local Ollama, LM Studio, vLLM): the
-only module that imports the ``openai`` SDK.
-
-The system message comes first; tools are function tools; assistant tool calls and tool
-results are serialized in Chat Completions' own shapes. Streamed tool-call arguments are
-assembled by index and emitted when the stream ends; a call without an id or a name, or
-whose arguments do not parse, is an error, never a blank dispatch. The request prefix
-(system text, tools, earlier messages) is serialized the same way at every step, so the
-vendor's automatic prefix caching applies; the cached share it reports is stored.
-"""
+"""The OpenAI Chat Completions adapter, for OpenAI and its clones: the only module that
+imports ``openai``. A streamed call without an id, a name or arguments that parse is an
+error, never a blank dispatch."""
 
 from __future__ import annotations
 
@@ -17,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from monark.chat.llm import types as t
-from monark.chat.llm.common import Chunks, SdkAdapter, StepState
+from monark.chat.llm.common import Chunks, SdkAdapter, StepState, parse_arguments
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 NO_KEY_NEEDED = "not-needed"  # the SDK insists on a key; local servers ignore it
@@ -28,8 +20,7 @@ def _arguments(value: dict[str, Any]) -> str:
 
 
 def _user_turn(message: t.LlmMessage) -> list[dict[str, Any]]:
-    """Tool results (each its own ``tool`` message, answering the calls just before), then
-    the user's text."""
+    """Tool results (a ``tool`` message each), then the user's text."""
     out: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, t.ToolResultBlock):
@@ -110,12 +101,8 @@ class _Calls:
     def finished(self) -> Iterator[t.LlmEvent]:
         for index in sorted(self.parts):
             call = self.parts[index]
-            raw = call["arguments"].strip() or "{}"
-            try:
-                arguments = json.loads(raw)
-            except (json.JSONDecodeError, RecursionError):  # nested past what it follows
-                arguments = None
-            if not call["id"] or not call["name"] or not isinstance(arguments, dict):
+            arguments = parse_arguments(call["arguments"])
+            if not call["id"] or not call["name"] or arguments is None:
                 yield t.ProviderError(
                     f"The model sent an incomplete tool call ({call['name'] or 'no name'}); "
                     "nothing was run. Retry, or ask again."
@@ -184,12 +171,9 @@ CHAT_FAMILIES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
 
 
 def _usage_of(chunk: Any) -> t.UsageReport | None:
-    """The usage a chunk reports, if it reports any (the last one, when asked for)."""
-    return _usage(chunk.usage) if chunk.usage is not None else None
-
-
-def _usage(usage: Any) -> t.UsageReport:
-    """Usage as Anthropic counts it: input without the cached part, which is apart."""
+    """A chunk's usage (the last one's), counted as Anthropic does: cached input apart."""
+    if (usage := chunk.usage) is None:
+        return None
     details = getattr(usage, "prompt_tokens_details", None)
     cached = (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
     prompt = usage.prompt_tokens or 0

@@ -1,35 +1,9 @@
-"""The model providers Monark can talk to: one tuple of ids, one descriptor each.
-
-``PROVIDER_IDS`` is the single list: the config check, the settings form's choices and the
-settings validation are all built from it. A descriptor says how to talk to a provider
-(its label, whether it needs a key and which environment variable holds the deployment's,
-the default base URL of the OpenAI-compatible vendors, the token-limit parameter, its
-context window, what prompt caching it gets) and how to build its adapter from a
-``ProviderConfig`` (each adapter module is imported only then: it is the only one that
-imports its SDK).
-"""
+"""The model providers Monark can talk to, one descriptor each, in ``PROVIDER_IDS`` order
+(the config check, the settings form and its validation are built from that one tuple)."""
 
 from __future__ import annotations
 
-from monark.chat.llm.descriptor import (
-    PROVIDER_IDS,
-    ProviderConfig,
-    ProviderDescriptor,
-    ProviderId,
-    TokenParam,
-)
-
-__all__ = [
-    "PROVIDERS",
-    "PROVIDER_IDS",
-    "ProviderConfig",
-    "ProviderDescriptor",
-    "ProviderId",
-    "TokenParam",
-    "endpoint_of",
-    "get_provider",
-]
-
+from monark.chat.llm.descriptor import PROVIDER_IDS, ProviderConfig, ProviderDescriptor
 
 _COMPATIBLE = "automatic prefix caching, where the vendor offers it"
 
@@ -158,7 +132,6 @@ def get_provider(provider_id: str) -> ProviderDescriptor | None:
 
 
 def endpoint_of(config: ProviderConfig) -> str | None:
-    """The endpoint a configuration talks to: its own base URL first, the vendor's default
-    otherwise (None: the OpenAI-compatible generic with no URL set)."""
+    """The endpoint a configuration talks to (``ProviderDescriptor.endpoint``)."""
     descriptor = get_provider(config.provider)
     return descriptor.endpoint(config) if descriptor else config.base_url

@@ -58,9 +58,6 @@ class LlmRequest:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-# ---- events -----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class TextDelta:
     text: str
@@ -87,8 +84,7 @@ class StopReason:
     reason: str
 
 
-# The request is longer than the model's context window (the adapters say so from the
-# vendor's own words): the loop compacts the conversation once and tries again.
+# The request is longer than the model's window: the loop compacts once and tries again.
 TOO_LONG = "too_long"
 
 

@@ -1,2 +1,1 @@
-"""A turn: how it starts (``start``), holds its conversation (``lease``), is kept alive
-(``keeper``), runs (``run``) and reports its progress (``progress``)."""
+"""A turn: its start, lease, lease keeper, run and progress."""

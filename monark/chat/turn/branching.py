@@ -1,62 +1,35 @@
-"""Regenerate, Edit and switching versions: each under a claim of its conversation.
+"""Regenerate, Edit and switching versions, each under a claim of its conversation.
 
-Regenerate answers the path's last user message again, and Edit sends a new version of it;
-each starts a turn on a new branch (``chat.branches``), the old kept. Switching makes
-another version the active path. None runs while a turn runs (the claim refuses) or a
-card waits for the user (refused here, saying why): what waits belongs to the path it was
-asked on, and a branch never re-runs a write.
+None runs while a turn runs (the claim refuses) or a card waits for the user (refused
+here): what waits belongs to the path it was asked on, and a branch never re-runs a write.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, ValidationError
-
-from monark.chat import branches, decisions, store
+from monark.chat import branches, store
 from monark.chat.models import MessageRole
+from monark.chat.runtime import runtime
 from monark.chat.turn import lease
 from monark.chat.turn.progress import MessageSaved, Progress
 from monark.chat.turn.run import Turn
-from monark.chat.turn.start import MAX_TEXT, claimed, require_assistant
-from monark.core.errors import Conflict, NotFound, ValidationFailed
+from monark.chat.turn.start import claimed, parse_send_input, require_assistant
+from monark.core.errors import Conflict, NotFound
 from monark.core.events import record_event
 from monark.core.rbac import Principal
 from monark.extensions import db
 
-REGENERATE_WAITS = (
-    "Regenerate waits for the card above: confirm or reject it (or answer its question) first."
-)
-EDIT_WAITS = (
-    "Editing waits for the card above: confirm or reject it (or answer its question) first."
-)
-SWITCH_WAITS = (
-    "Switching versions waits for the card above: confirm or reject it (or answer its "
-    "question) first."
-)
+_WAITS = "{} waits for the card above: confirm or reject it (or answer its question) first."
+REGENERATE_WAITS = _WAITS.format("Regenerate")
+EDIT_WAITS = _WAITS.format("Editing")
+SWITCH_WAITS = _WAITS.format("Switching versions")
 NOTHING_TO_REGENERATE = "Nothing to regenerate: your last message has no reply yet."
 NOT_LAST = "Only your last message can be edited, and this one is no longer it."
 NO_SUCH_MESSAGE = "No such message in this conversation."
 
 
-class EditInput(BaseModel):
-    text: str = Field(min_length=1, max_length=MAX_TEXT)
-
-
-def parse_edit_text(text: str) -> str:
-    """An edited message's text, checked as a sent one is; errors name the field."""
-    try:
-        parsed = EditInput.model_validate({"text": text})
-    except ValidationError as err:
-        raise ValidationFailed.from_pydantic(err, "The message is invalid.") from None
-    if not parsed.text.strip():
-        raise ValidationFailed(
-            "The message is empty.", [{"field": "text", "message": "Write a message first."}]
-        )
-    return parsed.text
-
-
 def _quiet(principal: Principal, conversation_id: int, refusal: str) -> None:
     """Refuse (``Conflict``) while a card waits: proposals past their time expire first."""
-    decisions.expire_overdue(principal, conversation_id)
+    runtime().gate.expire_overdue(principal, conversation_id)
     if store.pending_calls(conversation_id):
         raise Conflict(refusal)
 
@@ -69,19 +42,13 @@ def _last_user(path: list[branches.Node]) -> branches.Node | None:
     return next((n for n in reversed(path) if n.role == MessageRole.USER), None)
 
 
-def _branched(principal: Principal, conversation_id: int, how: str, message_id: int) -> None:
-    record_event(
-        principal,
-        "chat.conversation.branched",
-        "conversation",
-        conversation_id,
-        {"conversation_id": conversation_id, "message_id": message_id, "how": how},
-    )
+def _event(principal: Principal, conversation_id: int, kind: str, payload: dict) -> None:
+    payload = {"conversation_id": conversation_id, **payload}
+    record_event(principal, f"chat.conversation.{kind}", "conversation", conversation_id, payload)
 
 
 def begin_regenerate(principal: Principal, conversation_id: int) -> Turn:
-    """A new reply to the path's last user message, on a branch of its own (the old reply,
-    with its calls, kept as the other version), under a new turn."""
+    """A new reply to the path's last user message under a new turn, the old one kept."""
     require_assistant(principal)
     store.get_conversation(principal, conversation_id)
 
@@ -96,10 +63,11 @@ def begin_regenerate(principal: Principal, conversation_id: int) -> Turn:
         )
         if asked is None or not answered:
             raise Conflict(NOTHING_TO_REGENERATE)
-        # The path ends at the question again: the turn's first reply follows it, beside
-        # the old one.
+        # The path ends at the question again: the turn's reply follows it, beside the old.
         conversation.head_id = asked.id
-        _branched(principal, conversation_id, "regenerate", asked.id)
+        _event(
+            principal, conversation_id, "branched", {"message_id": asked.id, "how": "regenerate"}
+        )
         db.session.commit()
         return []
 
@@ -107,10 +75,9 @@ def begin_regenerate(principal: Principal, conversation_id: int) -> Turn:
 
 
 def begin_edit(principal: Principal, message_id: int, text: str) -> Turn:
-    """A new version of the path's last user message (beside it, the old kept), sent under
-    a new turn; it keeps the page context the old one was sent with."""
+    """A new version of the path's last user message (its page context kept), under a new turn."""
     require_assistant(principal)
-    text = parse_edit_text(text)
+    text = parse_send_input({"text": text}).text
     conversation_id = store.conversation_of_message(principal, message_id)
 
     def opening() -> list[Progress]:
@@ -129,7 +96,7 @@ def begin_edit(principal: Principal, message_id: int, text: str) -> Turn:
             content=old.content,
             parent_id=old.parent_id,
         )
-        _branched(principal, conversation_id, "edit", message.id)
+        _event(principal, conversation_id, "branched", {"message_id": message.id, "how": "edit"})
         db.session.commit()
         return [MessageSaved(message.id)]
 
@@ -137,8 +104,7 @@ def begin_edit(principal: Principal, message_id: int, text: str) -> Turn:
 
 
 def switch_branch(principal: Principal, conversation_id: int, message_id: int) -> bool:
-    """Make the version holding ``message_id`` the active path (at the newest message of
-    that branch); whether the path changed. Refused while a turn runs or a card waits."""
+    """Make the version holding ``message_id`` the active path; whether the path changed."""
     conversation = store.get_conversation(principal, conversation_id)
     nodes = branches.load_nodes(conversation_id)
     if all(n.id != message_id for n in nodes):
@@ -153,13 +119,7 @@ def switch_branch(principal: Principal, conversation_id: int, message_id: int) -
         if any(n.id == message_id for n in branches.active_path(nodes, conversation.head_id)):
             return False  # shown already (a second click, another tab)
         conversation.head_id = branches.newest_leaf(nodes, message_id)
-        record_event(
-            principal,
-            "chat.conversation.branch_switched",
-            "conversation",
-            conversation_id,
-            {"conversation_id": conversation_id, "message_id": message_id},
-        )
+        _event(principal, conversation_id, "branch_switched", {"message_id": message_id})
         db.session.commit()
         return True
     finally:

@@ -1,14 +1,6 @@
-"""The lease keeper: one thread per app that keeps this process's running turns alive.
-
-Each beat (about a second), one statement renews every running turn's lease and reads its
-stop flag; a turn missing from the answer lost its lease, and is stopped. Then the replies
-that grew since the last beat are saved, each on its own. A turn that shows no sign of
-life for ``CHAT_TURN_STALL_SECONDS`` (a tool or a lock that hangs) is no longer renewed:
-it is stopped, and its conversation is freed when the lease runs out, instead of being
-held for as long as the process lives. If renewing fails for longer than a lease, the
-leases have lapsed: every turn is stopped. The cost is one small write per second per
-process, however many turns run.
-"""
+"""The lease keeper: one thread per app renewing this process's turns' leases, reading
+their stop flags and saving their replies, in one statement a second however many run.
+A turn stalled past ``CHAT_TURN_STALL_SECONDS`` (a hung tool) is stopped, not renewed."""
 
 from __future__ import annotations
 
@@ -72,7 +64,7 @@ class LeaseKeeper(threading.Thread):
                 self.busy.clear()
 
     def wake(self, turn_id: str) -> None:
-        """Stop a turn of this process now (Stop asked here: no need to wait for a beat)."""
+        """Stop a turn of this process now, without waiting for a beat."""
         with self.lock:
             found = self.turns.get(turn_id)
         if found is not None:

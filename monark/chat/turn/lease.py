@@ -1,18 +1,10 @@
-"""One turn at a time per conversation: a lease on the conversation row.
-
-A turn claims its conversation with a fresh ``turn_id`` and a lease (``turn_lease_until``)
-that its process renews about every second; whichever tab, window or instance asks, a
-conditional update lets exactly one claim win. A turn whose process dies stops renewing,
-and its lease runs out in seconds: the next claim takes the conversation over and settles
-what the dead turn left open. Stop sets a flag on the row that the turn reads at its next
-renewal, wherever it runs. Every write here is conditioned on the turn's id, so a turn
-that lost its lease can no longer release, settle or renew what another turn holds.
-"""
+"""One turn at a time per conversation: a lease on its row, won by one conditional update,
+taken over once a dead process stops renewing it; every write is conditioned on the turn."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from flask import Flask, current_app
 from sqlalchemy import bindparam, func, select, update
@@ -38,11 +30,8 @@ def length(app: Flask | None = None) -> timedelta:
 
 
 def claim(conversation_id: int) -> str:
-    """Claim the conversation's turn with a fresh lease and commit; returns the turn's id.
-
-    ``Conflict`` while a live turn holds it. A conversation whose lease ran out is taken
-    over, and what its turn left open is settled (``settle``).
-    """
+    """Claim the conversation's turn (``Conflict`` while a live one holds it) and commit;
+    the turn's id. One whose lease ran out is taken over, and what it left open settled."""
     lease = length()
     now = utcnow()
     turn_id = uuid.uuid4().hex
@@ -64,8 +53,7 @@ def claim(conversation_id: int) -> str:
         if db.session.execute(expired).rowcount != 1:
             db.session.rollback()
             raise Conflict(BUSY)
-    # Taken over from a turn that died, or freed by one that could not settle: either way
-    # nothing of an earlier turn can still be running now.
+    # Taken over, or freed by a turn that could not settle: nothing earlier runs now.
     settle(conversation_id)
     db.session.commit()
     return turn_id
@@ -78,12 +66,8 @@ ORG_BUSY = (
 
 
 def check_org_room(org_id: int) -> None:
-    """``RateLimited`` when the org runs more turns at once than ``LIMIT_TURNS_PER_ORG``.
-
-    Called after a claim committed, so the count includes it and every other instance's:
-    two claims racing for the last place both see one too many and both give way, so the
-    limit is never passed (at worst, both retry).
-    """
+    """``RateLimited`` past ``LIMIT_TURNS_PER_ORG`` turns at once, counted after the claim
+    committed: two racing for the last place both give way, so it is never passed."""
     limit = settings().limits.turns_per_org
     if not limit:
         return
@@ -102,9 +86,8 @@ def check_org_room(org_id: int) -> None:
 
 
 def settle(conversation_id: int) -> None:
-    """Close what an ended turn left open: a reply cut off mid-stream is kept as an
-    incomplete message, and a call it was running failed (its own transaction rolled back
-    with it, so nothing of it was kept). Only the lease holder calls this."""
+    """Close what an ended turn left open (the lease holder's): a cut-off reply is kept as
+    incomplete, and a call it ran failed (its transaction rolled back with it)."""
     left_open = (
         (Message, MessageStatus.STREAMING, MessageStatus.INCOMPLETE, INTERRUPTED_REPLY),
         (ToolCall, ToolCallStatus.EXECUTING, ToolCallStatus.FAILED, INTERRUPTED_CALL),
@@ -119,12 +102,7 @@ def settle(conversation_id: int) -> None:
 
 
 def renew(turn_ids: list[str], lease: timedelta) -> dict[str, bool]:
-    """Extend the leases of running turns in one statement; commits.
-
-    Returns each turn that still holds its conversation with whether Stop was asked; a
-    turn missing from the answer lost its lease (another instance took its conversation
-    over after this process stalled past the lease).
-    """
+    """Extend running turns' leases and commit: each still holding, with whether Stop was asked."""
     held = db.session.execute(
         update(Conversation)
         .where(Conversation.turn_id.in_(turn_ids))
@@ -136,13 +114,8 @@ def renew(turn_ids: list[str], lease: timedelta) -> dict[str, bool]:
     return {turn_id: bool(stop) for turn_id, stop in held}
 
 
-def _save_reply(message_id: int, text: str) -> None:
-    _save_all([(message_id, text)])
-
-
 def _save_all(replies: list[tuple[int, str]]) -> None:
-    # One statement executed for every reply (executemany), each only while it streams: a
-    # reply stored whole meanwhile keeps its text.
+    # One executemany, each only while it streams: a reply stored whole keeps its text.
     table = Message.__table__
     db.session.execute(
         table.update()
@@ -153,10 +126,8 @@ def _save_all(replies: list[tuple[int, str]]) -> None:
 
 
 def save_replies(replies: list[tuple[int, str]]) -> list[int]:
-    """Save replies streamed so far (``(message_id, text)``): all in one statement and one
-    commit a beat, however many turns stream, and should the database refuse that, each on
-    its own, so one it refuses is logged and skipped, never holding up the others. Returns
-    the ids saved."""
+    """Save replies streamed so far (``(message_id, text)``) in one statement and commit, or
+    each on its own should that fail (one refused never holds up the others); the ids saved."""
     if len(replies) > 1:
         try:
             _save_all(replies)
@@ -167,7 +138,7 @@ def save_replies(replies: list[tuple[int, str]]) -> list[int]:
     saved = []
     for message_id, text in replies:
         try:
-            _save_reply(message_id, text)
+            _save_all([(message_id, text)])
             db.session.commit()
             saved.append(message_id)
         except Exception:
@@ -186,8 +157,7 @@ def give_back(conversation_id: int, turn_id: str) -> None:
 
 
 def release(conversation_id: int, turn_id: str, settle_first: bool = False) -> bool:
-    """Give the conversation back, settling what the turn left open first if asked; only
-    while this turn holds it. Commits; returns whether it held it."""
+    """Give the conversation back (settling first, if asked) and commit; whether it held it."""
     held = db.session.execute(
         update(Conversation)
         .where(_holds(conversation_id, turn_id))
@@ -203,8 +173,7 @@ def release(conversation_id: int, turn_id: str, settle_first: bool = False) -> b
 
 
 def request_stop(conversation_id: int, turn_id: str | None = None) -> str | None:
-    """Ask the conversation's live turn (only ``turn_id``, when given) to stop; commits.
-    Returns the id of the turn asked, or None when none was running."""
+    """Ask the live turn (only ``turn_id``, when given) to stop and commit; the id asked."""
     conditions = [
         Conversation.id == conversation_id,
         Conversation.turn_id.is_not(None),
@@ -223,12 +192,14 @@ def request_stop(conversation_id: int, turn_id: str | None = None) -> str | None
     return asked
 
 
+def _live(turn_id: str | None, lease_until: datetime | None) -> str | None:
+    until = as_utc(lease_until)
+    return turn_id if turn_id and until is not None and until >= utcnow() else None
+
+
 def live_turn_id(conversation: Conversation) -> str | None:
     """The id of the turn holding a loaded conversation, if its lease is live."""
-    until = as_utc(conversation.turn_lease_until)
-    if conversation.turn_id and until is not None and until >= utcnow():
-        return conversation.turn_id
-    return None
+    return _live(conversation.turn_id, conversation.turn_lease_until)
 
 
 def live_turn(conversation_id: int) -> str | None:
@@ -238,7 +209,4 @@ def live_turn(conversation_id: int) -> str | None:
             Conversation.id == conversation_id
         )
     ).one_or_none()
-    if row is None or row.turn_id is None:
-        return None
-    until = as_utc(row.turn_lease_until)
-    return row.turn_id if until is not None and until >= utcnow() else None
+    return _live(row.turn_id, row.turn_lease_until) if row is not None else None

@@ -1,10 +1,5 @@
-"""What a turn reports while it runs, as typed events, and their form in the progress log.
-
-A turn appends its events to a log named after it (``core.broker``: in memory, or Redis
-when ``CHAT_BROKER_URL`` is set); watchers read them back and render from the database what
-they name. Events carry ids, offsets and the streamed text, never anything else. This module
-is the one place that turns events into the log's JSON entries and back.
-"""
+"""What a turn reports as it runs: typed events (ids, offsets and streamed text, nothing
+else), and their form in its progress log (``core.broker``)."""
 
 from __future__ import annotations
 
@@ -55,8 +50,7 @@ class TurnFinished:
 Progress = TextStreamed | MessageSaved | CallChanged | TurnFinished
 
 
-# The log's entries are small JSON objects: a kind ``k`` and short fields, since every
-# token of a reply is one entry.
+# Small JSON entries (a kind ``k``, short fields): a reply's every frame is one.
 def encode(event: Progress) -> dict[str, Any]:
     """The log entry of ``event``."""
     match event:

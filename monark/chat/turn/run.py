@@ -1,15 +1,5 @@
-"""A turn: one run of the agent loop, holding its conversation's lease, reporting progress.
-
-A turn belongs to no connection: it runs to its end (or to a card that waits for the user)
-whether or not anyone watches. While it runs:
-- its process's lease keeper (``turn.keeper``) renews its lease every second or so and
-  saves the reply streamed so far, so a turn whose process dies stops renewing and its
-  conversation is free again within ``CHAT_TURN_LEASE_SECONDS``, with what streamed kept
-  as an incomplete reply; the same renewal reads the stop flag that Stop sets on any
-  instance (a Stop on this process wakes the turn at once);
-- it reports its progress (``turn.progress``: text streamed, a message saved, a call
-  changed, its end) to a log named after the turn, which watchers follow.
-"""
+"""A turn: one run of the agent loop under its conversation's lease, belonging to no
+connection, reporting progress to a log that watchers follow (``turn.progress``)."""
 
 from __future__ import annotations
 
@@ -47,16 +37,14 @@ class Turn:
     conversation_id: int
     turn_id: str
     work: Callable[[TurnHooks], TurnResult]
-    # What was stored while the turn was claimed (the user's message, cards it skipped),
-    # reported before the work.
+    # What was stored under the claim (the user's message, cards it skipped), reported first.
     opening: list[Progress] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     progressed: float = field(default_factory=time.monotonic)  # its last sign of life
 
 
 def request_stop(conversation_id: int, turn_id: str | None = None) -> str | None:
-    """Stop the conversation's live turn (or only ``turn_id``) wherever it runs; the id of
-    the turn asked, or None when none was running."""
+    """Stop the conversation's live turn (or only ``turn_id``) wherever it runs; the id asked."""
     asked = lease.request_stop(conversation_id, turn_id)
     if asked is not None:
         keeper.of(current_app._get_current_object()).wake(asked)  # type: ignore[attr-defined]
@@ -64,9 +52,8 @@ def request_stop(conversation_id: int, turn_id: str | None = None) -> str | None
 
 
 class Reporter(TurnHooks):
-    """The loop's hooks for a turn: report progress to the log, keep the reply so far for
-    the lease keeper to save (it is the keeper's ``Kept``), and pass everything on to the
-    caller's hooks."""
+    """The loop's hooks for a turn: progress to the log, the reply so far for the lease
+    keeper to save (``keeper.Kept``), and everything on to the caller's hooks."""
 
     def __init__(self, log: ProgressLog, turn: Turn, inner: TurnHooks):
         self.log = log
@@ -82,7 +69,6 @@ class Reporter(TurnHooks):
 
     @property
     def progressed(self) -> float:
-        """When the turn last showed a sign of life."""
         return self.turn.progressed
 
     def publish(self, event: Progress) -> None:
@@ -120,22 +106,19 @@ class Reporter(TurnHooks):
         return self.turn.stop.is_set() or self.inner.should_stop()
 
     def unsaved_reply(self) -> tuple[int, str, int] | None:
-        """``(message_id, text, length)`` when the reply grew since it was last saved."""
         with self._lock:
             if self._live is None or self._length == self._saved:
                 return None
             return self._live, "".join(self._parts), self._length
 
     def saved(self, message_id: int, length: int) -> None:
-        """The reply was stored up to ``length``."""
         with self._lock:
             if self._live == message_id:
                 self._saved = max(self._saved, length)
 
 
 def run_turn(turn: Turn, hooks: TurnHooks | None = None) -> TurnResult:
-    """Run a claimed turn here, under its lease, and release it; errors are re-raised after
-    the turn's end is reported, so watchers always see it finish."""
+    """Run a claimed turn here and release it; errors are re-raised after its end is reported."""
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     reporter = Reporter(progress.progress_log(app), turn, hooks or TurnHooks())
     keep = keeper.of(app)

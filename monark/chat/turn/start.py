@@ -1,6 +1,4 @@
-"""How a turn starts: send a message or retry, each under a claim of its conversation
-(decisions on proposed writes are the host's, ``monark.approvals.service``, which claims
-turns through ``claimed`` too)."""
+"""How a turn starts: send a message or retry, each under a claim of its conversation."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from monark.chat import decisions, store
 from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, advance_conversation
 from monark.chat.models import MessageRole, MessageStatus, ToolCallStatus
-from monark.chat.runtime import access_gate, prompt_builder, proposal_gate
+from monark.chat.runtime import runtime
 from monark.chat.turn import lease
 from monark.chat.turn.progress import CallChanged, MessageSaved, Progress
 from monark.chat.turn.run import Turn, run_turn
@@ -33,8 +31,7 @@ NOTHING_TO_RETRY = "Nothing to retry: the last reply is complete. Send a message
 class SendInput(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_TEXT)
     conversation_id: Id | None = None
-    # Where the user is, as the host reads it (never the browser's own words): its prompt
-    # builder words it (``chat.host.PromptBuilder.page_note``).
+    # Where the user is, as the host read it; its prompt builder words it (``page_note``).
     page_context: object | None = None
 
 
@@ -53,7 +50,7 @@ def parse_send_input(data: Mapping[str, Any]) -> SendInput:
 
 def require_assistant(principal: Principal) -> None:
     """Refuse clearly unless all three gates are open."""
-    gate = access_gate().check(principal)
+    gate = runtime().access.check(principal)
     if not gate.open:
         raise Forbidden(gate.reason)
 
@@ -64,16 +61,12 @@ def claimed(
     opening: Callable[[], list[Progress]],
     first: Callable[[TurnHooks], None] | None = None,
 ) -> Turn:
-    """Claim the conversation's turn and run ``opening`` under the claim (the user's
-    message, a decision); it returns the progress events of what it stored. A failed
-    opening gives the claim back. The turn runs ``first`` (the writes just decided, say),
-    then advances the conversation."""
+    """Claim the conversation and run ``opening`` under the claim (the progress events of
+    what it stored; failing, it gives the claim back); the turn runs ``first``, then the loop."""
     turn_id = lease.claim(conversation_id)
     try:
         lease.check_org_room(principal.org_id)
-        # The host's first word (an idle conversation's allowances end before anything
-        # makes it active again).
-        proposal_gate().on_claim(principal, conversation_id)
+        runtime().gate.on_claim(principal, conversation_id)
         opened = opening()
     except BaseException:
         lease.give_back(conversation_id, turn_id)
@@ -100,15 +93,14 @@ def begin_send(principal: Principal, data: SendInput) -> Turn:
     def opening() -> list[Progress]:
         conversation = store.get_conversation(principal, conversation_id)
         events: list[Progress] = []
-        decisions.expire_overdue(principal, conversation_id)
+        runtime().gate.expire_overdue(principal, conversation_id)
         # Under the claim, nothing else runs: what is pending waits for the user.
         for call in store.pending_calls(conversation_id):
             reason = AUTO_REJECT_REASON if call.mutates else MOVED_ON_REASON
             settled = decisions.Settlement(call, ToolCallStatus.REJECTED, reason, skipped=True)
             decisions.settle(principal, [settled])
             events.append(CallChanged(call.id))
-        # The user's own date, time and zone: what "today" and "at 9" mean to them.
-        sentence = prompt_builder().page_note(data.page_context, local_now(principal))
+        sentence = runtime().prompt.page_note(data.page_context, local_now(principal))
         message = store.add_message(
             conversation,
             principal,
@@ -130,7 +122,7 @@ def begin_retry(principal: Principal, conversation_id: int) -> Turn:
 
     def opening() -> list[Progress]:
         head_id = store.get_conversation(principal, conversation_id).head_id
-        decisions.expire_overdue(principal, conversation_id)
+        runtime().gate.expire_overdue(principal, conversation_id)
         last, _ = store.tail_state(conversation_id, head_id=head_id)
         if last is None or last == (MessageRole.ASSISTANT, MessageStatus.COMPLETE):
             # Another tab's reply ended well meanwhile: a retry would answer twice.
@@ -138,9 +130,6 @@ def begin_retry(principal: Principal, conversation_id: int) -> Turn:
         return []
 
     return claimed(principal, conversation_id, opening)
-
-
-# ---- run here and now (tests, scripts, the CLI; a retry: ``run_turn(begin_retry(…))``) -----
 
 
 def send_message(
