@@ -26,7 +26,7 @@ from monark.core.models import Membership, Org, User
 from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.records import services
-from monark.records.index import bump_versions, index_rows, private_to
+from monark.records.index import index_rows, private_to
 from monark.records.models import Record, RecordModel, RecordValue
 
 STATUSES = ("todo", "doing", "done", "blocked")
@@ -200,7 +200,6 @@ def seed_bench(visible: int, seed: int = 7) -> BenchOrg:
         db.session.execute(
             select(func.setval(func.pg_get_serial_sequence("records", "id"), func.max(Record.id)))
         )
-    bump_versions(db.session, [model.id, other_model.id])
     analyze()
     member = Principal.for_user(users[1].id, org.id, "member")
     return BenchOrg(member, owner, model.id, visible)
