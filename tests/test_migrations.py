@@ -115,6 +115,51 @@ def test_downgrade_to_base_and_upgrade_again(migrated_app):
         assert context.get_current_revision() == _head()
 
 
+def _triggers() -> set[tuple[str, ...]]:
+    """Every trigger of the database as it was written (on PostgreSQL, with the source of
+    the function it calls)."""
+    with db.engine.connect() as conn:
+        if db.engine.dialect.name == "sqlite":
+            rows = conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+            return {tuple(r) for r in rows}
+        # Only the functions a trigger calls: one a dropped table left behind is no matter.
+        rows = conn.execute(
+            text(
+                "SELECT t.tgname, pg_get_triggerdef(t.oid), p.proname, p.prosrc"
+                " FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE NOT t.tgisinternal"
+            )
+        )
+        return {tuple(r) for r in rows}
+
+
+def test_upgrade_makes_the_triggers_the_models_make(app, migrated_app):
+    upgrade()
+    migrated = _triggers()
+    with app.app_context():  # the tests' own database, made by ``create_all``
+        made = _triggers()
+    assert migrated == made
+    assert {"records_data_version_ai", "records_data_version_au"} <= {t[0] for t in made}
+
+
+def test_the_data_version_is_the_databases_after_0031(migrated_app):
+    upgrade()
+    model = {"id": 2, "org_id": 1, "key": "tasks", "name": "Tasks", "data_version": 5}
+    version = select(RecordModel.data_version).where(RecordModel.id == 2)
+    with db.engine.begin() as conn:
+        conn.execute(insert(Org.__table__), {"id": 1, "name": "O", "slug": "o"})
+        conn.execute(insert(RecordModel.__table__), model)
+        conn.execute(insert(Record.__table__), {"id": 3, "org_id": 1, "model_id": 2})
+        after_insert = conn.execute(version).scalar_one()
+        conn.execute(update(Record.__table__).values(title="Changed"))
+        after_update = conn.execute(version).scalar_one()
+    assert len({5, after_insert, after_update}) == 3
+    downgrade(revision="0030_budget")
+    with db.engine.begin() as conn:
+        conn.execute(text("DELETE FROM records"))
+        assert conn.execute(version).scalar_one() == after_update
+    db.session.close()
+
+
 def test_the_value_index_is_backfilled_from_existing_records(migrated_app):
     upgrade(revision="0009_ai_providers")
     # Core inserts (the tables are as the models say until 0010, but for the org's later

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.orm import Session
 
 from monark.core.models import Membership
@@ -80,6 +80,35 @@ def test_a_write_on_another_connection_is_seen(app, world, copies):
         session.flush()
     assert answer(member) == [["Acme private task"], ["Acme public task"], ["From elsewhere"]]
     assert copies == ["tasks", "tasks"]
+
+
+def test_a_write_by_raw_sql_on_another_connection_is_seen(world, copies):
+    member = world.a.principal("member")
+    public = world.a.public.id
+    assert answer(member) == [["Acme private task"], ["Acme public task"]]
+    # No ORM on the writing side: nothing of the app's session or its flush runs there.
+    with db.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE records SET title = 'Raw', \"values\" = :v WHERE id = :id"),
+            {"v": '{"title": "Raw"}', "id": public},
+        )
+    assert answer(member) == [["Acme private task"], ["Raw"]]
+    with db.engine.begin() as conn:
+        conn.execute(text("DELETE FROM record_values WHERE record_id = :id"), {"id": public})
+        conn.execute(text("DELETE FROM records WHERE id = :id"), {"id": public})
+    assert answer(member) == [["Acme private task"]]
+    with db.engine.begin() as conn:
+        conn.execute(
+            insert(Record.__table__),
+            {
+                "org_id": world.a.org.id,
+                "model_id": world.a.model.id,
+                "values": {"title": "Inserted raw"},
+                "title": "Inserted raw",
+            },
+        )
+    assert answer(member) == [["Acme private task"], ["Inserted raw"]]
+    assert copies == ["tasks"] * 4
 
 
 def test_an_update_and_a_delete_are_seen(world, copies):

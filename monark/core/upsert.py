@@ -5,6 +5,7 @@ statement, rather than deleting them and inserting them again."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Select, Table
@@ -21,7 +22,22 @@ def upsert(
     rewrites its other columns instead (``ON CONFLICT DO UPDATE``, on SQLite as on
     PostgreSQL; an update trigger follows it); of ``source``'s rows (the columns it fills,
     and a SELECT) when given, else of the rows it is executed with."""
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    if source is None:
+        return _of_rows(conn.dialect.name, table, tuple(keys))
+    return _made(conn.dialect.name, table, keys, source)
+
+
+@cache
+def _of_rows(dialect: str, table: Table, keys: tuple[str, ...]) -> Any:
+    # Made once per table: building ``excluded`` copies every column, which cost more than
+    # the statement itself on every flush (a statement is immutable, so one serves all).
+    return _made(dialect, table, keys, None)
+
+
+def _made(
+    dialect: str, table: Table, keys: Sequence[str], source: tuple[list[str], Select[Any]] | None
+) -> Any:
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     stmt = insert(table)
     if source is not None:
         stmt = stmt.from_select(*source)

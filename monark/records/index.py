@@ -3,9 +3,8 @@
 One listener on every session's flush writes the rows of each record inserted, rewrites
 in place those of one whose ``values`` changed, and takes those of one deleted away, so
 no write path (services, seeding, automations) can forget it. Bulk statements that
-bypass the ORM call ``reindex`` after themselves. The same listener gives each model whose
-records the flush wrote a new ``data_version`` (in the writing transaction, so it commits
-or rolls back with the write).
+bypass the ORM call ``reindex`` after themselves. (Each model's ``data_version`` is the
+database's own: its triggers on ``records`` set it, ``records/models.py``.)
 """
 
 from __future__ import annotations
@@ -13,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, delete, event, insert, inspect, or_, select, update
-from sqlalchemy.orm import ORMExecuteState, Session
+from sqlalchemy import and_, delete, event, insert, inspect, or_, select
+from sqlalchemy.orm import Session
 
 from monark.core.text import storable
 from monark.core.upsert import upsert
-from monark.records.models import TEXT_KEY, Record, RecordModel, RecordValue, new_data_version
+from monark.records.models import TEXT_KEY, Record, RecordValue
 
 
 def text_key(value: str) -> str:
@@ -84,21 +83,8 @@ def _before(record: Record) -> Mapping[str, Any] | None:
     return (history.deleted[0] or {}) if history.deleted else None
 
 
-def bump_versions(session: Session, model_ids: Iterable[int]) -> None:
-    """Give each model a new ``data_version``: its records changed in this transaction, so
-    no copy of them taken before is current (lowest id first, one order for every writer)."""
-    ids = sorted(set(model_ids))
-    if ids:
-        session.connection().execute(
-            update(RecordModel.__table__)
-            .where(RecordModel.__table__.c.id.in_(ids))
-            .values(data_version=new_data_version())
-        )
-
-
 def _sync(session: Session, _flush_context: Any) -> None:
-    """Rewrite the index rows of the records this flush inserted, changed or deleted, and
-    bump the data version of every model whose records it wrote at all.
+    """Rewrite the index rows of the records this flush inserted, changed or deleted.
 
     A new record has no rows to take away (ids are never reused); a changed one's rows are
     rewritten in place (an upsert), and those of fields it no longer has are taken away."""
@@ -107,11 +93,6 @@ def _sync(session: Session, _flush_context: Any) -> None:
     changed = [r for r in dirty if _changed(r)]
     deleted = [r for r in session.deleted if isinstance(r, Record)]
     gone = [r.id for r in deleted]
-    # Any column written counts (a title, a creator), not only what the index keeps.
-    touched = [r for r in dirty if session.is_modified(r, include_collections=False)]
-    # A record moved to another model leaves the one it was in changed too.
-    moved = [m for r in touched for m in inspect(r).attrs["model_id"].history.deleted]
-    bump_versions(session, [*(r.model_id for r in new + touched + deleted), *moved])
     if not (new or changed or gone):
         return
     conn = session.connection()
@@ -135,27 +116,13 @@ def _sync(session: Session, _flush_context: Any) -> None:
 event.listen(Session, "after_flush", _sync)
 
 
-def _bulk(state: ORMExecuteState) -> None:
-    """An UPDATE or DELETE of records run as a statement (not through objects) may touch
-    any model's rows: every model gets a new data version (such statements are rare)."""
-    if (state.is_update or state.is_delete) and state.bind_mapper is inspect(Record).mapper:
-        state.session.connection().execute(
-            update(RecordModel.__table__).values(data_version=new_data_version())
-        )
-
-
-event.listen(Session, "do_orm_execute", _bulk)
-
-
 def reindex(session: Session, records: Iterable[Any]) -> int:
     """Index records written without the ORM (rows with ``id``, ``model_id``, ``values``,
     ``visibility``, ``creator_id``); returns how many index rows it wrote."""
     conn = session.connection()
     total = 0
     batch: list[dict[str, Any]] = []
-    models: set[int] = set()
     for r in records:
-        models.add(r.model_id)
         batch += index_rows(r.id, r.model_id, r.values, private_to(r.visibility, r.creator_id))
         if len(batch) >= 5000:
             conn.execute(insert(RecordValue), batch)
@@ -163,7 +130,6 @@ def reindex(session: Session, records: Iterable[Any]) -> int:
     if batch:
         conn.execute(insert(RecordValue), batch)
         total += len(batch)
-    bump_versions(session, models)
     return total
 
 

@@ -5,7 +5,18 @@ from __future__ import annotations
 import secrets
 from typing import Any, Literal
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import (
+    DDL,
+    JSON,
+    BigInteger,
+    Float,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    event,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef
@@ -42,9 +53,10 @@ class RecordModel(db.Model):
     name: Mapped[str] = mapped_column(String(80))
     description: Mapped[str] = mapped_column(String(500), default="")
     created_at: Mapped[CreatedAt]
-    # Set afresh, in the writing transaction, by every write to the model's records
-    # (``records/index.py``), so any instance can tell whether a copy of them is current
-    # (``records_query``'s cached sandboxes): equal versions, the same rows.
+    # Set afresh, in the writing transaction, by every write to the model's records (the
+    # database's triggers on them, ``*_DATA_VERSION_DDL``), so any instance can tell whether
+    # a copy of them is current (``records_query``'s cached sandboxes): equal versions, the
+    # same rows.
     data_version: Mapped[int] = mapped_column(BigInteger, default=new_data_version)
 
     fields: Mapped[list[ModelField]] = relationship(
@@ -88,6 +100,65 @@ class Record(db.Model):
 
     creator: Mapped[User | None] = relationship()
 
+
+# The triggers that give a model a new ``data_version`` whenever a statement inserts,
+# changes or deletes any of its records, whoever writes them (the ORM, a bulk statement, a
+# COPY, another process's raw SQL): random 63 bits, as ``new_data_version``. The migration
+# (0031_data_version_trigger) runs the same statements. SQLite's batch migrations copy a
+# table without its triggers: one that rebuilds records must create these again.
+_SQLITE_NEW_VERSION = "random() & 9223372036854775807"
+SQLITE_DATA_VERSION_DDL = (
+    "CREATE TRIGGER records_data_version_ai AFTER INSERT ON records BEGIN"
+    f" UPDATE models SET data_version = {_SQLITE_NEW_VERSION} WHERE id = new.model_id; END",
+    # Any column counts (a title, a creator), and a record moved changes both models.
+    "CREATE TRIGGER records_data_version_au AFTER UPDATE ON records BEGIN"
+    f" UPDATE models SET data_version = {_SQLITE_NEW_VERSION}"
+    " WHERE id IN (old.model_id, new.model_id); END",
+    "CREATE TRIGGER records_data_version_ad AFTER DELETE ON records BEGIN"
+    f" UPDATE models SET data_version = {_SQLITE_NEW_VERSION} WHERE id = old.model_id; END",
+)
+# PostgreSQL: once per statement, over the models its rows belong to (a COPY of a million
+# rows updates each model once, not a million times). Rows locked lowest id first: one
+# order for every writer. A UUID's first 64 bits, less the sign: gen_random_uuid is core.
+_PG_NEW_VERSION = (
+    "(('x' || translate(gen_random_uuid()::text, '-', ''))::bit(64)::bigint & 9223372036854775807)"
+)
+POSTGRES_DATA_VERSION_DDL = (
+    "CREATE OR REPLACE FUNCTION records_data_version() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " DECLARE ids integer[];"
+    " BEGIN"
+    " IF TG_OP = 'INSERT' THEN"
+    " SELECT array_agg(DISTINCT model_id) INTO ids FROM new_rows;"
+    " ELSIF TG_OP = 'DELETE' THEN"
+    " SELECT array_agg(DISTINCT model_id) INTO ids FROM old_rows;"
+    " ELSIF TG_OP = 'UPDATE' THEN"
+    " SELECT array_agg(model_id) INTO ids FROM"
+    " (SELECT model_id FROM old_rows UNION SELECT model_id FROM new_rows) AS touched;"
+    " ELSE"
+    " SELECT array_agg(id) INTO ids FROM models;"
+    " END IF;"
+    " IF cardinality(ids) > 1 THEN"
+    " PERFORM 1 FROM models WHERE id = ANY(ids) ORDER BY id FOR UPDATE;"
+    " END IF;"
+    f" UPDATE models SET data_version = {_PG_NEW_VERSION} WHERE id = ANY(ids);"
+    " RETURN NULL;"
+    " END $$",
+    "CREATE TRIGGER records_data_version_ai AFTER INSERT ON records"
+    " REFERENCING NEW TABLE AS new_rows"
+    " FOR EACH STATEMENT EXECUTE FUNCTION records_data_version()",
+    "CREATE TRIGGER records_data_version_au AFTER UPDATE ON records"
+    " REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
+    " FOR EACH STATEMENT EXECUTE FUNCTION records_data_version()",
+    "CREATE TRIGGER records_data_version_ad AFTER DELETE ON records"
+    " REFERENCING OLD TABLE AS old_rows"
+    " FOR EACH STATEMENT EXECUTE FUNCTION records_data_version()",
+    "CREATE TRIGGER records_data_version_at AFTER TRUNCATE ON records"
+    " FOR EACH STATEMENT EXECUTE FUNCTION records_data_version()",
+)
+for _sql in SQLITE_DATA_VERSION_DDL:
+    event.listen(Record.__table__, "after_create", DDL(_sql).execute_if(dialect="sqlite"))
+for _sql in POSTGRES_DATA_VERSION_DDL:
+    event.listen(Record.__table__, "after_create", DDL(_sql).execute_if(dialect="postgresql"))
 
 # How much of a text value the index keeps: enough to sort and compare, within what a
 # PostgreSQL B-tree entry may hold. Longer values are compared whole from ``values``.

@@ -6,10 +6,11 @@ now (``CallerKey``: org, user or key, role and permissions, so anything that cha
 they may see makes another key) over one catalogue of tables (a field added or changed
 makes another key too). Inside it, each copied table remembers the ``data_version`` of
 its model when it was copied: every write to a model's records sets a new one in the
-writing transaction (``records/index.py``), in the database, so a write from any process
-or instance shows up as a different version and the table is copied again before it is
-read. A version is read before the rows it labels, so a copy is never older than its
-label says (at worst newer, which only makes the next call copy again).
+writing transaction, by the database's own triggers (``records/models.py``), so a write
+from any process, instance or raw SQL shows up as a different version and the table is
+copied again before it is read. A version is read before the rows it labels, so a copy
+is never older than its label says (at worst newer, which only makes the next call copy
+again).
 
 The cache holds at most ``RECORDS_QUERY_CACHE_MB`` of copied pages in all; past it the
 least recently used sandboxes are closed (one in use is closed when its query ends). A

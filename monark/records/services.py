@@ -138,9 +138,7 @@ def delete_model(principal: Principal, model: RecordModel) -> None:
     principal.require("models.manage")
     model_id = model.id
     # Bulk deletes skip the ORM's flush (and SQLite enforces no cascades): the value
-    # index goes first, explicitly. On the tables, not the classes: a statement on the
-    # records class would give every model a new data version (``index._bulk``), and this
-    # model's copies go with the model anyway.
+    # index goes first, explicitly.
     records = Record.__table__
     db.session.execute(db.delete(RecordValue).where(RecordValue.model_id == model_id))
     db.session.execute(db.delete(records).where(records.c.model_id == model_id))
