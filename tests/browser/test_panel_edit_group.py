@@ -89,3 +89,40 @@ def test_a_group_card_confirms_the_selected_and_shows_a_failure_on_its_line(
     expect(cards.nth(3).locator(".call-error")).to_contain_text(f"No record {hidden}")
     expect(panel.get_by_role("checkbox")).to_have_count(0)
     assert (count_titled("Alpha"), count_titled("Beta"), count_titled("Gamma")) == (1, 0, 1)
+
+
+def test_a_group_cards_choices_survive_the_card_being_drawn_again(world, browse, fake_anthropic):
+    """The stream may draw a waiting card again (its turn still ending, another tab's
+    decision): what the person unticked, and the reason they typed, stay as they left them."""
+    fake_anthropic.script.add(
+        [Call("records_create", {"model": "tasks", "values": {"title": t}}) for t in ("Ay", "Bee")],
+        [Say("Only Ay.")],
+    )
+    s = browse("member@acme.test")
+    s.goto("/models/tasks/records")
+    panel = new_conversation(s)
+    send(panel, "Add two tasks")
+    group = panel.locator(".call-group")
+    boxes = group.get_by_role("checkbox")
+    expect(boxes).to_have_count(2)
+    wait_turn(panel)
+    boxes.nth(1).uncheck()
+    group.get_by_placeholder("Reason if you reject (optional)").fill("Not that one")
+    bee = boxes.nth(1).get_attribute("value")
+    card = panel.locator(f"#call-{bee}")
+    card.evaluate("el => el.dataset.before = '1'")
+    # The same swap a stream's card frame makes: the card as the server draws it now.
+    s.page.evaluate(
+        "id => htmx.ajax('GET', `/chat/calls/${id}`, {target: `#call-${id}`, swap: 'outerHTML'})",
+        bee,
+    )
+    expect(panel.locator(f"#call-{bee}:not([data-before])")).to_have_count(1)
+    expect(boxes.nth(1)).not_to_be_checked()
+    expect(boxes.nth(0)).to_be_checked()
+    expect(group.get_by_placeholder("Reason if you reject (optional)")).to_have_value(
+        "Not that one"
+    )
+    group.get_by_role("button", name="Confirm selected").click()
+    wait_turn(panel)
+    expect(panel.locator(".msg-assistant").last).to_contain_text("Only Ay.")
+    assert (count_titled("Ay"), count_titled("Bee")) == (1, 0)
