@@ -375,7 +375,9 @@ def bench_accounting(
                     if mode == "on, budget set":
                         if turn_steps % TURN == 0:  # a new turn: the resolver reads anew
                             budget[mode] = resolve(member.org_id).budget
-                            db.session.commit()
+                            # The resolver runs before a turn's replies exist: the reply
+                            # stays loaded, as each step's own reply is in the loop.
+                            store.end_transaction(message)
                         turn_steps += 1
                     t0 = time.perf_counter()
                     before_commit = step(mode, UsageReport(120 + i, 40 + block % 500, 900, 30))
