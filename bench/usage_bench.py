@@ -18,8 +18,9 @@ to a model step.
    row and the budget check after it, with a monthly budget and a member's daily cap set, so
    it reads the org's recent days' totals (``usage_org_days``, a row a day, which the
    database's triggers keep from the day rows) and the member's day rows, in one statement
-   with the upsert; the month's settled days are read once a turn, by its first step, so
-   the budget is resolved anew every ``TURN`` steps, outside the timing, as a turn does),
+   with the upsert; the month's settled days are read once a turn, by the spend check as
+   it starts, so the budget is resolved and checked anew every ``TURN`` steps, outside the
+   timing, as a turn's setup does),
    and the same for an org with no budget (the turn's resolver read none, so nothing is
    checked), against storing only its four token counts (accounting off), each followed by
    the commit the loop makes, in short alternating blocks. The steps run on the month's last
@@ -373,9 +374,15 @@ def bench_accounting(
             for mode in modes[block % 3 :] + modes[: block % 3]:
                 for i in range(BLOCK):
                     if mode == "on, budget set":
-                        if turn_steps % TURN == 0:  # a new turn: the resolver reads anew
+                        if turn_steps % TURN == 0:  # a new turn, set up as the loop's is:
+                            # the resolver reads the budget, the spend check as it starts
+                            # reads the month's settled days (kept on the turn's budget).
                             budget[mode] = resolve(member.org_id).budget
-                            db.session.commit()
+                            if budgets.spend_check(member, budget[mode]):
+                                raise SystemExit("the budget paused the bench")
+                            # Before a turn's replies exist: the reply stays loaded, as
+                            # each step's own reply is in the loop.
+                            store.end_transaction(message)
                         turn_steps += 1
                     t0 = time.perf_counter()
                     before_commit = step(mode, UsageReport(120 + i, 40 + block % 500, 900, 30))

@@ -4,12 +4,14 @@ deployment's defaults (``BUDGET_*``), never above its ceilings.
 
 What was spent is read from the day rows in the database (the org's day totals,
 ``settings.models.OrgDay``, which the database keeps from ``UsageDay``'s, and a member's own
-day rows), so every instance sees the same spend. A turn reads the month's settled days once
-(``settled``: days no reply adds to any more) and, after each reply, only the recent days'
-totals, which other instances' replies still add to. At 80% admins see a banner; at 100%
-the org's assistant pauses (``spend_check``, installed in the chat runtime: the gate says
-why and who can lift it, and a running turn ends after its step). A new month (UTC) starts
-fresh. Each change is audited, and so is each crossing of 80% and 100%, once per period.
+day rows), so every instance sees the same spend. A turn reads the budget and the month's
+settled days once (``settled``: days no reply adds to any more) and, after each reply, only
+the recent days' totals, which other instances' replies still add to (a budget changed
+meanwhile holds from the next turn, and for the gate at once). At 80% admins see a banner;
+at 100% the org's assistant pauses (``spend_check``, installed in the chat runtime: the gate
+says why and who can lift it, and a running turn ends after its step). A new month (UTC)
+starts fresh. Each change is audited, and so is each crossing of 80% and 100%, once per
+period.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, func, select, true, update
@@ -54,11 +57,19 @@ class Limits:
     # resolved for (the resolver reads them anew each turn), by the day it was read on.
     past: dict[date, Spent] = field(default_factory=dict, compare=False, repr=False)
 
-    def apply_to(self, user_id: int | None) -> bool:
-        """Whether any limit caps a principal's spend (a member's daily caps need a member)."""
-        org = self.monthly_cost is not None or self.monthly_tokens is not None
+    @property
+    def caps_org(self) -> bool:
+        """Whether the org's month is capped (in cost or tokens)."""
+        return self.monthly_cost is not None or self.monthly_tokens is not None
+
+    def caps_member(self, user_id: int | None) -> bool:
+        """Whether a principal's own day is capped (a member's daily caps need a member)."""
         user = self.user_daily_cost is not None or self.user_daily_tokens is not None
-        return org or (user and user_id is not None)
+        return user and user_id is not None
+
+    def apply_to(self, user_id: int | None) -> bool:
+        """Whether any limit caps a principal's spend."""
+        return self.caps_org or self.caps_member(user_id)
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,7 @@ def current_day() -> date:
     return utcnow().date()
 
 
+@lru_cache(maxsize=16)  # after every reply of a budgeted org, on one or two days
 def _period(day: date) -> tuple[date, str, date]:
     start = day.replace(day=1)
     renews = (start + timedelta(days=32)).replace(day=1)
@@ -284,12 +296,10 @@ def _user_trip_recorded(principal: Principal, today: date) -> bool:
 
 # The org's budget row, its sums since ``since`` (its day totals, ``OrgDay``: a row a day;
 # the month's recent days, ``settled`` having the rest, or the whole month) and the
-# member's day's (their few day rows), in one statement, built once: this runs after every
-# reply of a budgeted org, and building and running ORM queries cost more than the query
-# itself. After a reply ``settings.metering`` counts its day row in the same statement:
-# this one with the upsert as its ``WITH`` (PostgreSQL), or the upsert returning the same
-# sums (SQLite). The sums in derived tables of one row (an aggregate with no GROUP BY),
-# joined to the org's.
+# member's day's (their few day rows), in one statement, built once: the gate's check and
+# the loop's as a turn starts. After each reply ``settings.metering`` reads the same sums
+# (not the budget: the turn's limits) in the statement that counts the reply. The sums in
+# derived tables of one row (an aggregate with no GROUP BY), joined to the org's.
 ORG_SINCE = [OrgDay.org_id == bindparam("org"), OrgDay.day >= bindparam("since")]
 _ORG_SUMS = (
     select(
@@ -384,31 +394,38 @@ def checked(
     (``settled``) and ``reply`` added to the sums."""
     if row is None:
         return None
-    start, period, renews = _period(today)
-    limits = limits_of(row)
+    return judged(principal, limits_of(row), row[4:], today, record, reply, past)
+
+
+def judged(
+    principal: Principal,
+    limits: Limits,
+    sums: Any,
+    today: date,
+    record: bool,
+    reply: Reply | None = None,
+    past: Spent = NOTHING,
+) -> str | None:
+    """The verdict under ``limits`` on ``sums``: the org's spend since ``settled``'s day and
+    the member's today (cost and tokens of each, None: nothing), without ``reply`` and the
+    month's ``past`` spend, which are added here."""
     if not limits.apply_to(principal.user_id):
         return None
-    cost, tokens, my_cost, my_tokens = (value or 0 for value in row[4:])
+    start = _period(today)[0]
+    cost, tokens, my_cost, my_tokens = (value or 0 for value in sums)
     spent = Spent(Decimal(cost), int(tokens)) + past
     day = Spent(Decimal(my_cost), int(my_tokens))
     if reply is not None and reply.day >= start:
         spent += reply.spent
         if reply.day == today and reply.user_id == principal.user_id:
             day += reply.spent
-    state = Status(
-        limits, spent, _share(spent, limits.monthly_cost, limits.monthly_tokens), period, renews
-    )
-    if record and state.warn:
-        _mark(principal, "warned_period", state, "warned")
-    if state.paused:
-        if record:
-            _mark(principal, "tripped_period", state, "tripped")
-        org = db.session.get(Org, principal.org_id)
-        return (
-            f"{org.name if org else 'This organization'}'s monthly budget for the assistant is "
-            f"used up ({state.spent_text()}). It is paused until {state.renews.isoformat()}, "
-            f"unless {_lifters(principal.org_id)} raises the budget in Settings → Usage."
+    share = _share(spent, limits.monthly_cost, limits.monthly_tokens)
+    if share >= WARN_AT:  # the status (and its period) is drawn only near the budget
+        paused = _month_verdict(
+            principal, Status(limits, spent, share, *_period(today)[1:]), record
         )
+        if paused:
+            return paused
     if principal.user_id is None:
         return None
     if _share(day, limits.user_daily_cost, limits.user_daily_tokens) < 1:
@@ -420,6 +437,22 @@ def checked(
     return (
         "You reached your daily cap on the assistant. It is paused for you until tomorrow "
         f"(UTC), unless {_lifters(principal.org_id)} raises the cap in Settings → Usage."
+    )
+
+
+def _month_verdict(principal: Principal, state: Status, record: bool) -> str | None:
+    """Why the org's month pauses the assistant (crossings audited with ``record``), or None."""
+    if record and state.warn:
+        _mark(principal, "warned_period", state, "warned")
+    if not state.paused:
+        return None
+    if record:
+        _mark(principal, "tripped_period", state, "tripped")
+    org = db.session.get(Org, principal.org_id)
+    return (
+        f"{org.name if org else 'This organization'}'s monthly budget for the assistant is "
+        f"used up ({state.spent_text()}). It is paused until {state.renews.isoformat()}, "
+        f"unless {_lifters(principal.org_id)} raises the budget in Settings → Usage."
     )
 
 

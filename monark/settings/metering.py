@@ -20,9 +20,10 @@ from monark.chat.host import Charge, count_tokens
 from monark.chat.models import Message
 from monark.core import metrics
 from monark.core.models import utcnow
+from monark.core.rbac import Principal
 from monark.extensions import db
 from monark.settings import budgets
-from monark.settings.models import NO_USER, OrgBudget, OrgDay, UsageDay
+from monark.settings.models import NO_USER, OrgDay, UsageDay
 from monark.settings.prices import Price, cost_of
 
 # The columns a reply adds to (the rest are its row's key).
@@ -41,9 +42,9 @@ SUMMED = (
 def charge(reply: Charge) -> str | None:
     """Store a reply's usage and cost (unknown without a price or a reported usage), count
     it in its day's row, in the caller's transaction, and say why the spend now pauses the
-    principal's assistant (``budgets.checked``), or None. ``reply.price`` and
+    principal's assistant (``budgets.judged``), or None. ``reply.price`` and
     ``reply.budget``: what the resolver put in ``ResolvedAi`` (a ``Price``, or None:
-    unknown; ``budgets.Limits``, or None: no check)."""
+    unknown; ``budgets.Limits``, or None: no check), the limits read once a turn."""
     message, principal, budget = reply.message, reply.principal, reply.budget
     count_tokens(message, reply.usage)
     message.cost = cost_of(reply.price if isinstance(reply.price, Price) else None, reply.usage)
@@ -53,23 +54,46 @@ def charge(reply: Charge) -> str | None:
     # no flush first (the commit writes them), which keeps this to one statement a reply.
     connection = db.session.connection()
     dialect = connection.dialect.name
-    if budget is None or not budgets.capped(budget, principal):
+    if not isinstance(budget, budgets.Limits) or not budget.apply_to(principal.user_id):
         connection.execute(_upsert(dialect), values)
         return None
     today = budgets.current_day()
     # The month's settled days once a turn (kept on the turn's budget), the recent days'
-    # rows after every reply: another instance's replies today count at once.
+    # rows after every reply: another instance's replies today count at once. The limits
+    # are the turn's (its resolver read them with the org's AI settings): after a reply
+    # only the spend they cap is read, in the statement that counts the reply.
     since, past = budgets.settled(budget, principal.org_id, today)
-    params = budgets.check_params(principal, today, since)
-    spent = budgets.Spent(values["cost"], values["unpriced_tokens"])
-    if dialect == "postgresql":  # one round trip: the day row counted by the check itself
-        row = connection.execute(_counted_check(), params | values).first()
-    else:  # one statement too: the count, returning the check's sums
-        returned = connection.execute(_returning_check(), params | values).one()
-    counted = budgets.Reply(values["day"], values["user_id"], spent)
-    if dialect != "postgresql":
-        row = _without_reply(returned, counted, principal.user_id, today)
-    return budgets.checked(principal, row, today, record=True, reply=counted, past=past)
+    params = budgets.check_params(principal, today, since) | values
+    counted = budgets.Reply(
+        values["day"], values["user_id"], budgets.Spent(values["cost"], values["unpriced_tokens"])
+    )
+    parts = (budget.caps_org, budget.caps_member(principal.user_id))
+    sums = _spend_counted(connection, dialect, parts, params, counted, principal, today)
+    return budgets.judged(principal, budget, sums, today, record=True, reply=counted, past=past)
+
+
+def _spend_counted(
+    connection: Any,
+    dialect: str,
+    parts: tuple[bool, bool],
+    params: dict[str, Any],
+    reply: budgets.Reply,
+    principal: Principal,
+    today: date,
+) -> tuple[Any, ...]:
+    """The reply's day row counted and, in the same statement, the spend ``parts`` names
+    (the org's since ``since``, the member's today; None where not read), without the
+    reply: ``budgets.judged``'s sums."""
+    org, mine = parts
+    nothing = (None, None)
+    statement = _counted_spend(parts) if dialect == "postgresql" else _returning_spend(parts)
+    found = tuple(connection.execute(statement, params).one())
+    org_sums, found = (found[:2], found[2:]) if org else (nothing, found)
+    if not mine:
+        return (*org_sums, *nothing)
+    if dialect != "postgresql":  # the member's other rows today and the reply's own
+        found = _without_reply(found, reply, principal.user_id, today)
+    return (*org_sums, *found)
 
 
 def _count_for_operators(message: Message) -> None:
@@ -137,41 +161,45 @@ def _upsert(dialect: str) -> Any:
     return found
 
 
-def _returning_check() -> Any:
-    """SQLite's: the day row's upsert ``RETURNING`` the org's budget, its sums since
-    ``since`` (its day totals, which the triggers change only after the statement's
+# The member's day rows; on SQLite not the reply's own row, whichever way SQLite lets a
+# subquery of the upsert's ``RETURNING`` see it: that comes from the row the upsert returns.
+_MINE = [
+    UsageDay.org_id == bindparam("org"),
+    UsageDay.day == bindparam("today"),
+    UsageDay.user_id == bindparam("user"),
+]
+_OWN = (
+    (UsageDay.day == bindparam("day"))
+    & (UsageDay.provider == bindparam("provider"))
+    & (UsageDay.model == bindparam("model"))
+)
+
+
+def _org_spend() -> list[Any]:
+    return [
+        _summed(OrgDay.cost, budgets.ORG_SINCE),
+        _summed(OrgDay.unpriced_tokens, budgets.ORG_SINCE),
+    ]
+
+
+def _my_spend(where: list[Any]) -> list[Any]:
+    return [_summed(UsageDay.cost, where), _summed(UsageDay.unpriced_tokens, where)]
+
+
+def _returning_spend(parts: tuple[bool, bool]) -> Any:
+    """SQLite's: the day row's upsert ``RETURNING`` the sums ``parts`` names: the org's
+    since ``since`` (its day totals, which the triggers change only after the statement's
     ``RETURNING`` is computed: without the reply), the member's other day rows today (all
     but the reply's own) and the reply's own row as the upsert left it."""
-    found = _UPSERTS.get("returning")
+    key = ("returning", *parts)
+    found = _UPSERTS.get(key)
     if found is None:
-        mine = [
-            UsageDay.org_id == bindparam("org"),
-            UsageDay.day == bindparam("today"),
-            UsageDay.user_id == bindparam("user"),
-        ]
-        # Not the reply's own row, whichever way SQLite lets a subquery see it: it comes
-        # from the row the upsert returns.
-        own = (
-            (UsageDay.day == bindparam("day"))
-            & (UsageDay.provider == bindparam("provider"))
-            & (UsageDay.model == bindparam("model"))
-        )
-        others = [*mine, ~own]
-        found = _UPSERTS["returning"] = _upsert("sqlite").returning(
-            *(_budget(name) for name in budgets.LIMIT_NAMES),
-            _summed(OrgDay.cost, budgets.ORG_SINCE),
-            _summed(OrgDay.unpriced_tokens, budgets.ORG_SINCE),
-            _summed(UsageDay.cost, others),
-            _summed(UsageDay.unpriced_tokens, others),
-            UsageDay.cost,
-            UsageDay.unpriced_tokens,
-        )
+        org, mine = parts
+        columns = _org_spend() if org else []
+        if mine:
+            columns += [*_my_spend([*_MINE, ~_OWN]), UsageDay.cost, UsageDay.unpriced_tokens]
+        found = _UPSERTS[key] = _upsert("sqlite").returning(*columns)
     return found
-
-
-def _budget(name: str) -> Any:
-    column = getattr(OrgBudget, name)
-    return select(column).where(OrgBudget.org_id == bindparam("org")).scalar_subquery().label(name)
 
 
 def _summed(column: Any, where: list[Any]) -> Any:
@@ -179,23 +207,27 @@ def _summed(column: Any, where: list[Any]) -> Any:
 
 
 def _without_reply(
-    row: Any, reply: budgets.Reply, user_id: int | None, today: date
-) -> budgets.Sums:
-    """``budgets.CHECK``'s row from ``_returning_check``'s: the member's day without the
-    reply (``budgets.checked`` adds it), from their other rows and the reply's own."""
-    cost, tokens = (value or 0 for value in row[6:8])
-    own_cost, own_tokens = row[8:]
+    returned: Any, reply: budgets.Reply, user_id: int | None, today: date
+) -> tuple[Any, Any]:
+    """The member's day without the reply (``budgets.judged`` adds it), from the sums of
+    their other rows and the reply's own row that ``_returning_spend`` returned."""
+    cost, tokens = (value or 0 for value in returned[:2])
+    own_cost, own_tokens = returned[2:4]
     if reply.day == today and reply.user_id == user_id:  # the reply's row is the member's day's
         cost += own_cost - reply.spent.cost
         tokens += own_tokens - reply.spent.unpriced_tokens
-    return budgets.Sums(*row[:6], cost, tokens)
+    return cost, tokens
 
 
-def _counted_check() -> Any:
-    """``budgets.CHECK`` with the day row's upsert as its ``WITH`` (PostgreSQL runs a
-    data-modifying ``WITH`` once, on the check's snapshot: the sums leave the reply out)."""
-    found = _UPSERTS.get("check")
+def _counted_spend(parts: tuple[bool, bool]) -> Any:
+    """PostgreSQL's: the sums ``parts`` names, with the day row's upsert as the statement's
+    ``WITH`` (PostgreSQL runs a data-modifying ``WITH`` once, on the statement's snapshot:
+    the sums leave the reply out)."""
+    key = ("counted", *parts)
+    found = _UPSERTS.get(key)
     if found is None:
+        org, mine = parts
         counted = _upsert("postgresql").returning(UsageDay.id).cte("counted")
-        found = _UPSERTS["check"] = budgets.CHECK.add_cte(counted)
+        columns = [*(_org_spend() if org else []), *(_my_spend(_MINE) if mine else [])]
+        found = _UPSERTS[key] = select(*columns).add_cte(counted)
     return found
