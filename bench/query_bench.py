@@ -191,7 +191,7 @@ def measure(app: Flask, log: QueryLog, size: int, runs: int) -> list[tuple[CaseR
         (first, f"{overdue:,} overdue"),
         (again, f"{overdue:,} overdue"),
         (other, f"{len(other_answer['rows'])} statuses"),
-        (listed, f"{page['total']:,} match"),
+        (listed, f"{page['total']:,}{'+' if page.get('total_is_lower_bound') else ''} match"),
     ]
 
 
