@@ -15,6 +15,7 @@ from sqlalchemy.orm.attributes import flag_modified
 from monark.extensions import db
 from monark.records import services
 from monark.records.models import Record, RecordValue
+from monark.records.views import PAGE_SIZE
 from tests import factories
 from tests.llm_script import Say
 from tests.tuning import configure
@@ -243,14 +244,20 @@ def test_a_total_past_the_cap_says_more_than_the_cap(monkeypatch, app, api, task
     # five, and Acme's public task).
     sorted_all = api("status:in:todo,doing", sort="-title")
     assert (sorted_all["total"], sorted_all["total_is_lower_bound"]) == (4, False)
+    # A first page that holds every match knows how many there are.
     exact = api("status:in:todo,doing", "due:lt:today", sort="due")
     assert (exact["total"], exact["total_is_lower_bound"]) == (2, False)
+    assert api("points:gte:0", sort="points", limit=100)["total"] > 2
 
 
-def test_the_page_and_the_assistant_say_more_than_the_cap(monkeypatch, app, login, scripted, tasks):
+def test_the_page_and_the_assistant_say_more_than_the_cap(
+    monkeypatch, app, login, world, scripted, tasks
+):
     configure(monkeypatch, app, RECORDS_LIST_TOTAL_CAP=2)
     browser = login("member@acme.test")
-    walked = {"filter": "due:not_empty", "sort": "due"}  # the four with a due date
+    for i in range(PAGE_SIZE):
+        make(world, f"More {i}", due=TODAY.isoformat())
+    walked = {"filter": "due:not_empty", "sort": "due"}  # more than a page of them
     assert "More than 2 records match" in soup_of(browser.get(LIST, query_string=walked)).text
     scripted.script.add([Say("Noted.")])
     browser.post(

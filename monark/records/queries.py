@@ -329,12 +329,7 @@ def _sorted_page(
         next_cursor = (
             str(last[0]) if sort == DEFAULT_SORT else encode_cursor(sort, last[1], last[0])
         )
-    if cursor:
-        total = None
-    elif walks:  # counted apart, unless this one page holds every match
-        total = None if next_cursor else len(keys)
-    else:
-        total = keys[0][2] if keys else 0
+    total = None if cursor or walks else (keys[0][2] if keys else 0)
     return RecordPage([found[i] for i in page if i in found], next_cursor, total)
 
 
@@ -351,25 +346,36 @@ def list_records(
     ``params`` sorts otherwise); with ``count``, the page's ``total`` is always set (exact
     up to the deployment's cap, past it the cap with ``total_is_lower_bound``)."""
     params = params or ListParams()
-    page = _list_page(principal, model, params, limit, cursor)
-    if count and page.total is None:
+    page = _list_page(principal, model, params, limit, cursor, count)
+    if count and page.total is None and not cursor and not page.next_cursor:
+        page.total = len(page.items)  # one page holds every match
+    elif count and page.total is None:
         page.total, page.total_is_lower_bound = capped_total(principal, model, params)
     return page
 
 
 def _list_page(
-    principal: Principal, model: RecordModel, params: ListParams, limit: int, cursor: str | None
+    principal: Principal,
+    model: RecordModel,
+    params: ListParams,
+    limit: int,
+    cursor: str | None,
+    count: bool = False,
 ) -> RecordPage:
-    """One page: from the value index when it answers alone, else over the records."""
+    """One page: from the value index when it answers alone (with ``count``, its total
+    counted by the same statement), else over the records."""
     principal.require("records.view")
     limit = max(1, min(limit, MAX_PAGE))
     on_field = any(f.key == params.sort.key for f in model.fields)
     if _index_only(model, params):
         found = _from_index(principal, model, params)
         stmt, column = sort_column(found.stmt, model, params.sort, found.joined, found.rid)
-        return _sorted_page(
+        page = _sorted_page(
             stmt, found.values, column, found.rid, params, limit, cursor, on_field, found.walks
         )
+        if count and page.total is None and page.next_cursor:
+            page.total, page.total_is_lower_bound = _capped(found.stmt, found.values)
+        return page
     sees, values = _sees(principal)
     values |= {"org_id": principal.org_id, "model_id": model.id}
     if params.sort == DEFAULT_SORT:  # the id index walks it: cursors are ids
@@ -415,8 +421,13 @@ def capped_total(
     """How many records the list would show, counted no further than ``cap`` (by default
     the deployment's ``list_total_cap``): the count and False, or ``cap`` and True when
     more match."""
-    cap = cap or settings().list_total_cap
     stmt, values = _matching(principal, model, params or ListParams())
+    return _capped(stmt, values, cap)
+
+
+def _capped(stmt: Select[Any], values: dict[str, Any], cap: int | None = None) -> tuple[int, bool]:
+    """``capped_total`` of the ids ``stmt`` selects."""
+    cap = cap or settings().list_total_cap
     counted = select(func.count()).select_from(stmt.limit(cap + 1).subquery())
     found = db.session.scalar(counted, values) or 0
     return (cap, True) if found > cap else (found, False)
