@@ -195,6 +195,9 @@ _DEPLOYMENT: dict[str, Default] = {
     # reused while its models' records and its caller's rights are unchanged; the least
     # recently used goes first); 0: every query copies its rows afresh.
     "RECORDS_QUERY_CACHE_MB": 256,
+    # How far a record list's total is counted: exact up to this many matches, past it
+    # "more than" this many (counting a million matches takes most of a second).
+    "RECORDS_LIST_TOTAL_CAP": 1000,
     # Automations: how deep runs may trigger runs, and how many runs one change may set
     # off in all, however the chain branches.
     "AUTOMATION_MAX_DEPTH": 5,

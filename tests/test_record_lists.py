@@ -15,8 +15,10 @@ from sqlalchemy.orm.attributes import flag_modified
 from monark.extensions import db
 from monark.records import services
 from monark.records.models import Record, RecordValue
+from monark.records.views import PAGE_SIZE
 from tests import factories
 from tests.llm_script import Say
+from tests.tuning import configure
 
 LIST = "/models/tasks/records"
 API_LIST = "/api/v1/models/tasks/records"
@@ -206,6 +208,69 @@ def test_filtered_sorted_pages_and_their_total(world, api, tasks):
     ids, totals = _walk(api, "status:todo", "points:not_empty", sort="-points", limit=5)
     assert len(ids) == len(set(ids)) == 14  # 12, with Write docs and Plan Q3
     assert totals == {14}
+
+
+@pytest.mark.parametrize("sort", ["due", "-due", "points", "-points"])
+def test_a_sort_on_a_filtered_field_pages_in_order_and_sees_only_the_callers(world, api, sort):
+    rng = random.Random(sort)
+    for i in range(40):
+        due = TODAY + timedelta(days=rng.randint(-6, 6))
+        values = {"status": rng.choice(["todo", "doing", "done"]), "points": rng.randint(0, 4)}
+        make(world, f"Walk {i}", due=due.isoformat(), **values)
+    make(world, "Owner's overdue", "private", status="todo", points=1, due="2000-01-01")
+    key, descending = sort.lstrip("-"), sort.startswith("-")
+    ranged = "due:lt:today" if key == "due" else "points:gte:1"
+    everything = [i for i in api(limit=100)["items"] if i["title"].startswith("Walk")]
+    matching = [
+        i
+        for i in everything
+        if i["values"]["status"] in ("todo", "doing")
+        and (i["values"]["due"] < TODAY.isoformat() if key == "due" else i["values"]["points"] >= 1)
+    ]
+    matching.sort(key=lambda i: (i["values"][key], i["id"]), reverse=descending)
+    ids, totals = _walk(api, "status:in:todo,doing", ranged, sort=sort, limit=4)
+    assert ids == [i["id"] for i in matching] and len(ids) > 8
+    assert totals == {len(matching)}
+
+
+def test_a_total_past_the_cap_says_more_than_the_cap(monkeypatch, app, api, tasks):
+    configure(monkeypatch, app, RECORDS_LIST_TOTAL_CAP=2)
+    everything = api(limit=1)  # six: the five and Acme's public task
+    assert (everything["total"], everything["total_is_lower_bound"]) == (2, True)
+    assert everything["next_cursor"] is not None
+    walked = api("status:in:todo,doing", "due:not_empty", sort="due", limit=1)
+    assert (walked["total"], walked["total_is_lower_bound"]) == (2, True)
+    # A sort over every match counts them all anyway: that total is exact (three of the
+    # five, and Acme's public task).
+    sorted_all = api("status:in:todo,doing", sort="-title")
+    assert (sorted_all["total"], sorted_all["total_is_lower_bound"]) == (4, False)
+    # A first page that holds every match knows how many there are.
+    exact = api("status:in:todo,doing", "due:lt:today", sort="due")
+    assert (exact["total"], exact["total_is_lower_bound"]) == (2, False)
+    assert api("points:gte:0", sort="points", limit=100)["total"] > 2
+
+
+def test_the_page_and_the_assistant_say_more_than_the_cap(
+    monkeypatch, app, login, world, scripted, tasks
+):
+    configure(monkeypatch, app, RECORDS_LIST_TOTAL_CAP=2)
+    browser = login("member@acme.test")
+    for i in range(PAGE_SIZE):
+        make(world, f"More {i}", due=TODAY.isoformat())
+    walked = {"filter": "due:not_empty", "sort": "due"}  # more than a page of them
+    assert "More than 2 records match" in soup_of(browser.get(LIST, query_string=walked)).text
+    scripted.script.add([Say("Noted.")])
+    browser.post(
+        "/chat/stream",
+        data={
+            "text": "Close these",
+            "page_route": LIST,
+            "page_model": "tasks",
+            "page_query": "?filter=status:in:todo,doing&sort=due",
+        },
+    ).get_data()
+    sent = scripted.requests[-1].messages[-1].content[0].text
+    assert "(more than 2 records match)" in sent
 
 
 def test_a_cursor_belongs_to_its_sort(api, tasks):

@@ -46,6 +46,21 @@ def test_a_query_result_shows_its_first_rows_and_how_many_more(app):
     assert table.total == 40 and table.more == 30 and table.chart is None
 
 
+def test_a_list_counted_past_its_cap_says_more_than_its_total(app):
+    items = [{"id": i, "title": f"t{i}", "values": {"n": i}} for i in range(1, 4)]
+    with app.test_request_context():
+        table = result_table(
+            "records_list",
+            {"model": "tasks"},
+            {"items": items, "total": 3, "total_is_lower_bound": True},
+        )
+        html = app.jinja_env.get_template("assistant/card/_table.html").render(
+            c={"id": 1, "table": table}
+        )
+    assert table.total_is_lower_bound and table.chart is None  # not every point is there
+    assert "of more than 3." in BeautifulSoup(html, "html.parser").get_text()
+
+
 def test_a_cut_result_charts_nothing_it_does_not_hold(app):
     rows = [[f"s{i}", i] for i in range(5)]
     with app.test_request_context():

@@ -69,6 +69,7 @@ def compact_records(result: dict[str, Any]) -> dict[str, Any]:
         "columns": columns,
         "rows": rows,
         "total": result.get("total"),
+        **({"total_is_lower_bound": True} if result.get("total_is_lower_bound") else {}),
         "next_cursor": result.get("next_cursor"),
     }
 
@@ -139,6 +140,7 @@ def records_list(
         items=[record_out(model, r) for r in page.items],
         next_cursor=page.next_cursor,
         total=page.total or 0,
+        total_is_lower_bound=page.total_is_lower_bound,
     )
 
 

@@ -182,7 +182,13 @@ class RecordOut(BaseModel):
 class RecordList(BaseModel):
     items: list[RecordOut]
     next_cursor: str | None
-    total: int = Field(description="How many records match, over all pages.")
+    total: int = Field(
+        description="How many records match, over all pages: exact up to the deployment's "
+        "cap (1,000 by default), past it the cap, with total_is_lower_bound."
+    )
+    total_is_lower_bound: bool = Field(
+        False, description="True when more records match than total (counting stopped there)."
+    )
 
 
 class RecordUpdated(RecordOut):

@@ -64,6 +64,7 @@ class PageContext(BaseModel):
     # show the same records, and how many there are (never the browser's own text).
     list_arguments: dict[str, Any] | None = None
     list_total: int | None = None
+    list_total_is_lower_bound: bool = False  # more match than ``list_total`` (counting stopped)
 
     @field_validator("route")
     @classmethod
@@ -108,10 +109,16 @@ def context_sentence(context: PageContext | None, today: date) -> str:
         elif context.model:
             where += f', looking at the "{context.model}" model'
             if context.list_arguments:
+                matched = (
+                    f"more than {context.list_total:,}"
+                    if context.list_total_is_lower_bound
+                    else context.list_total
+                )
                 shown = json.dumps(context.list_arguments, ensure_ascii=False, sort_keys=True)
                 where += (
                     f" filtered and sorted as records_list {shown} would list them "
-                    f'({context.list_total} records match); "these" means those records'
+                    f"({matched} records match); "
+                    '"these" means those records'
                 )
         parts.append(where + ".")
     return "".join(parts)

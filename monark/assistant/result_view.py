@@ -30,6 +30,7 @@ class ResultTable:
     links: list[str | None]  # per row: the record it shows, if any
     open_url: str | None = None
     chart: Chart | None = None
+    total_is_lower_bound: bool = False  # more than ``total`` (a list's count stopped there)
 
     @property
     def more(self) -> int:
@@ -80,9 +81,10 @@ def _list_table(arguments: dict[str, Any], result: dict[str, Any]) -> ResultTabl
     fields = fields[:SHOWN_FIELDS]
     total = result.get("total")
     total = total if isinstance(total, int) and total >= len(items) else len(items)
+    more = result.get("total_is_lower_bound") is True
     query = {k: arguments[k] for k in ("q", "filter", "sort") if arguments.get(k) not in (None, "")}
     raw = [[i.get("title"), *((i.get("values") or {}).get(f) for f in fields)] for i in items]
-    chart = chart_of(["Title", *fields], raw) if len(items) == total else None
+    chart = chart_of(["Title", *fields], raw) if len(items) == total and not more else None
     shown = items[: MAX_POINTS if chart else SHOWN_ROWS]
     return ResultTable(
         columns=["Title", *fields],
@@ -91,6 +93,7 @@ def _list_table(arguments: dict[str, Any], result: dict[str, Any]) -> ResultTabl
         links=[url_for("records.record_detail", key=model, record_id=i["id"]) for i in shown],
         open_url=url_for("records.record_list", key=model, **query),
         chart=chart,
+        total_is_lower_bound=more,
     )
 
 

@@ -418,13 +418,14 @@ def _with_list(principal: Principal, context: PageContext, query: str) -> PageCo
     try:
         model = records.get_model(principal, context.model or "")
         params = queries.ListParams.parse(model, q, filters, sort)
-        total = queries.count_records(principal, model, params)
+        total, lower_bound = queries.capped_total(principal, model, params)
     except AppError:
         return context
     finally:
         db.session.rollback()  # a read: leave nothing open before the stream starts
     arguments = {"model": model.key, **params.arguments()}
-    return context.model_copy(update={"list_arguments": arguments, "list_total": total})
+    update = {"list_arguments": arguments, "list_total": total}
+    return context.model_copy(update=update | {"list_total_is_lower_bound": lower_bound})
 
 
 def _conversation_id() -> int | None:

@@ -307,6 +307,9 @@ class Settings:
     mail: MailSettings
     # The issuer an authenticator app shows a two-factor code under (``TOTP_ISSUER``).
     totp_issuer: str
+    # How far a record list's total is counted (``RECORDS_LIST_TOTAL_CAP``): past it, the
+    # list says "more than" this many.
+    list_total_cap: int = 1000
     spend: SpendSettings = field(default_factory=SpendSettings)
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
@@ -324,6 +327,7 @@ class Settings:
             spend=SpendSettings.from_config(config),
             notifications=NotificationSettings.from_config(config),
             totp_issuer=_issuer(config),
+            list_total_cap=_bounded(config, "RECORDS_LIST_TOTAL_CAP", 1),
         )
 
 

@@ -21,7 +21,18 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, exists, func, or_
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    exists,
+    false,
+    func,
+    literal,
+    or_,
+    select,
+    tuple_,
+)
 from sqlalchemy.orm import aliased
 
 from monark.core.errors import ValidationFailed
@@ -272,16 +283,24 @@ def apply_filter(
     people: list[User],
     today: date,
     rid: Any = Record.id,
+    checked: bool = False,
 ) -> tuple[Select[Any], Any]:
     """``stmt`` narrowed by ``flt``, and the index rows it joined (``None`` if none).
 
     A filter that needs a value joins that field's index rows (the database can start
-    from the most selective one); ``ne`` and ``empty``, which hold for records without a
-    value too, ask that no matching index row exists.
+    from the most selective one), or with ``checked`` asks that one exists (each row the
+    query walks is checked as it comes, so the walk's order stays the query's);
+    ``ne`` and ``empty``, which hold for records without a value too, ask that no
+    matching index row exists.
     """
     entry, on = filter_condition(model, flt, people, today, rid)
     if flt.op in NEGATIVE_OPS:
         return stmt.where(~exists().where(*on)), None
+    if checked:
+        # A sub-select with an OFFSET is never flattened into a join (PostgreSQL's planner
+        # would hash every match of both fields when it misjudges how many match): it
+        # stays a check of one index entry per row walked, on either database.
+        return stmt.where(exists(select(entry.record_id).where(*on).offset(0))), None
     return stmt.join(entry, and_(*on)), entry
 
 
@@ -344,17 +363,34 @@ def sort_column(
     return stmt, entry.number_value if numeric else entry.text_value
 
 
-def ordered(stmt: Select[Any], column: Any, sort: Sort, rid: Any = Record.id) -> Select[Any]:
-    """Empty values last either way; the id breaks ties in the sort's direction."""
+def ordered(
+    stmt: Select[Any], column: Any, sort: Sort, rid: Any = Record.id, nullable: bool = True
+) -> Select[Any]:
+    """Empty values last either way; the id breaks ties in the sort's direction. A column
+    that is never empty (``nullable`` false) is ordered by itself, as its index holds it,
+    so the database can walk that index instead of sorting."""
+    first = [column.is_(None)] if nullable else []
     if sort.descending:
-        return stmt.order_by(column.is_(None), column.desc(), rid.desc())
-    return stmt.order_by(column.is_(None), column.asc(), rid.asc())
+        return stmt.order_by(*first, column.desc(), rid.desc())
+    return stmt.order_by(*first, column.asc(), rid.asc())
 
 
 def after(
-    column: Any, sort: Sort, value: Any, record_id: int, rid: Any = Record.id
+    column: Any,
+    sort: Sort,
+    value: Any,
+    record_id: int,
+    rid: Any = Record.id,
+    nullable: bool = True,
 ) -> ColumnElement[bool]:
-    """Rows after ``(value, record_id)`` in ``ordered``'s order: the keyset condition."""
+    """Rows after ``(value, record_id)`` in ``ordered``'s order: the keyset condition (over
+    a column never empty, one comparison of the pair, which an index range answers)."""
+    if not nullable:
+        if value is None:  # past every value: nothing is after it
+            return false()
+        pair = tuple_(column, rid)
+        mark = tuple_(literal(value, column.type), literal(record_id, rid.type))
+        return pair < mark if sort.descending else pair > mark
     beyond = rid < record_id if sort.descending else rid > record_id
     if value is None:
         return and_(column.is_(None), beyond)

@@ -18,6 +18,7 @@ from monark.core.errors import ValidationFailed
 from monark.core.ids import parse_id
 from monark.core.models import MAX_ID, Membership, User
 from monark.core.rbac import Principal
+from monark.core.settings import settings
 from monark.extensions import db
 from monark.records.filters import (
     DEFAULT_SORT,
@@ -185,12 +186,14 @@ def _joined_filters(
     filters: Sequence[Filter],
     context: tuple[list[User], date],
     rid: Any = Record.id,
+    checked: bool = False,
 ) -> tuple[Select[Any], dict[str, Any]]:
     """``stmt`` narrowed by ``filters``, and the index rows they joined by field (a sort on
-    one of those fields reads them instead of joining again)."""
+    one of those fields reads them instead of joining again); with ``checked``, each
+    filter is checked per row instead of joined (``apply_filter``)."""
     joined: dict[str, Any] = {}
     for flt in filters:
-        stmt, entry = apply_filter(stmt, model, flt, *context, rid)
+        stmt, entry = apply_filter(stmt, model, flt, *context, rid, checked)
         if entry is not None:
             joined.setdefault(flt.field, entry)
     return stmt, joined
@@ -213,6 +216,7 @@ class RecordPage:
     items: list[Record]
     next_cursor: str | None
     total: int | None = None  # counted by the page's own query (a first page from the index)
+    total_is_lower_bound: bool = False  # more match: counting stopped at ``total``
 
 
 def _first_after(cursor: str | None) -> int:
@@ -242,17 +246,40 @@ def _index_only(model: RecordModel, params: ListParams) -> bool:
     )
 
 
-def _from_index(
-    principal: Principal, model: RecordModel, params: ListParams
-) -> tuple[Select[Any], dict[str, Any], Any, dict[str, Any]]:
+def _walked(model: RecordModel, params: ListParams) -> Filter | None:
+    """The filter whose index rows the list can walk in the sort's own order: one with a
+    value on the field sorted by (not a member field, which sorts by the member's name)."""
+    field = next((f for f in model.fields if f.key == params.sort.key), None)
+    if field is None or field.type == "user":
+        return None
+    return next(
+        (f for f in params.filters if f.field == field.key and f.op not in NEGATIVE_OPS), None
+    )
+
+
+@dataclass(frozen=True)
+class IndexQuery:
+    """The ids of a list's matches read from ``record_values`` alone (``_from_index``)."""
+
+    stmt: Select[Any]
+    joined: dict[str, Any]  # index rows joined, by field
+    rid: Any  # the id column
+    values: dict[str, Any]  # to bind
+    walks: bool  # starts from the sorted field's rows: the sort is their index's order
+
+
+def _from_index(principal: Principal, model: RecordModel, params: ListParams) -> IndexQuery:
     """The ids of the matching records the principal may see, read from ``record_values``
-    only: the first filter with a value gives the rows to start from (and who may see each,
-    ``private_to``), the others join or exclude by record id. The model is the principal's
-    org's (``get_model``), so its id keeps the query inside the org. Returns the statement,
-    the index rows joined per field, the id column and the bound values."""
+    only. The rows to start from (with who may see each, ``private_to``) are those of a
+    filter on the sorted field when there is one: the page is then the first rows of that
+    field's index that pass the other filters, each checked as the walk reaches it (no
+    sort, no reading every match). Else the first filter with a value starts and the
+    others join or exclude by record id. The model is the principal's org's
+    (``get_model``), so its id keeps the query inside the org."""
     sees, values = _sees(principal)
     context = _filter_context(principal, model, params.now)
-    start = next(f for f in params.filters if f.op not in NEGATIVE_OPS)
+    walk = _walked(model, params)
+    start = walk or next(f for f in params.filters if f.op not in NEGATIVE_OPS)
     first, on = filter_condition(model, start, *context, None)
     rid = first.record_id
     visible = {
@@ -261,8 +288,11 @@ def _from_index(
         "own": or_(first.private_to.is_(None), first.private_to == bindparam("viewer_id")),
     }[sees]
     rest = [f for f in params.filters if f is not start]
-    stmt, joined = _joined_filters(select(rid).where(*on, visible), model, rest, context, rid)
-    return stmt, {start.field: first, **joined}, rid, values
+    checked = walk is not None
+    stmt, joined = _joined_filters(
+        select(rid).where(*on, visible), model, rest, context, rid, checked
+    )
+    return IndexQuery(stmt, {start.field: first, **joined}, rid, values, checked)
 
 
 def _sorted_page(
@@ -274,18 +304,23 @@ def _sorted_page(
     limit: int,
     cursor: str | None,
     on_field: bool,
+    walks: bool = False,
 ) -> RecordPage:
-    """One page of ids in the sort's order (with the total when it is a first page), then
-    their rows: the sort moves ids and keys, never whole records."""
+    """One page of ids in the sort's order (with the total when it is a first page that
+    sorts every match anyway), then their rows: the sort moves ids and keys, never whole
+    records. A page that ``walks`` its sort's index (never empty there) reads only the
+    rows up to its end, and leaves the total to a count of its own."""
     sort = params.sort
     stmt = stmt.add_columns(column)
     if cursor and sort == DEFAULT_SORT:
         stmt = stmt.where(rid <= _first_after(cursor))
     elif cursor:
-        stmt = stmt.where(after(column, sort, *decode_cursor(cursor, sort, on_field), rid))
-    else:
+        mark = decode_cursor(cursor, sort, on_field)
+        stmt = stmt.where(after(column, sort, *mark, rid, nullable=not walks))
+    elif not walks:
         stmt = stmt.add_columns(func.count().over())  # all matches, before the limit
-    keys = list(db.session.execute(ordered(stmt, column, sort, rid).limit(limit + 1), values))
+    page_stmt = ordered(stmt, column, sort, rid, nullable=not walks).limit(limit + 1)
+    keys = list(db.session.execute(page_stmt, values))
     page = [k[0] for k in keys[:limit]]
     found = {r.id: r for r in db.session.scalars(select(Record).where(Record.id.in_(page)))}
     next_cursor = None
@@ -294,7 +329,7 @@ def _sorted_page(
         next_cursor = (
             str(last[0]) if sort == DEFAULT_SORT else encode_cursor(sort, last[1], last[0])
         )
-    total = None if cursor else (keys[0][2] if keys else 0)
+    total = None if cursor or walks else (keys[0][2] if keys else 0)
     return RecordPage([found[i] for i in page if i in found], next_cursor, total)
 
 
@@ -308,25 +343,39 @@ def list_records(
     count: bool = False,
 ) -> RecordPage:
     """Records visible to the principal, one keyset page at a time (newest first unless
-    ``params`` sorts otherwise); with ``count``, the page's ``total`` is always set."""
+    ``params`` sorts otherwise); with ``count``, the page's ``total`` is always set (exact
+    up to the deployment's cap, past it the cap with ``total_is_lower_bound``)."""
     params = params or ListParams()
-    page = _list_page(principal, model, params, limit, cursor)
-    if count and page.total is None:
-        page.total = count_records(principal, model, params)
+    page = _list_page(principal, model, params, limit, cursor, count)
+    if count and page.total is None and not cursor and not page.next_cursor:
+        page.total = len(page.items)  # one page holds every match
+    elif count and page.total is None:
+        page.total, page.total_is_lower_bound = capped_total(principal, model, params)
     return page
 
 
 def _list_page(
-    principal: Principal, model: RecordModel, params: ListParams, limit: int, cursor: str | None
+    principal: Principal,
+    model: RecordModel,
+    params: ListParams,
+    limit: int,
+    cursor: str | None,
+    count: bool = False,
 ) -> RecordPage:
-    """One page: from the value index when it answers alone, else over the records."""
+    """One page: from the value index when it answers alone (with ``count``, its total
+    counted by the same statement), else over the records."""
     principal.require("records.view")
     limit = max(1, min(limit, MAX_PAGE))
     on_field = any(f.key == params.sort.key for f in model.fields)
     if _index_only(model, params):
-        stmt, joined, rid, values = _from_index(principal, model, params)
-        stmt, column = sort_column(stmt, model, params.sort, joined, rid)
-        return _sorted_page(stmt, values, column, rid, params, limit, cursor, on_field)
+        found = _from_index(principal, model, params)
+        stmt, column = sort_column(found.stmt, model, params.sort, found.joined, found.rid)
+        page = _sorted_page(
+            stmt, found.values, column, found.rid, params, limit, cursor, on_field, found.walks
+        )
+        if count and page.total is None and page.next_cursor:
+            page.total, page.total_is_lower_bound = _capped(found.stmt, found.values)
+        return page
     sees, values = _sees(principal)
     values |= {"org_id": principal.org_id, "model_id": model.id}
     if params.sort == DEFAULT_SORT:  # the id index walks it: cursors are ids
@@ -341,16 +390,44 @@ def _list_page(
     return _sorted_page(stmt, values, column, Record.id, params, limit, cursor, on_field)
 
 
+def _matching(
+    principal: Principal, model: RecordModel, params: ListParams
+) -> tuple[Select[Any], dict[str, Any]]:
+    """The ids of every record the list would show, and the values to bind."""
+    if _index_only(model, params):
+        found = _from_index(principal, model, params)
+        return found.stmt, found.values
+    sees, values = _sees(principal)
+    stmt, _ = _narrowed(principal, _visible_rows(sees), model, params)
+    values |= {"org_id": principal.org_id, "model_id": model.id}
+    return stmt.with_only_columns(Record.id, maintain_column_froms=True), values
+
+
 def count_records(
     principal: Principal, model: RecordModel, params: ListParams | None = None
 ) -> int:
     """How many records the list would show in all."""
-    params = params or ListParams()
-    if _index_only(model, params):
-        stmt, _, _, values = _from_index(principal, model, params)
-    else:
-        sees, values = _sees(principal)
-        stmt, _ = _narrowed(principal, _visible_rows(sees), model, params)
-        values |= {"org_id": principal.org_id, "model_id": model.id}
+    stmt, values = _matching(principal, model, params or ListParams())
     count = stmt.with_only_columns(func.count(), maintain_column_froms=True)
     return db.session.scalar(count, values) or 0
+
+
+def capped_total(
+    principal: Principal,
+    model: RecordModel,
+    params: ListParams | None = None,
+    cap: int | None = None,
+) -> tuple[int, bool]:
+    """How many records the list would show, counted no further than ``cap`` (by default
+    the deployment's ``list_total_cap``): the count and False, or ``cap`` and True when
+    more match."""
+    stmt, values = _matching(principal, model, params or ListParams())
+    return _capped(stmt, values, cap)
+
+
+def _capped(stmt: Select[Any], values: dict[str, Any], cap: int | None = None) -> tuple[int, bool]:
+    """``capped_total`` of the ids ``stmt`` selects."""
+    cap = cap or settings().list_total_cap
+    counted = select(func.count()).select_from(stmt.limit(cap + 1).subquery())
+    found = db.session.scalar(counted, values) or 0
+    return (cap, True) if found > cap else (found, False)
