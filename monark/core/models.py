@@ -3,11 +3,23 @@ column shapes most tables share."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from flask_login import UserMixin
-from sqlalchemy import JSON, ForeignKey, Index, String, UniqueConstraint, false, text
+from sqlalchemy import (
+    DDL,
+    JSON,
+    ForeignKey,
+    Index,
+    String,
+    Table,
+    UniqueConstraint,
+    event,
+    false,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from monark.extensions import db
@@ -15,6 +27,14 @@ from monark.extensions import db
 # The largest id an ``Integer`` column holds on PostgreSQL (int4); URLs and API inputs cap ids
 # at this, so a larger one is a clean 404 or validation error.
 MAX_ID = 2**31 - 1
+
+
+def create_with(table: Table, sqlite: Iterable[str] = (), postgresql: Iterable[str] = ()) -> None:
+    """Run each database's statements (triggers, a companion table) right after ``table`` is
+    created, so ``create_all`` builds what the migrations build."""
+    for dialect, statements in (("sqlite", sqlite), ("postgresql", postgresql)):
+        for sql in statements:
+            event.listen(table, "after_create", DDL(sql).execute_if(dialect=dialect))
 
 
 def utcnow() -> datetime:

@@ -6,7 +6,6 @@ import secrets
 from typing import Any, Literal
 
 from sqlalchemy import (
-    DDL,
     JSON,
     BigInteger,
     Float,
@@ -15,11 +14,10 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    event,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef
+from monark.core.models import CreatedAt, IntPk, OrgId, UpdatedAt, User, UserRef, create_with
 from monark.extensions import db
 
 FIELD_TYPES: tuple[str, ...] = ("text", "long_text", "number", "date", "boolean", "select", "user")
@@ -155,10 +153,7 @@ POSTGRES_DATA_VERSION_DDL = (
     "CREATE TRIGGER records_data_version_at AFTER TRUNCATE ON records"
     " FOR EACH STATEMENT EXECUTE FUNCTION records_data_version()",
 )
-for _sql in SQLITE_DATA_VERSION_DDL:
-    event.listen(Record.__table__, "after_create", DDL(_sql).execute_if(dialect="sqlite"))
-for _sql in POSTGRES_DATA_VERSION_DDL:
-    event.listen(Record.__table__, "after_create", DDL(_sql).execute_if(dialect="postgresql"))
+create_with(Record.__table__, SQLITE_DATA_VERSION_DDL, POSTGRES_DATA_VERSION_DDL)
 
 # How much of a text value the index keeps: enough to sort and compare, within what a
 # PostgreSQL B-tree entry may hold. Longer values are compared whole from ``values``.

@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from monark.automations.models import Automation
 from monark.chat.models import Conversation, ConversationKind, Message, MessageRole
+from monark.core.models import create_with
 from monark.core.text import storable
 from monark.core.upsert import upsert
 from monark.records.index import private_to
@@ -73,10 +74,7 @@ POSTGRES_DDL = (
 FTS_TABLE, VECTOR_COLUMN = "search_fts", "search_vector"
 
 _table = SearchDocument.__table__
-for _sql in SQLITE_DDL:
-    event.listen(_table, "after_create", DDL(_sql).execute_if(dialect="sqlite"))
-for _sql in POSTGRES_DDL:
-    event.listen(_table, "after_create", DDL(_sql).execute_if(dialect="postgresql"))
+create_with(_table, SQLITE_DDL, POSTGRES_DDL)
 # Triggers go with their table; the FTS5 table must be dropped by name.
 event.listen(
     _table, "before_drop", DDL(f"DROP TABLE IF EXISTS {FTS_TABLE}").execute_if(dialect="sqlite")

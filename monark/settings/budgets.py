@@ -379,22 +379,9 @@ def spend_check(principal: Principal, budget: object = None, record: bool = Fals
     day = current_day()
     since, past = settled(budget, principal.org_id, day)
     row = db.session.connection().execute(CHECK, check_params(principal, day, since)).first()
-    return checked(principal, row, day, record, past=past)
-
-
-def checked(
-    principal: Principal,
-    row: Any,
-    today: date,
-    record: bool,
-    reply: Reply | None = None,
-    past: Spent = NOTHING,
-) -> str | None:
-    """The verdict on ``CHECK``'s row (None: no such org), with the month's ``past`` spend
-    (``settled``) and ``reply`` added to the sums."""
     if row is None:
-        return None
-    return judged(principal, limits_of(row), row[4:], today, record, reply, past)
+        return None  # no such org
+    return judged(principal, limits_of(row), row[4:], day, record, past=past)
 
 
 def judged(

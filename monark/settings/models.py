@@ -8,7 +8,6 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from sqlalchemy import (
-    DDL,
     JSON,
     BigInteger,
     Date,
@@ -16,11 +15,10 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
-    event,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from monark.core.models import utcnow
+from monark.core.models import create_with, utcnow
 from monark.core.money import Money
 from monark.extensions import db
 
@@ -174,10 +172,7 @@ POSTGRES_ORG_DAY_DDL = (
     " AFTER INSERT OR DELETE OR UPDATE OF org_id, day, cost, unpriced_tokens"
     " ON chat_usage_days FOR EACH ROW EXECUTE FUNCTION usage_org_days_count()",
 )
-for _sql in SQLITE_ORG_DAY_DDL:
-    event.listen(UsageDay.__table__, "after_create", DDL(_sql).execute_if(dialect="sqlite"))
-for _sql in POSTGRES_ORG_DAY_DDL:
-    event.listen(UsageDay.__table__, "after_create", DDL(_sql).execute_if(dialect="postgresql"))
+create_with(UsageDay.__table__, SQLITE_ORG_DAY_DDL, POSTGRES_ORG_DAY_DDL)
 
 
 class OrgPrompt(db.Model):
