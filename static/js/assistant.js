@@ -403,6 +403,7 @@
     message.querySelector(".bubble").hidden = editing;
     message.querySelector(".msg-edit-open").hidden = editing;
     const text = box.querySelector("textarea");
+    text.disabled = !editing;
     if (editing) { text.focus(); text.setSelectionRange(text.value.length, text.value.length); }
     else { text.value = text.defaultValue; message.querySelector(".msg-edit-open").focus(); }
   }

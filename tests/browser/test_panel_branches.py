@@ -3,6 +3,8 @@ switched to with Previous version and Next version."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs
+
 from playwright.sync_api import expect
 
 from tests.browser.test_panel import count_titled, new_conversation, send, wait_turn
@@ -89,4 +91,28 @@ def test_regenerate_is_not_offered_while_a_card_waits_and_a_done_write_stays_don
     expect(panel.locator(".msg-assistant .md")).to_have_text(["It is already there."])
     wait_turn(panel)
     assert count_titled("Branch task") == 1  # the write ran once, in the first version
+    assert not s.errors, s.errors
+
+
+def test_save_and_send_carries_the_edited_message_alone(world, browse, fake_anthropic):
+    """Every message's box belongs to the thread's one edit form; only the opened one is
+    sent, so a long thread's Edit stays one message's size."""
+    fake_anthropic.script.add([Say("One.")], [Say("Two.")], [Say("Three.")])
+    s = browse("member@acme.test")
+    panel = new_conversation(s)
+    send(panel, "First question")
+    wait_turn(panel)
+    send(panel, "Second question")
+    expect(panel.locator(".msg-assistant .md")).to_have_text(["One.", "Two."])
+    wait_turn(panel)
+    last = panel.locator(".msg-user").last.get_attribute("id").removeprefix("msg-")
+    panel.get_by_role("button", name="Edit", exact=True).click()
+    panel.get_by_label("Edit message").last.fill("Second, edited")
+    with s.page.expect_request(lambda r: r.url.endswith("/chat/edit")) as sent:
+        panel.get_by_role("button", name="Save and send").click()
+    form = parse_qs(sent.value.post_data)
+    assert [name for name in form if name.startswith("text_")] == [f"text_{last}"]
+    assert form[f"text_{last}"] == ["Second, edited"]
+    expect(panel.locator(".msg-assistant .md")).to_have_text(["One.", "Three."])
+    expect(panel.locator(".msg-user .bubble")).to_have_text(["First question", "Second, edited"])
     assert not s.errors, s.errors
