@@ -192,6 +192,18 @@ def test_a_renamed_member_is_named_anew(world, copies):
     assert answer(owner, names) == [["Acme Renamed"]]
 
 
+def test_a_rename_seen_by_a_query_over_two_tables_with_names_copies_both(world, copies):
+    """New names drop every copy that holds names, before any of the query's tables is
+    checked: the second table's check never drops the first's copy from under the query."""
+    owner = world.a.principal("owner")
+    factories.make_tasks_model(owner, key="bugs")
+    assert answer(owner, "SELECT assignee_name FROM tasks") == [[None]] * 2
+    world.a.users["member"].name = "Acme Renamed"
+    db.session.commit()
+    joined = "SELECT t.title, b.assignee_name FROM tasks t LEFT JOIN bugs b ON 1 ORDER BY 1"
+    assert answer(owner, joined) == [["Acme private task", None], ["Acme public task", None]]
+
+
 def test_a_field_added_makes_a_new_table(world, copies):
     owner = world.a.principal("owner")
     answer(owner, COUNT)

@@ -133,8 +133,7 @@ class SandboxCache:
                 try:
                     entry.sandbox = build()
                 except BaseException:
-                    with self._lock:
-                        self._entries.pop(key, None)
+                    self._forget(entry)  # a caller waiting on it takes another
                     entry.lock.release()
                     raise
                 return entry

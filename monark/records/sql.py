@@ -826,11 +826,15 @@ def run_query(
         sandbox.start(local_now)
         reads = sandbox.plan(sql)
         versions = data_versions(principal.org_id, (sandbox.tables[n].model_id for n in reads))
-        for name, wanted in reads.items():
+        needed = {
+            name: [c for c in sandbox.tables[name].columns if c.name in wanted or c.source == "id"]
+            for name, wanted in reads.items()
+        }
+        # Before any table is checked: new names drop every copy that holds names.
+        if any(c.source == "user_name" for columns in needed.values() for c in columns):
+            sandbox.set_people({u.id: u.name for u in members(principal.org_id)})
+        for name, columns in needed.items():
             table = sandbox.tables[name]
-            columns = [c for c in table.columns if c.name in wanted or c.source == "id"]
-            if any(c.source == "user_name" for c in columns):
-                sandbox.set_people({u.id: u.name for u in members(principal.org_id)})
             # A model deleted since the catalogue was read: no rows, never stale ones.
             version = versions.get(table.model_id, -1)
             if not sandbox.holds(table, version, columns):
