@@ -183,8 +183,9 @@ class RecordList(BaseModel):
     items: list[RecordOut]
     next_cursor: str | None
     total: int = Field(
-        description="How many records match, over all pages: exact up to the deployment's "
-        "cap (1,000 by default), past it the cap, with total_is_lower_bound."
+        description="How many records match, over all pages: exact unless "
+        "total_is_lower_bound, when counting stopped at the deployment's cap (1,000 by "
+        "default) and more match."
     )
     total_is_lower_bound: bool = Field(
         False, description="True when more records match than total (counting stopped there)."

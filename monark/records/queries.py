@@ -343,8 +343,9 @@ def list_records(
     count: bool = False,
 ) -> RecordPage:
     """Records visible to the principal, one keyset page at a time (newest first unless
-    ``params`` sorts otherwise); with ``count``, the page's ``total`` is always set (exact
-    up to the deployment's cap, past it the cap with ``total_is_lower_bound``)."""
+    ``params`` sorts otherwise); with ``count``, the page's ``total`` is always set (exact,
+    unless counting would pass the deployment's cap: then the cap, with
+    ``total_is_lower_bound``)."""
     params = params or ListParams()
     page = _list_page(principal, model, params, limit, cursor, count)
     if count and page.total is None and not cursor and not page.next_cursor:
