@@ -74,10 +74,13 @@ def _database_url(instance_path: str) -> str:
 
 def engine_options(url: str) -> dict[str, Any]:
     """Engine settings that suit the database behind ``url``."""
+    # A database error's text leaves out its statement's values (a reply, a record's
+    # fields, a token's hash): it reaches logs, which are read by more people than the data.
+    private = {"hide_parameters": True}
     if url.startswith("sqlite"):
         # Wait up to 15 s for another writer instead of failing with "database is locked".
-        return {"connect_args": {"timeout": 15}}
-    return {"pool_pre_ping": True}
+        return {**private, "connect_args": {"timeout": 15}}
+    return {**private, "pool_pre_ping": True}
 
 
 def instance_secret_key(instance_path: str) -> str:
