@@ -126,3 +126,30 @@ def test_a_group_cards_choices_survive_the_card_being_drawn_again(world, browse,
     wait_turn(panel)
     expect(panel.locator(".msg-assistant").last).to_contain_text("Only Ay.")
     assert (count_titled("Ay"), count_titled("Bee")) == (1, 0)
+
+
+def test_the_person_chosen_to_approve_survives_the_card_being_drawn_again(
+    world, browse, fake_anthropic
+):
+    fake_anthropic.script.add(
+        [Call("records_create", {"model": "tasks", "values": {"title": "Chairs"}})],
+        [Say("Asked.")],
+    )
+    s = browse("member@acme.test")
+    s.goto("/models/tasks/records")
+    panel = new_conversation(s)
+    send(panel, "Add a task: chairs")
+    wait_turn(panel)
+    card = panel.locator(".call-write").last
+    card.get_by_label("Ask someone to approve").select_option(label="Acme Owner")
+    chosen = card.get_by_label("Ask someone to approve").input_value()
+    call_id = card.get_attribute("id").removeprefix("call-")
+    card.evaluate("el => el.dataset.before = '1'")
+    s.page.evaluate(
+        "id => htmx.ajax('GET', `/chat/calls/${id}`, {target: `#call-${id}`, swap: 'outerHTML'})",
+        call_id,
+    )
+    expect(panel.locator(f"#call-{call_id}:not([data-before])")).to_have_count(1)
+    expect(panel.get_by_label("Ask someone to approve")).to_have_value(chosen)
+    panel.get_by_role("button", name="Ask to approve").click()
+    expect(panel.locator(".call-write").last).to_contain_text("Waiting for Acme Owner")
