@@ -5,10 +5,14 @@
   const input = () => document.getElementById("search-q");
   const popup = () => document.getElementById("search-popup");
   const options = () => [...(popup()?.querySelectorAll('[role="option"]') || [])];
+  // Esc closed the list: an answer still on its way for what was typed does not open it
+  // again; typing, the arrows or Ctrl+K do.
+  let dismissed = false;
 
   function show(open) {
     const list = popup();
     if (!list || !input()) return;
+    if (open) dismissed = false;
     list.hidden = !open;
     input().setAttribute("aria-expanded", String(open));
     if (!open) choose(null);
@@ -63,6 +67,7 @@
       if (!popup().hidden) {
         event.preventDefault();
         show(false);
+        dismissed = true;
       } else {
         input().blur();
       }
@@ -90,10 +95,14 @@
     if (!popup() || !input() || ![input(), popup()].includes(event.target)) return;
     const drawn = popup().children.length > 0;
     // The answer to what the box says now: show it while the box still has the focus.
-    show(drawn && document.activeElement === input() && input().value.trim() !== "");
+    show(
+      !dismissed && drawn && document.activeElement === input() && input().value.trim() !== "",
+    );
   });
   document.addEventListener("input", (event) => {
-    if (event.target === input() && input().value.trim() === "") {
+    if (event.target !== input()) return;
+    dismissed = false;
+    if (input().value.trim() === "") {
       popup().innerHTML = "";
       show(false);
     }

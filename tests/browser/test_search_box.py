@@ -58,3 +58,33 @@ def test_enter_with_nothing_chosen_opens_the_results_page(world, browse):
     expect(s.page).to_have_url(re.compile(r"/search\?q=axolotl"))
     expect(s.page.locator("#search-results")).to_contain_text("Travel")
     assert not s.errors, s.errors
+
+
+def test_an_answer_that_arrives_after_esc_leaves_the_list_closed(world, browse):
+    owner = world.a.principal("owner")
+    wiki.create_page(owner, "Travel", "", None, "the axolotl tank")
+    s = browse("owner@acme.test")
+    s.goto("/wiki")
+    box, popup = s.page.locator("#search-q"), s.page.locator("#search-popup")
+    s.page.keyboard.press("Control+k")
+    s.page.keyboard.type("axolotl")
+    expect(popup).to_contain_text("Travel")
+    expect(popup).to_be_visible()
+
+    # The answer for what is typed next is held back until after Esc, as a slow server would.
+    held = []
+    s.page.route(re.compile(r"/search\?q=axolotl\+tank"), lambda route: held.append(route))
+    with s.page.expect_request(re.compile(r"/search\?q=axolotl\+tank")):
+        s.page.keyboard.type(" tank")
+    s.page.keyboard.press("Escape")
+    expect(popup).to_be_hidden()
+    assert len(held) == 1
+    with s.page.expect_response(re.compile(r"/search\?q=axolotl\+tank")):
+        held[0].continue_()
+    expect(popup).to_contain_text("axolotl tank")  # the late answer was drawn ...
+    expect(popup).to_be_hidden()  # ... and left closed
+    expect(box).to_have_attribute("aria-expanded", "false")
+
+    s.page.keyboard.press("ArrowDown")  # the arrows open it again
+    expect(popup).to_be_visible()
+    assert not s.errors, s.errors
