@@ -13,9 +13,11 @@ from monark.assistant.versions import Spot, spots
 from monark.chat import branches
 from monark.chat.models import Conversation, Message, ToolCall
 from monark.chat.turn.branching import REGENERATE_WAITS, SWITCH_WAITS
+from monark.core.models import User
 from monark.extensions import db
 from tests.llm_script import Call, Say
 from tests.test_chat_stream import frames, post_stream, read
+from tests.tuning import configure
 
 
 def conversation_id() -> int:
@@ -98,6 +100,44 @@ def test_regenerate_streams_a_second_version_and_the_thread_offers_both(world, l
     assert assistant_texts(switched) == ["First take."] and versions(switched) == ["1/2"]
     assert switched.select('button[form="chat-regenerate"]')  # its foot drawn with it
     assert assistant_texts(thread(browser, cid)) == ["First take."]
+
+
+def test_the_switch_is_refused_with_why_once_the_user_turned_the_assistant_off(
+    world, login, scripted
+):
+    scripted.script.add([Say("One.")], [Say("Two.")])
+    browser = login("member@acme.test")
+    post_stream(browser, "Hi")
+    cid = conversation_id()
+    regenerate(browser, cid)
+    one, member = (
+        message_id("One."),
+        db.session.scalar(select(User).where(User.email == "member@acme.test")),
+    )
+    member.ai_agent_enabled = False
+    db.session.commit()
+    response = switch(browser, cid, one)
+    assert response.status_code == 403
+    assert "You turned the AI assistant off" in response.get_data(as_text=True)
+    member.ai_agent_enabled = True
+    db.session.commit()
+    assert assistant_texts(thread(browser, cid)) == ["Two."]
+
+
+def test_switches_count_with_the_decisions_per_minute(app, world, login, scripted, monkeypatch):
+    configure(monkeypatch, app, LIMIT_DECISIONS_PER_MINUTE=2)
+    scripted.script.add([Say("One.")], [Say("Two.")])
+    browser = login("member@acme.test")
+    post_stream(browser, "Hi")
+    cid = conversation_id()
+    regenerate(browser, cid)
+    one, two = message_id("One."), message_id("Two.")
+    assert switch(browser, cid, one).status_code == 200
+    assert switch(browser, cid, two).status_code == 200
+    refused = switch(browser, cid, one)
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert "Too many decisions" in refused.get_data(as_text=True)
+    assert assistant_texts(thread(browser, cid)) == ["Two."]
 
 
 def test_regenerate_while_a_card_waits_is_refused_with_why(world, login, scripted):

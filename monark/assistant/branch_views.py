@@ -8,9 +8,10 @@
 - ``POST /chat/conversations/<id>/versions/<message_id>``: show the version holding that
   message (Previous version, Next version); answers the thread and its foot.
 
-Each is a POST under the app's CSRF check; the services (``chat.turn.branching``) check that
-the conversation and message are the user's own (404 otherwise) and refuse, saying why
-(409), while a turn runs or a card waits.
+Each is a POST under the app's CSRF check and the assistant's gates, counted per minute
+(messages for the first two, decisions for the switch); the services
+(``chat.turn.branching``) check that the conversation and message are the user's own (404
+otherwise) and refuse, saying why (409), while a turn runs or a card waits.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from monark.assistant.views import (
     _refused,
     _start,
     _start_on_conversation,
-    bp,
+    decision_post,
     turn_post,
 )
 from monark.chat.turn import run
 from monark.chat.turn.branching import begin_edit, begin_regenerate, switch_branch
-from monark.core.auth import guard, require_principal
+from monark.chat.turn.start import require_assistant
+from monark.core.auth import require_principal
 from monark.core.errors import AppError, Conflict, ValidationFailed
 from monark.core.ids import form_id
 from monark.core.rbac import Principal
@@ -75,13 +77,15 @@ def edit_message():
     return _start_version(principal, turn)
 
 
-@bp.post("/conversations/<int:conversation_id>/versions/<int:message_id>")
-@guard("chat.use")
+# Counted with the decisions on cards: which version the model reads next is one.
+@decision_post("/conversations/<int:conversation_id>/versions/<int:message_id>")
 def show_version(conversation_id: int, message_id: int):
     """Make the version holding ``message_id`` the one the thread shows and the model reads
-    next; answers the thread and its foot (a notice instead when refused)."""
+    next; answers the thread and its foot (a notice instead when refused: the assistant's
+    gates closed, another's conversation, a turn running)."""
     principal = require_principal()
     try:
+        require_assistant(principal)
         switch_branch(principal, conversation_id, message_id)
     except AppError as err:
         return _refused(err)
