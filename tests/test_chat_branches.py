@@ -344,6 +344,8 @@ def test_the_path_and_versions_of_rows(world):
     rows = [R(1, None), R(2, 1), R(3, 1), R(4, 3), R(5, None)]
     assert [r.id for r in branches.active_path(rows, 4)] == [1, 3, 4]
     assert [r.id for r in branches.active_path(rows, None)] == [1, 2, 3, 4, 5]
+    # A head that is gone: the newest message's branch, never both versions at once.
+    assert [r.id for r in branches.active_path([*rows[:4], R(6, 2)], 99)] == [1, 2, 6]
     assert branches.newest_leaf(rows, 1) == 4 and branches.newest_leaf(rows, 2) == 2
     aside = branches.set_aside(rows, branches.active_path(rows, 4))
     assert [r.id for r in aside[3]] == [2] and [r.id for r in aside[1]] == [5]
