@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from monark.approvals import service as approval_service
 from monark.chat import branches, store
-from monark.chat.llm.types import TextBlock
+from monark.chat.llm.types import TextBlock, ToolResultBlock
 from monark.chat.models import Conversation, Message, MessageRole, ToolCall
 from monark.chat.transcript import SET_ASIDE_OPENING
 from monark.chat.turn import lease
@@ -113,6 +113,28 @@ def test_switching_to_a_version_goes_to_where_that_branch_was_left(world, script
     assert path_texts(cid) == ["Start", "B1.", "More", "B2."]
     # A version already shown changes nothing (a second click, another tab).
     assert switch_branch(member, cid, message_id(cid, "B1.")) is False
+
+
+def test_a_switch_leaves_the_paths_own_results_whole_whatever_was_stubbed_on_the_other(
+    world, scripted
+):
+    member = world.a.principal("member")
+    scripted.script.add(
+        [Call("records_list", {"model": "tasks"})], [Say("Found.")], [Say("Other.")]
+    )
+    cid = send(member, "List the tasks").conversation_id
+    regenerate(member, cid)
+    # The other version's turns grew long: results before its newest message became stubs.
+    conversation = db.session.get(Conversation, cid)
+    newest = db.session.scalar(select(func.max(Message.id)))
+    conversation.context_stub_before = conversation.context_stub_moved_at = newest + 1
+    db.session.commit()
+    switch_branch(member, cid, message_id(cid, "Found."))
+    scripted.script.add([Say("Noted.")])
+    send(member, "And?", conversation_id=cid)
+    request = scripted.requests[-1]
+    results = [b for m in request.messages for b in m.content if isinstance(b, ToolResultBlock)]
+    assert len(results) == 1 and "omitted to save space" not in results[0].content
 
 
 def test_edit_sends_a_new_version_of_the_last_message_the_old_kept(world, scripted):
