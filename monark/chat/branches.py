@@ -34,13 +34,11 @@ Row = TypeVar("Row", bound=Linked)
 
 
 def active_path(rows: Sequence[Row], head_id: int | None) -> list[Row]:
-    """The head and its ancestors in order (all ``rows``, in order, while it never branched).
-    A head that is gone leaves the newest message's branch: never a blank thread, and never
-    two versions read as one conversation."""
+    """The head and its ancestors in order (all ``rows``, in order, while it never branched;
+    the newest message's branch for a head that is gone, never two versions as one)."""
     if head_id is None or not rows:
         return list(rows)
-    by_id = {row.id: row for row in rows}
-    if head_id not in by_id:
+    if head_id not in (by_id := {row.id: row for row in rows}):
         head_id = rows[-1].id
     path: list[Row] = []
     node: Row | None = by_id[head_id]

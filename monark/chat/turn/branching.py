@@ -119,8 +119,7 @@ def switch_branch(principal: Principal, conversation_id: int, message_id: int) -
         if any(n.id == message_id for n in branches.active_path(nodes, conversation.head_id)):
             return False  # shown already (a second click, another tab)
         conversation.head_id = branches.newest_leaf(nodes, message_id)
-        # Where old results became stubs was measured on the path left: on this one it
-        # could stub its newest results. The next turn measures this path afresh.
+        # The stub boundary was measured on the path left (here it could stub the newest).
         conversation.context_stub_before = conversation.context_stub_moved_at = None
         _event(principal, conversation_id, "branch_switched", {"message_id": message_id})
         db.session.commit()
