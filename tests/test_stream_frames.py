@@ -21,12 +21,22 @@ class Paced:
 
     name = "paced"
 
-    def __init__(self, pieces: list[str], gap: float, after_first: threading.Event | None = None):
+    def __init__(
+        self,
+        pieces: list[str],
+        gap: float,
+        after_first: threading.Event | None = None,
+        after_each: threading.Event | None = None,
+    ):
         self.pieces, self.gap, self.after_first = pieces, gap, after_first
+        self.after_each = after_each  # each piece waits until the one before was handed on
         self.sent: list[float] = []
 
     def _send(self, arrived: queue.SimpleQueue) -> None:
         for n, piece in enumerate(self.pieces):
+            if n and self.after_each is not None:
+                assert self.after_each.wait(10)
+                self.after_each.clear()
             if n == 1 and self.after_first is not None:
                 self.after_first.wait(10)  # the first piece was handed on
             elif n:
@@ -90,7 +100,10 @@ def test_tokens_within_one_frame_interval_go_out_as_one_frame(monkeypatch):
 
 @pytest.mark.parametrize("gap", [0.06, 0.1])
 def test_tokens_slower_than_a_frame_each_go_at_once(gap):
-    provider = Paced(["a", "b", "c", "d"], gap)
-    hooks = Frames()
+    # Each piece comes ``gap`` (more than a frame interval) after the one before was handed
+    # on, so however late a busy machine wakes the reader, none has a frame left to wait out.
+    handed = threading.Event()
+    provider = Paced(["a", "b", "c", "d"], gap, after_each=handed)
+    hooks = Frames(handed)
     streaming.stream_step(provider, request(), hooks, silence=30)
     assert [text for _, text in hooks.frames] == ["a", "b", "c", "d"]

@@ -39,6 +39,7 @@ def test_a_card_whose_record_changed_is_redrawn_and_asked_again(world, browse, f
     send(panel, "Mark the public task done")
     card = panel.locator(".call-write").last
     expect(card.locator(".before")).to_have_text("todo")
+    wait_turn(panel)  # the card is drawn for good: the turn's end would redraw it
     # Someone else moves the task on while the card waits.
     records.update_record(world.a.principal("owner"), world.a.model, record_id, {"status": "doing"})
     db.session.commit()
@@ -62,6 +63,7 @@ def test_a_card_past_its_time_says_it_expired_and_runs_nothing(world, browse, fa
     send(panel, "Add a task called Too late")
     card = panel.locator(".call-write").last
     expect(card.get_by_role("button", name="Confirm")).to_be_visible()
+    wait_turn(panel)  # a redraw at the turn's end would show it expired before the click
     db.session.execute(update(ToolCall).values(created_at=utcnow() - timedelta(days=8)))
     db.session.commit()
     card.get_by_role("button", name="Confirm").click()
