@@ -413,6 +413,45 @@ def test_a_member_who_could_not_make_the_change_cannot_approve_it(app, world, lo
     assert db.session.get(Record, record_id).values["status"] == "done"
 
 
+def test_a_member_who_could_not_make_the_change_cannot_edit_it_either(app, world, login):
+    """The write runs as the key: an edit by a member who cannot read the record (or make
+    the edited change) would pass what only the key's role may do to the next approver."""
+    other = make_user("second@acme.test", "Second Member")
+    add_member(other, world.a.org, "member")
+    token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
+    record_id = world.a.private.id
+    approval = (
+        app.test_client()
+        .patch(
+            f"/api/v1/models/tasks/records/{record_id}",
+            json={"values": {"status": "done"}},
+            headers=bearer(token),
+        )
+        .get_json()
+    )
+    before = dict(db.session.get(ToolCall, approval["id"]).input)
+    second = login("second@acme.test")
+    form = second.get(f"/chat/calls/{approval['id']}/edit")
+    assert form.status_code == 403, form.get_data(as_text=True)
+    assert "could not make this change yourself" in form.get_data(as_text=True)
+    saved = second.post(
+        f"/chat/calls/{approval['id']}/edit",
+        {"arg.values.title": "Tampered", "arg.visibility": "org"},
+    )
+    assert saved.status_code == 403
+    db.session.expire_all()
+    call = db.session.get(ToolCall, approval["id"])
+    assert call.input == before and call.edited_by_id is None
+    assert call.status == "PROPOSED"
+    # The record's owner, who may make it, still edits it.
+    owner = login("member@acme.test")
+    assert owner.get(f"/chat/calls/{approval['id']}/edit").status_code == 200
+    edited = owner.post(f"/chat/calls/{approval['id']}/edit", {"arg.values.title": "Renamed"})
+    assert edited.status_code == 200, edited.get_data(as_text=True)
+    db.session.expire_all()
+    assert db.session.get(ToolCall, approval["id"]).input["values"]["title"] == "Renamed"
+
+
 def test_the_status_shows_a_private_records_answer_only_to_who_may_read_it(app, world, login):
     other = make_user("second@acme.test", "Second Member")
     add_member(other, world.a.org, "member")

@@ -23,7 +23,7 @@ from monark.api import held
 from monark.api import schemas as s
 from monark.api.dispatch import DispatchResponse, dispatch_route, rehearse
 from monark.api.routes import V1_ROUTES
-from monark.approvals import inbox, notices
+from monark.approvals import edits, inbox, notices
 from monark.approvals.decision import Decision, Runner
 from monark.approvals.decision import decide as approvals_decide
 from monark.approvals.policy import ApprovalPolicy
@@ -35,6 +35,7 @@ from monark.chat.hooks import TurnHooks
 from monark.chat.loop import TurnResult, TurnStatus
 from monark.chat.models import (
     CallEvent,
+    Conversation,
     ConversationKind,
     ToolCall,
     ToolCallStatus,
@@ -155,15 +156,21 @@ class _AsKey:
         return outcome
 
 
-def check_approver_could_make_it(approver: Principal, key: Principal, call: ToolCall) -> None:
+def check_approver_could_make_it(
+    approver: Principal,
+    key: Principal,
+    call: ToolCall,
+    arguments: dict[str, Any] | None = None,
+) -> None:
     """``Forbidden`` when the key could make this write but the approver could not (a
     record only the key's role may see, say): approving it would change what they cannot
     see. Both are dry runs, rolled back; when the key's fails too, the write is left to
-    fail when it runs, saying why."""
+    fail when it runs, saying why. ``arguments``: the call's as an edit would leave them
+    (default: as stored)."""
     route = next((r for r in V1_ROUTES if r.name == call.name), None)
     if route is None:
         return
-    arguments = dict(call.input)
+    arguments = dict(call.input if arguments is None else arguments)
     refused = _dry_run(approver.via_assistant(call.conversation_id), route, arguments)
     if refused.ok or not _dry_run(key, route, arguments).ok:
         return
@@ -171,6 +178,28 @@ def check_approver_could_make_it(approver: Principal, key: Principal, call: Tool
         "You could not make this change yourself, so you cannot approve it "
         f"({refused.error_message()}): a member who may make it can."
     )
+
+
+def check_editor_could_make_it(
+    editor: Principal,
+    call: ToolCall,
+    conversation: Conversation | None,
+    edited: dict[str, Any] | None = None,
+) -> None:
+    """``Forbidden`` when the member editing a key's held write could not make it
+    themselves, as it stands or as ``edited`` would leave it. The write runs as the key,
+    so without this an edit could add what only the key's role may do (a private record
+    made public by a member who cannot read it) for an approver to pass unnoticed."""
+    if conversation is None or conversation.kind != ConversationKind.API:
+        return
+    key = key_principal(conversation.org_id, conversation.api_key_id or 0)
+    if key is None:  # revoked: its held writes are rejected, and nothing runs as it
+        return
+    arguments = None
+    if edited is not None:
+        spec = next((s for s in tool_executor().specs() if s.name == call.name), None)
+        arguments = edits.edited_arguments(spec, call.input, edited)
+    check_approver_could_make_it(editor, key, call, arguments)
 
 
 def _dry_run(principal: Principal, route: RouteDescriptor, arguments: dict) -> DispatchResponse:

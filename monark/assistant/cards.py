@@ -16,6 +16,7 @@ from typing import Any
 
 from flask import flash, render_template, request
 
+from monark.api import key_holds
 from monark.approvals import edits, expiry, handover, own_calls
 from monark.approvals import inbox as requests
 from monark.approvals import service as approvals
@@ -119,6 +120,7 @@ def _edit_target(principal: Principal, call_id: int):
     else:
         schema = None
         if call.status == "PROPOSED":
+            key_holds.check_editor_could_make_it(principal, call, target.conversation)
             actor = principal.via_assistant(call.conversation_id)
             schema = edit_schema(tool_executor(), actor, call.name, dict(call.input))
     if schema is None:
@@ -145,6 +147,7 @@ def _save(principal: Principal, target: Target, arguments: dict[str, Any]) -> No
         return
     if expiry.is_expired(call):
         raise expiry.ProposalExpired(expired_message())
+    key_holds.check_editor_could_make_it(principal, call, target.conversation, arguments)
     edits.edit_call(tool_executor(), principal, call, arguments)
 
 
