@@ -161,6 +161,14 @@ def test_api_calls_per_key_per_minute(app, world, monkeypatch):
     refused = call(world.a.keys["member"])
     assert_limit_headers(refused, 3)
     assert refused.json["error"]["code"] == "rate_limited"
+    # The count is the key's, not a route's: its other routes and methods are refused too.
+    member = {"Authorization": f"Bearer {world.a.keys['member']}"}
+    for other in (
+        client.get("/api/v1/me", headers=member),
+        client.get("/api/v1/models/tasks/records", headers=member),
+        client.post("/api/v1/models/tasks/records", json={"values": {}}, headers=member),
+    ):
+        assert_limit_headers(other, 3)
     # Another key counts on its own.
     assert call(world.a.keys["admin"]).status_code == 200
 

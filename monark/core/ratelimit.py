@@ -9,8 +9,9 @@ What is limited (the numbers: ``LimitSettings``, each 0 for off):
 - turns a user starts per minute (``check_messages``: a message, Retry), and decisions a
   user takes on cards per minute (``check_decisions``: Confirm, Reject, Allow, Confirm
   selected), counted apart so that confirming many cards never blocks a message;
-- calls of one API key per minute on /api/v1 (Flask-Limiter's own limit on the blueprint,
-  so the MCP server, which calls /api/v1 with its key, is limited too);
+- calls of one API key per minute on /api/v1, all its routes and methods counted together
+  (Flask-Limiter's own shared limit on the blueprint, so the MCP server, which calls
+  /api/v1 with its key, is limited too);
 - ``records_query`` calls of one principal per minute (``check_queries``);
 - turns running at once in one org: counted from the turn leases in the database
   (``monark.chat.turn.lease``), not here.
@@ -89,8 +90,11 @@ def init_app(app: Flask, api_blueprint: Any) -> Limiter:
         enabled=limits.enabled,
     )
     limiter.init_app(app)
-    limiter.limit(
+    # One count per key across every route and method: a limit per route (``limit``'s
+    # way on a blueprint) would let one key make N calls a minute of each.
+    limiter.shared_limit(
         lambda: f"{max(1, settings().limits.api_per_minute)}/minute",
+        scope="api-key",
         key_func=_api_key,
         error_message="Too many requests with this API key; see Retry-After.",
     )(api_blueprint)
