@@ -116,9 +116,10 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
         app.config["SECRET_KEY"] = instance_secret_key(app.instance_path)
     settings.install(app)  # read once, after every override
     try:  # a deployment's price file is checked at start, not at its first reply
-        price_table(settings.spend_settings(app).prices_file)
+        prices = price_table(settings.spend_settings(app).prices_file)
     except PriceError as err:
         raise RuntimeError(f"PRICES_FILE: {err}") from None
+    metrics.name_values("model", [m for _provider, m in prices.prices])
 
     db.init_app(app)
     migrate.init_app(
@@ -148,6 +149,7 @@ def create_app(overrides: dict[str, Any] | None = None) -> Flask:
     jobs.init_app(app)  # after every feature declared its jobs (at import)
     gauges.install(app)
     toolset = build_chat_toolset(ROUTES, [NavigateTool(), AskUserTool()])
+    metrics.name_values("tool", [spec.name for spec in toolset.specs()])
     runtime.install(
         app,
         runtime.ChatRuntime(

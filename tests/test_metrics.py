@@ -8,6 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from monark.chat.models import Message, ToolCall, ToolCallStatus
+from monark.core import metrics
 from monark.extensions import db
 from tests.llm_script import Call, Say
 from tests.test_chat_stream import post_stream
@@ -21,6 +22,7 @@ def scrape(app) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     response = app.test_client().get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
     assert response.mimetype == "text/plain"
+    assert response.headers["Content-Type"].count("charset=") == 1
     samples = {}
     for family in text_string_to_metric_families(response.get_data(as_text=True)):
         for s in family.samples:
@@ -144,3 +146,33 @@ def test_a_reply_without_a_price_is_counted_as_unpriced_with_its_tokens(
     assert delta("monark_unpriced_replies_total") == 1
     assert delta("monark_cost_usd_total") == 0
     assert delta("monark_tokens_total", kind="input") == reply.input_tokens
+
+
+def test_labels_hold_the_apps_own_names_never_text_from_a_model_or_an_org(
+    app, world, login, fake_anthropic, monkeypatch
+):
+    """A tool name the model made up, or a model an org typed in, would carry their words
+    to the operators' monitoring and open new series on every scrape: both are "other"."""
+    configure(monkeypatch, app, METRICS_TOKEN=TOKEN)
+    before = scrape(app)
+    fake_anthropic.script.add(
+        [Call("leak ben@acme.test Renew the office lease", {})],
+        [Say("That tool does not exist.")],
+    )
+    assert post_stream(login("member@acme.test"), "Go").status_code == 200
+    with app.app_context():
+        metrics.tokens("anthropic", "Acme secret ada@acme.test", {"input": 7})
+    after = scrape(app)
+    names = {value for (_n, labels) in after for _k, value in labels}
+    assert not any("@acme.test" in name for name in names)
+    delta = total(after, "monark_tool_calls_total", tool="other", status="failed") - total(
+        before, "monark_tool_calls_total", tool="other", status="failed"
+    )
+    assert delta == 1
+    assert (
+        total(after, "monark_tokens_total", model="other", kind="input")
+        - total(before, "monark_tokens_total", model="other", kind="input")
+        == 7
+    )
+    # The tools the app has, and the models it prices, keep their names.
+    assert total(after, "monark_tokens_total", model=app.config["CHAT_LLM_MODEL"]) > 0

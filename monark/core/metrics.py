@@ -17,7 +17,7 @@ from __future__ import annotations
 import hmac
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -90,20 +90,39 @@ HTTP_SECONDS = Histogram(
 
 _STARTED = "monark.metrics.started"
 
+# A label holds the app's own names, never free text: a tool name the model made up, or a
+# model name an org admin typed, would carry their words to the operators' monitoring and
+# open new series on every scrape. A value not named here is counted as "other".
+OTHER = "other"
+_NAMED: dict[str, set[str]] = {"tool": set(), "model": set()}
+
+
+def name_values(label: str, values: Iterable[str]) -> None:
+    """Let ``values`` stand as themselves in ``label`` ("tool": the tools registered;
+    "model": the models the deployment prices; its own model, ``CHAT_LLM_MODEL``, too)."""
+    _NAMED[label].update(v for v in values if v)
+
+
+def _named(label: str, value: str) -> str:
+    if value in _NAMED[label] or (label == "model" and value == settings().chat.llm_model):
+        return value
+    return OTHER
+
 
 def turn_ended(provider: str, model: str, outcome: str, seconds: float) -> None:
     """A turn ended with ``outcome`` after ``seconds``."""
     TURNS.labels(outcome).inc()
-    TURN_SECONDS.labels(provider, model).observe(seconds)
+    TURN_SECONDS.labels(provider, _named("model", model)).observe(seconds)
 
 
 def first_token(provider: str, model: str, seconds: float) -> None:
     """A model step's first text came ``seconds`` after its request."""
-    FIRST_TOKEN.labels(provider, model).observe(seconds)
+    FIRST_TOKEN.labels(provider, _named("model", model)).observe(seconds)
 
 
 def tokens(provider: str, model: str, counts: dict[str, int]) -> None:
     """A step's measured usage, by kind."""
+    model = _named("model", model)
     for kind, count in counts.items():
         if count:
             TOKENS.labels(provider, model, kind).inc(count)
@@ -111,6 +130,7 @@ def tokens(provider: str, model: str, counts: dict[str, int]) -> None:
 
 def cost(provider: str, model: str, amount: Decimal | None) -> None:
     """A reply's cost (None: unknown, counted as an unpriced reply)."""
+    model = _named("model", model)
     if amount is None:
         UNPRICED.labels(provider, model).inc()
     elif amount:
@@ -119,7 +139,7 @@ def cost(provider: str, model: str, amount: Decimal | None) -> None:
 
 def tool_call(tool: str, status: str) -> None:
     """A tool call reached ``status``."""
-    TOOL_CALLS.labels(tool, str(status).lower()).inc()
+    TOOL_CALLS.labels(_named("tool", tool), str(status).lower()).inc()
 
 
 def webhook_attempt(outcome: str) -> None:
@@ -216,4 +236,4 @@ def init_app(app: Flask) -> None:
                 {"WWW-Authenticate": 'Bearer realm="metrics"'},
                 mimetype="text/plain",
             )
-        return Response(exposition(app), mimetype=CONTENT_TYPE_LATEST)
+        return Response(exposition(app), content_type=CONTENT_TYPE_LATEST)  # its charset once
