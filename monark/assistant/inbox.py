@@ -29,6 +29,8 @@ from monark.assistant.card_view import (
     panel_card,
     user_names,
 )
+from monark.assistant.stream import partial, render_fragment
+from monark.assistant.thread import thread_view
 from monark.assistant.verdict import Verdict
 from monark.chat.calls import preview_of
 from monark.chat.models import Conversation, ConversationKind, ToolCall
@@ -168,4 +170,18 @@ def hand_over(call_id: int):
     db.session.rollback()
     call = own_calls.get_tool_call(principal, call_id)
     card = render_template("assistant/_call.html", card=panel_card(call, handover_error=error))
-    return card, status
+    if error is not None:
+        return card, status
+    # Handed over: the foot says whom it waits for, and the panel waits for their decision.
+    thread = thread_view(principal, call.conversation_id)
+    foot = render_fragment(
+        "assistant/_thread_foot.html", foot=thread.foot, following=False, notice=None
+    )
+    waits = render_fragment(
+        "assistant/_await.html", foot=thread.foot, conversation_id=call.conversation_id
+    )
+    return (
+        card
+        + partial("#chat-thread-foot", "outerHTML", foot)
+        + partial("#chat-await-slot", "innerHTML", waits)
+    )

@@ -335,6 +335,12 @@ def await_decision(conversation_id: int):
         if time.monotonic() >= deadline:
             return Response(": still waiting\n\n", mimetype="text/event-stream")
         time.sleep(AWAIT_POLL_SECONDS)
+    # Decided: the model hears of it now, and this open panel follows its answer (as a
+    # panel opening the conversation would).
+    continuation = handover.begin_continuation(principal, conversation_id)
+    if continuation is not None:
+        run.start_turn(continuation)
+        return watch_turn(principal, conversation_id, continuation.turn_id, snapshot=True)
     return watch_turn(principal, conversation_id, None, snapshot=True)
 
 

@@ -59,6 +59,36 @@ def test_a_card_handed_over_is_confirmed_by_the_owner_and_the_thread_continues(
     assert not a.errors and not b.errors
 
 
+def test_the_requesters_open_panel_shows_the_approvers_decision_without_a_reload(
+    world, browse, fake_anthropic
+):
+    fake_anthropic.script.add(
+        [Call("records_create", {"model": "tasks", "values": {"title": "Order desks"}})],
+        [Say("Approved: Order desks is on the list.")],
+    )
+    a = browse("member@acme.test")
+    a.goto("/models/tasks/records")
+    panel = new_conversation(a)
+    send(panel, "Add a task: order desks")
+    card = panel.locator(".call-write").last
+    card.get_by_label("Ask someone to approve").select_option(label="Acme Owner")
+    card.get_by_role("button", name="Ask to approve").click()
+    expect(panel.locator(".call-write").last).to_contain_text("Waiting for Acme Owner")
+    # The foot no longer asks the member for a Confirm that is the owner's now.
+    expect(panel.locator("#chat-thread-foot")).not_to_contain_text("your Confirm or Reject")
+    expect(panel.locator("#chat-await")).to_have_count(1)
+
+    b = browse("owner@acme.test")
+    b.goto("/approvals")
+    b.page.locator(".approval").get_by_role("button", name="Confirm").click()
+    expect(b.page.locator(".approval")).to_have_count(0)
+    # No reload: the member's panel follows the decision and the model's answer.
+    expect(panel.locator(".msg-assistant").last).to_contain_text("Approved: Order desks")
+    expect(panel.locator(".call-write").first).to_contain_text("Confirmed by Acme Owner")
+    assert count_titled("Order desks") == 1
+    assert not a.errors and not b.errors
+
+
 def test_an_mcp_agents_write_is_approved_in_the_inbox_and_read_by_the_status_tool(
     world,
     browse,
