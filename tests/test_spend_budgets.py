@@ -456,3 +456,74 @@ def test_the_page_banner_header_and_form(world, scripted, priced, login):
     ok = browser.post("/settings/usage/budget", {"monthly_cost": "100"})
     assert ok.status_code in (200, 303)
     assert budgets.status(world.a.org.id).limits.monthly_cost == Decimal(100)
+
+
+# Arabic-Indic and full-width digits: another script's "100".
+OTHER_DIGITS = ["\u0661\u0660\u0660", "\uff11\uff10\uff10"]
+
+
+@pytest.mark.parametrize("raw", ["1,0,0", "1E+5", "1_000", *OTHER_DIGITS, "1.", "$5", "5 000"])
+def test_a_budget_is_digits_as_typed_on_a_keyboard(world, raw):
+    """Decimal would read each of these as some number nobody meant to type."""
+    with pytest.raises(ValidationFailed, match="is not a number"):
+        budgets.parse_limit(raw, "monthly_cost")
+
+
+def test_thousands_and_small_amounts_read_and_show_as_typed(world, login):
+    admin = world.a.principal("admin")
+    assert budgets.parse_limit("1,000.50", "monthly_cost") == Decimal("1000.50")
+    budgets.set_budget(admin, {"monthly_cost": "0.0000001", "monthly_tokens": "12,000"})
+    soup = BeautifulSoup(
+        login("admin@acme.test").get("/settings/usage").get_data(as_text=True), "html.parser"
+    )
+    assert soup.select_one("#monthly_cost")["value"] == "0.0000001"
+    assert soup.select_one("#monthly_tokens")["value"] == "12000"
+
+
+def test_every_bad_field_is_named_at_once_and_nothing_is_written(world, login):
+    admin = world.a.principal("admin")
+    budgets.set_budget(admin, {"monthly_cost": "7"})
+    form = {"monthly_cost": "abc", "user_daily_cost": "-1", "user_daily_tokens": "x"}
+    with pytest.raises(ValidationFailed) as refused:
+        budgets.set_budget(admin, form)
+    fields = [d["field"] for d in refused.value.details]
+    assert fields == ["monthly_cost", "user_daily_cost", "user_daily_tokens"]
+    db.session.rollback()
+    assert budgets.status(world.a.org.id).limits.monthly_cost == Decimal(7)
+    # On the page: each field's own error, and the period's links still go to the page.
+    page = login("admin@acme.test").post("/settings/usage/budget", form)
+    assert page.status_code == 400
+    soup = BeautifulSoup(page.get_data(as_text=True), "html.parser")
+    for name in fields:
+        assert soup.select_one(f"#{name}-error").get_text(strip=True)
+    periods = [a["href"] for a in soup.select(".usage-periods a")]
+    assert periods and all(href.startswith("/settings/usage?days=") for href in periods)
+
+
+def test_a_budget_lowered_below_the_spend_is_a_crossing_told_once(world, scripted, priced):
+    admin = world.a.principal("admin")
+    scripted.script.add([Say("Hi.")])
+    send_message(world.a.principal("member"), SendInput(text="Hi"))  # STEP spent
+    budgets.set_budget(admin, {"monthly_cost": "0.0005"})  # below the spend: paused now
+    tripped = _events(world.a.org.id, "budget.tripped")
+    assert len(tripped) == 1 and tripped[0].actor_id == world.a.users["admin"].id
+    assert len(_events(world.a.org.id, "budget.warned")) == 1
+    assert not check_gates(world.a.principal("member")).open
+    # Saved again, still over: the month's crossings are not told again.
+    budgets.set_budget(admin, {"monthly_cost": "0.0006"})
+    assert len(_events(world.a.org.id, "budget.tripped")) == 1
+    assert len(_events(world.a.org.id, "budget.warned")) == 1
+    # Raised above it, then lowered again: back under, a new crossing is told.
+    budgets.set_budget(admin, {"monthly_cost": "5"})
+    assert check_gates(world.a.principal("member")).open
+    budgets.set_budget(admin, {"monthly_cost": "0.0005"})
+    assert len(_events(world.a.org.id, "budget.tripped")) == 2
+
+
+def test_saving_the_budget_loads_the_page_anew(world, login):
+    browser = login("admin@acme.test")
+    saved = browser.post(
+        "/settings/usage/budget", {"monthly_cost": "12"}, headers={"HX-Request": "true"}
+    )
+    # A redirect to this very page with only "#budget" added would load nothing.
+    assert saved.headers["HX-Redirect"] == "/settings/usage"

@@ -167,3 +167,35 @@ def test_settled_days_tool_calls_are_kept_once_and_count_the_same(
     assert first.columns == again.columns == ["Tool", "FAILED", "SUCCEEDED"]
     assert first.rows == again.rows == [["records_list", 1, 2]]
     assert usage.report(admin, 30).table("tools").rows == [["records_list", 1]]
+
+
+def test_the_tables_show_dollars_and_counts_as_people_read_them(
+    app, world, scripted, monkeypatch, login
+):
+    from monark.core.money import money_text
+
+    configure(monkeypatch, app, CHAT_LLM_MODEL="claude-sonnet-4-5")
+    _talk(world, scripted, "member", 1)
+    _count, inp, *_rest, cost = _stored_sums(world.a.org.id)
+    browser = login("admin@acme.test")
+    soup = BeautifulSoup(browser.get("/settings/usage").get_data(as_text=True), "html.parser")
+    row = soup.select_one('table[data-usage-table="models"] tbody tr')
+    cells = [c.get_text() for c in row.select("th, td")]
+    assert cells[6] == money_text(cost) and cells[6].startswith("$")
+    assert cells[2] == f"{inp:,}"
+    # The CSV keeps the exact amount, without the zeros its column pads it with.
+    answer = browser.get("/settings/usage.csv?table=models").get_data(as_text=True)
+    exported = list(csv.reader(io.StringIO(answer)))[1]
+    assert exported[6] == f"{cost.normalize():f}" and Decimal(exported[6]) == cost
+    assert exported[2] == str(inp)
+    # Each CSV link says which table it exports.
+    names = [a.get_text(" ", strip=True) for a in soup.select(".usage-figure a[download]")]
+    assert len(set(names)) == len(names) == 4
+
+
+def test_with_no_reply_yet_no_empty_chart_is_drawn(world, login):
+    soup = BeautifulSoup(
+        login("admin@acme.test").get("/settings/usage").get_data(as_text=True), "html.parser"
+    )
+    assert soup.select("canvas") == []
+    assert "Nothing in this period" in soup.select_one('[data-usage-table="models"]').get_text()

@@ -16,6 +16,7 @@ period.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -458,11 +459,16 @@ def parse_limit(raw: str | None, name: str) -> Decimal | int | None:
     """One field of the form: blank (the deployment's default), or a number above 0 and at
     most the ceiling; an error names the field."""
     label = FIELDS[name]
-    text = (raw or "").strip().replace(",", "")
+    text = (raw or "").strip()
     if not text:
         return None
+    # Digits as typed on a keyboard, thousands set apart by commas or not at all: no
+    # exponent, underscore or other script's digits (Decimal takes them all, so "1,0,0"
+    # would be 100 and "1E+5" a budget nobody typed).
+    if not _NUMBER.fullmatch(text):
+        raise _invalid(name, f"{label}: '{raw}' is not a number.")
     try:
-        value = Decimal(text)
+        value = Decimal(text.replace(",", ""))
     except InvalidOperation:
         raise _invalid(name, f"{label}: '{raw}' is not a number.") from None
     if not value.is_finite() or value <= 0:
@@ -482,6 +488,9 @@ def parse_limit(raw: str | None, name: str) -> Decimal | int | None:
     return int(value)
 
 
+_NUMBER = re.compile(r"-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|-?\.[0-9]+")
+
+
 def _invalid(name: str, message: str) -> ValidationFailed:
     return ValidationFailed(message, [{"field": name, "message": message}])
 
@@ -491,7 +500,15 @@ def set_budget(principal: Principal, form: dict[str, str]) -> list[str]:
     the changed field names, audited."""
     if not principal.can("org.manage"):
         raise Forbidden("Only admins set the organization's budget.")
-    values = {name: parse_limit(form.get(name), name) for name in FIELDS}
+    values: dict[str, Decimal | int | None] = {}
+    problems: list[dict[str, Any]] = []
+    for name in FIELDS:  # every field's error at once, not the first one's alone
+        try:
+            values[name] = parse_limit(form.get(name), name)
+        except ValidationFailed as err:
+            problems += err.details
+    if problems:
+        raise ValidationFailed(" ".join(str(p["message"]) for p in problems), problems)
     _ensure_row(principal.org_id)
     row = _row(principal.org_id)
     assert row is not None
@@ -500,13 +517,35 @@ def set_budget(principal: Principal, form: dict[str, str]) -> list[str]:
         setattr(row, name, values[name])
     if changed:
         row.updated_by_id = principal.user_id
-        # A raised budget lifts a pause at once; crossing again this month is audited again.
-        row.warned_period = row.tripped_period = None
         record_event(principal, "budget.updated", "org", principal.org_id, {"fields": changed})
+        db.session.flush()
+        _judge_anew(principal, row)
     db.session.commit()
     return changed
 
 
-def stored(principal: Principal) -> OrgBudget | None:
-    """The org's own budget row (admins' form)."""
-    return _row(principal.org_id)
+def _judge_anew(principal: Principal, row: OrgBudget) -> None:
+    """The month judged under a changed budget: a line it is back under may be crossed,
+    and audited, again this month; a line it is over now (a budget lowered below the
+    spend) is crossed by this change, audited and told once, as a reply's crossing is."""
+    state = status(principal.org_id)
+    if not state.warn:
+        row.warned_period = None
+    if not state.paused:
+        row.tripped_period = None
+    db.session.flush()
+    _month_verdict(principal, state, record=True)
+
+
+def form_values(principal: Principal) -> dict[str, str]:
+    """The admins' form filled from the org's own row: each limit as typed (``0.0000001``,
+    never ``1.000E-7``), empty where it is unset."""
+    row = _row(principal.org_id)
+    values = {}
+    for name in FIELDS:
+        value = getattr(row, name) if row is not None else None
+        if isinstance(value, Decimal):
+            values[name] = f"{value.normalize():f}"
+        else:
+            values[name] = "" if value is None else str(value)
+    return values

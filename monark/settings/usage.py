@@ -107,8 +107,13 @@ class Table:
     stacked: bool = False
 
     def text_rows(self) -> list[list[str]]:
-        """The rows as the table and the CSV show them."""
+        """The rows as the CSV holds them: exact amounts, plain digits."""
         return [[cell_text(v) for v in row] for row in self.rows]
+
+    def shown_rows(self) -> list[list[str]]:
+        """The rows as the page's table shows them: dollars as people read them (the CSV
+        has them exact), counts with their thousands apart."""
+        return [[shown_text(v) for v in row] for row in self.rows]
 
     def chart_data(self) -> dict[str, Any]:
         """What ``static/js/usage.js`` draws (numbers as JSON numbers: the table is exact)."""
@@ -125,9 +130,19 @@ class Table:
 
 
 def cell_text(value: Any) -> str:
-    """A cell as the table and the CSV show it (exact amounts, thousands apart in tables)."""
+    """A cell as the CSV holds it: an amount exact, without the zeros its column pads it
+    with (``1.1456``, not ``1.1456000000``)."""
     if isinstance(value, Decimal):
-        return f"{value:f}"
+        return f"{value.normalize():f}"
+    return str(value)
+
+
+def shown_text(value: Any) -> str:
+    """A cell as the page shows it: ``$1.15``, ``750,060``."""
+    if isinstance(value, Decimal):
+        return money_text(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
     return str(value)
 
 

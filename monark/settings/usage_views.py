@@ -34,7 +34,7 @@ def _page(errors: dict[str, str] | None = None, status: int = 200):
         report=report,
         periods=usage.PERIODS,
         budget=budgets.status(principal.org_id),
-        own=budgets.stored(principal),
+        own=budgets.form_values(principal),
         fields=budgets.FIELDS,
         spend=spend_settings(),
         errors=errors or {},
@@ -59,8 +59,9 @@ def budget():
     except ValidationFailed as err:
         return _page({d["field"]: d["message"] for d in err.details}, 400)
     flash("Budget saved." if changed else "Nothing changed.", "info")
-    # The header's button and the panel open or close with it: a full page.
-    return redirect_full(url_for("settings_usage.page") + "#budget")
+    # The header's button and the panel open or close with it: a full page. (No "#budget":
+    # htmx's redirect to this same page with only a fragment added would load nothing.)
+    return redirect_full(url_for("settings_usage.page"))
 
 
 # What a spreadsheet reads as the start of a formula in a cell it opens.
