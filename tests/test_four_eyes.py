@@ -66,6 +66,24 @@ def test_the_keys_creator_never_approves_its_four_eyes_write(app, world, login):
     assert call.status == "SUCCEEDED" and titled("Checked task") == 1
 
 
+def test_the_inbox_offers_confirm_only_to_who_may_confirm(app, world, login):
+    four_eyes(world, "records_create")
+    token = make_key(world.a.principal("admin"), "member", "Admin's script")
+    approval = create(app.test_client(), token, "Offered task").get_json()
+
+    def entry(email: str):
+        page = BeautifulSoup(login(email).get("/approvals").get_data(as_text=True), "html.parser")
+        return page.select_one(f"#approval-{approval['id']}")
+
+    mine = entry("admin@acme.test")  # the key's creator
+    assert mine.select_one('button[value="confirm"]') is None
+    assert mine.select_one('button[value="reject"]') is not None
+    assert "another member with the permission confirms this" in mine.get_text()
+    theirs = entry("owner@acme.test")
+    assert theirs.select_one('button[value="confirm"]') is not None
+    assert "another member" not in theirs.get_text()
+
+
 def test_an_approver_who_edits_a_four_eyes_call_hands_it_back_to_the_requester(
     world, scripted, login
 ):

@@ -112,6 +112,7 @@ class CallView:
     # left out); whether the org's four eyes keep the requester's Confirm away.
     approvers: list[tuple[int, str]] = field(default_factory=list)
     four_eyes: bool = False
+    makers: frozenset[int] = frozenset()  # under four eyes, who may never confirm it
     approver_gone: bool = False  # handed to a member who can no longer approve it
     # A list's or a query's result as a table (and a chart, when its shape fits one).
     table: ResultTable | None = None
@@ -221,9 +222,11 @@ def card_of(
     where: Where = Where.PANEL,
     group_id: int | None = None,
     handover_error: str | None = None,
+    reader: int | None = None,
 ) -> Card:
     """What ``view``'s card is and offers, drawn ``where`` (``group_id``: the message
-    whose writes wait together). The one place a card's policy is read."""
+    whose writes wait together; ``reader``: the inbox's member). The one place a card's
+    policy is read."""
 
     def card(state: CardState, *actions: Action | None) -> Card:
         offered = frozenset(a for a in actions if a is not None)
@@ -243,7 +246,9 @@ def card_of(
     if view.status == ToolCallStatus.PROPOSED:
         edit = Action.EDIT if view.editable else None
         if where == Where.INBOX:
-            return card(CardState.INBOX, Action.REJECT, Action.CONFIRM, edit)
+            # Four eyes: who set its arguments, or made the key, never confirms it.
+            confirm = None if reader in view.makers else Action.CONFIRM
+            return card(CardState.INBOX, Action.REJECT, confirm, edit)
         # Not the requester's to confirm: handed to someone, or four eyes.
         theirs = not view.approver and not view.four_eyes
         hand_over = (
@@ -456,7 +461,8 @@ def _hand_over_facts(view: CallView, call: ToolCall, looked: _Lookups) -> None:
         if call.approver_id is None or view.approver_gone:
             view.approvers = handover.approvers(executor, call, conversation, holding)
     requester = conversation.creator_id if conversation is not None else None
-    view.four_eyes = requester in looked.policy(call.org_id).makers(call, conversation)
+    view.makers = frozenset(looked.policy(call.org_id).makers(call, conversation))
+    view.four_eyes = requester in view.makers
 
 
 def group_of(call: ToolCall) -> int | None:

@@ -79,7 +79,7 @@ def _preview_as(principal: Principal, call: ToolCall, conversation: Conversation
 def inbox_card(principal: Principal, call: ToolCall, conversation: Conversation) -> Card:
     """A request's card as this member may read it."""
     view = call_view(call, preview=_preview_as(principal, call, conversation))
-    return card_of(view, Where.INBOX)
+    return card_of(view, Where.INBOX, reader=principal.user_id)
 
 
 def _entries(principal: Principal, rows: list[tuple[ToolCall, Conversation]]) -> list[Request]:
@@ -90,7 +90,7 @@ def _entries(principal: Principal, rows: list[tuple[ToolCall, Conversation]]) ->
     names = user_names({c.handed_by_id for c in calls if c.handed_by_id})
     entries = []
     for (call, conversation), view in zip(rows, views, strict=True):
-        card = card_of(view, Where.INBOX)
+        card = card_of(view, Where.INBOX, reader=principal.user_id)
         if conversation.kind == ConversationKind.API:
             note = cut_off.asked_again_note(call)
             entries.append(Request(card, conversation.title, "api_key", call.created_at, note))
