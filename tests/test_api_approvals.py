@@ -117,6 +117,20 @@ def test_approved_in_the_inbox_the_write_runs_as_the_key_and_the_status_has_its_
     assert titled("Approve me") == 1
 
 
+def test_the_audit_log_names_a_held_writes_decision_by_its_key(app, world, login):
+    token = held_key(world)
+    approval = create(app.test_client(), token, "Audited").get_json()
+    admin = login("admin@acme.test")
+    decide(admin, approval["id"], "confirm")
+    soup = BeautifulSoup(admin.get("/audit").get_data(as_text=True), "html.parser")
+    actors = [row.select("td")[2].get_text() for row in soup.select("tbody tr")]
+    assert "Acme Admin, on API key “Claude Desktop”'s held write" in actors
+    # Not a conversation of the assistant's that nobody can open.
+    conversation_id = db.session.get(ToolCall, approval["id"]).conversation_id
+    assert not any(f"conversation #{conversation_id}" in a for a in actors)
+    assert "API key “Claude Desktop”" in actors  # the key's own write, as it ran
+
+
 def world_key_id(token: str) -> int:
     return db.session.scalar(select(ApiKey.id).where(ApiKey.prefix == token[:10]))
 

@@ -527,7 +527,7 @@ def test_audit_filters_by_type_and_actor(app, login, world):
     assert rows == [("record.created", "Acme Member", f"record #{world.a.private.id}")]
 
     rows = _audit_rows(soup_of(browser.get(f"/audit?actor=api_key:{key.id}")))
-    assert rows == [("record.created", f"API key #{key.id}", f"record #{created.json['id']}")]
+    assert rows == [("record.created", "API key “member key”", f"record #{created.json['id']}")]
 
     owner = world.a.users["owner"]
     rows = _audit_rows(soup_of(browser.get(f"/audit?type=field.created&actor=user:{owner.id}")))

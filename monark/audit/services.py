@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Select, select
 
+from monark.chat.models import Conversation, ConversationKind
 from monark.core.models import MAX_ID, ApiKey, Event, User
 from monark.core.rbac import Principal
 from monark.extensions import db
@@ -45,6 +46,10 @@ class AuditPage:
     users: dict[int, User] = field(default_factory=dict)  # actors and members named
     models: dict[int, str] = field(default_factory=dict)  # model id: name
     records: dict[int, str] = field(default_factory=dict)  # record id: its model's key
+    keys: dict[int, str] = field(default_factory=dict)  # API key id: its name
+    # An API key's held writes live in a conversation of its own, which nobody opens: a
+    # member's decision there is named by the key's name, not by that conversation.
+    key_conversations: dict[int, str] = field(default_factory=dict)
     # Events written for a private record the reader may not read: their content is hidden.
     withheld: set[int] = field(default_factory=set)
 
@@ -77,6 +82,7 @@ def audit_page(principal: Principal, filters: AuditFilters) -> AuditPage:
     page.users = _users(page.events)
     page.models = _model_names(principal, page.events)
     page.records = _record_models(principal, page.events)
+    page.keys, page.key_conversations = _key_names(principal, page.events)
     page.withheld = {e.id for e in page.events if not readable_event(principal, e)}
     return page
 
@@ -124,6 +130,31 @@ def _users(events: list[Event]) -> dict[int, User]:
     if not ids:
         return {}
     return {u.id: u for u in db.session.scalars(select(User).where(User.id.in_(ids)))}
+
+
+def _key_names(principal: Principal, events: list[Event]) -> tuple[dict[int, str], dict[int, str]]:
+    """The names of the API keys acting, and of those whose held writes' conversations
+    the events name (one query each, the org's own only)."""
+    key_ids = {e.actor_id for e in events if e.actor_kind == "api_key" and e.actor_id}
+    conversation_ids = {e.conversation_id for e in events if e.conversation_id}
+    held = {}
+    if conversation_ids:
+        rows = db.session.execute(
+            select(Conversation.id, Conversation.api_key_id).where(
+                Conversation.org_id == principal.org_id,
+                Conversation.kind == ConversationKind.API,
+                Conversation.id.in_(conversation_ids),
+            )
+        )
+        held = {row.id: row.api_key_id for row in rows if row.api_key_id}
+    ids = key_ids | set(held.values())
+    if not ids:
+        return {}, {}
+    keys = select(ApiKey.id, ApiKey.name).where(
+        ApiKey.org_id == principal.org_id, ApiKey.id.in_(ids)
+    )
+    names = {row.id: row.name for row in db.session.execute(keys)}
+    return names, {cid: names[kid] for cid, kid in held.items() if kid in names}
 
 
 def _model_names(principal: Principal, events: list[Event]) -> dict[int, str]:
