@@ -464,6 +464,9 @@ def test_a_member_who_could_not_make_the_change_cannot_edit_it_either(app, world
     assert edited.status_code == 200, edited.get_data(as_text=True)
     db.session.expire_all()
     assert db.session.get(ToolCall, approval["id"]).input["values"]["title"] == "Renamed"
+    # Its card shows what the key sent beside the edit: no assistant proposed it.
+    card = owner.get("/approvals").get_data(as_text=True)
+    assert "As the API key sent it:" in card and "proposed it" not in card
 
 
 def test_the_status_shows_a_private_records_answer_only_to_who_may_read_it(app, world, login):

@@ -25,7 +25,7 @@ from monark.approvals.policy import ApprovalPolicy
 from monark.assistant.ask_user import answer_of, question_of
 from monark.assistant.result_view import ResultTable, result_table
 from monark.chat.executor import ToolSpec
-from monark.chat.models import Conversation, ToolCall, ToolCallStatus
+from monark.chat.models import Conversation, ConversationKind, ToolCall, ToolCallStatus
 from monark.chat.runtime import tool_executor
 from monark.core.bounds import bounded, clip
 from monark.core.markdown import pretty_json
@@ -113,6 +113,7 @@ class CallView:
     approvers: list[tuple[int, str]] = field(default_factory=list)
     four_eyes: bool = False
     makers: frozenset[int] = frozenset()  # under four eyes, who may never confirm it
+    from_key: bool = False  # an API key's held write (its arguments are the key's, not a model's)
     approver_gone: bool = False  # handed to a member who can no longer approve it
     # A list's or a query's result as a table (and a chart, when its shape fits one).
     table: ResultTable | None = None
@@ -462,6 +463,7 @@ def _hand_over_facts(view: CallView, call: ToolCall, looked: _Lookups) -> None:
             view.approvers = handover.approvers(executor, call, conversation, holding)
     requester = conversation.creator_id if conversation is not None else None
     view.makers = frozenset(looked.policy(call.org_id).makers(call, conversation))
+    view.from_key = conversation is not None and conversation.kind == ConversationKind.API
     view.four_eyes = requester in view.makers
 
 
