@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Flask, current_app, request
+from flask import Flask, Response, current_app, request
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 from limits import RateLimitItemPerMinute
@@ -89,6 +89,10 @@ def init_app(app: Flask, api_blueprint: Any) -> Limiter:
         swallow_errors=True,  # pages fail open: Flask-Limiter logs and lets them through
         enabled=limits.enabled,
     )
+    # Registered before the limiter's own: Flask runs it after the limiter has set its
+    # headers, and takes away the Retry-After Flask-Limiter puts on every answer (a
+    # client reading it on a 200 would wait for nothing).
+    app.after_request(_retry_after_only_when_refused)
     limiter.init_app(app)
     # One count per key across every route and method: a limit per route (``limit``'s
     # way on a blueprint) would let one key make N calls a minute of each.
@@ -104,6 +108,13 @@ def init_app(app: Flask, api_blueprint: Any) -> Limiter:
     limiter.request_filter(lambda: request.blueprint != name or _not_a_key_call())
     app.extensions[_KEY] = limiter
     return limiter
+
+
+def _retry_after_only_when_refused(response: Response) -> Response:
+    limited = "X-RateLimit-Limit" in response.headers
+    if limited and response.status_code not in (429, 503):
+        response.headers.pop("Retry-After", None)
+    return response
 
 
 def limiter(app: Flask | None = None) -> Limiter:
