@@ -527,3 +527,14 @@ def test_saving_the_budget_loads_the_page_anew(world, login):
     )
     # A redirect to this very page with only "#budget" added would load nothing.
     assert saved.headers["HX-Redirect"] == "/settings/usage"
+
+
+def test_an_admin_paused_is_told_they_may_lift_it_themselves(world, scripted, priced):
+    admin = world.a.principal("admin")
+    budgets.set_budget(admin, {"monthly_cost": "0.0001"})
+    scripted.script.add([Say("Hi.")])
+    send_message(world.a.principal("member"), SendInput(text="Hi"))
+    mine, theirs = check_gates(admin).reason, check_gates(world.a.principal("member")).reason
+    assert "unless you raise the budget in Settings → Usage" in mine
+    assert "Acme Admin" not in mine
+    assert "unless an admin (" in theirs and "Acme Admin" in theirs

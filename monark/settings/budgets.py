@@ -235,6 +235,14 @@ def status(org_id: int, today: date | None = None) -> Status:
     )
 
 
+def _unless(principal: Principal, what: str) -> str:
+    """How the pause ends early: the reader raises it themselves when they may, or else
+    who may."""
+    if principal.can("org.manage"):
+        return f"unless you raise the {what} in Settings → Usage"
+    return f"unless {_lifters(principal.org_id)} raises the {what} in Settings → Usage"
+
+
 def _lifters(org_id: int) -> str:
     """Who can lift a pause: the org's admins and owners, by name (a few)."""
     names = db.session.scalars(
@@ -424,7 +432,7 @@ def judged(
         )
     return (
         "You reached your daily cap on the assistant. It is paused for you until tomorrow "
-        f"(UTC), unless {_lifters(principal.org_id)} raises the cap in Settings → Usage."
+        f"(UTC), {_unless(principal, 'cap')}."
     )
 
 
@@ -440,7 +448,7 @@ def _month_verdict(principal: Principal, state: Status, record: bool) -> str | N
     return (
         f"{org.name if org else 'This organization'}'s monthly budget for the assistant is "
         f"used up ({state.spent_text()}). It is paused until {state.renews.isoformat()}, "
-        f"unless {_lifters(principal.org_id)} raises the budget in Settings → Usage."
+        f"{_unless(principal, 'budget')}."
     )
 
 
