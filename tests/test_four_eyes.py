@@ -5,8 +5,9 @@ revoked key's held writes are rejected with the reason."""
 
 from __future__ import annotations
 
+import pytest
 from bs4 import BeautifulSoup
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from monark.approvals import service as approval_service
 from monark.chat.models import ToolCall
@@ -120,6 +121,28 @@ def test_handing_an_already_handed_call_to_someone_else_answers_409(world, scrip
     db.session.refresh(call)
     assert call.approver_id == owner_id
     assert f"approval-{call.id}" in inbox_ids(login("owner@acme.test"))
+
+
+def test_a_hand_over_that_loses_a_race_says_to_whom_it_went(world, scripted, monkeypatch):
+    from monark.approvals import handover
+    from monark.chat.runtime import tool_executor
+    from monark.core.errors import Conflict
+
+    call = proposed_update(world, scripted, world.a.public.id)
+    owner_id, admin_id = world.a.users["owner"].id, world.a.users["admin"].id
+    now = handover.utcnow
+
+    def then_another_tab_wins():
+        # After this request's checks, before its update: another request hands it over.
+        with db.engine.begin() as other:
+            other.execute(
+                update(ToolCall).where(ToolCall.id == call.id).values(approver_id=owner_id)
+            )
+        return now()
+
+    monkeypatch.setattr(handover, "utcnow", then_another_tab_wins)
+    with pytest.raises(Conflict, match="already handed to Acme Owner"):
+        handover.hand_over(world.a.principal("member"), call.id, admin_id, tool_executor())
 
 
 def test_the_hand_over_list_offers_only_members_who_may_read_the_target(world, scripted, login):

@@ -131,8 +131,12 @@ def hand_over(
         .values(approver_id=approver_id, handed_by_id=principal.user_id, handed_at=utcnow())
         .execution_options(synchronize_session=False)
     )
-    if changed.rowcount != 1:
+    if changed.rowcount != 1:  # lost a race: say to what, as it stands now
         db.session.rollback()
+        now = own_calls.get_tool_call(principal, call_id)
+        if now.status == ToolCallStatus.PROPOSED and now.approver_id is not None:
+            who = user_name(now.approver_id) or "another member"
+            raise Conflict(f"This was already handed to {who}.")
         raise Conflict(ALREADY_DECIDED)
     record_event(
         principal.via_assistant(call.conversation_id),
