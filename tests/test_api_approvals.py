@@ -399,7 +399,9 @@ def test_a_held_update_whose_record_was_deleted_meanwhile_fails_cleanly(app, wor
     assert out["status"] == "failed" and out["error"] == f"No record {record_id} in Tasks."
 
 
-def test_a_member_who_could_not_make_the_change_cannot_approve_it(app, world, login):
+def held_update_of_a_private_record(app, world) -> tuple[dict, int]:
+    """An admin key's held update of a record only its owner (the member) and admins read,
+    with a second member in the org who cannot read it: the approval and the record id."""
     other = make_user("second@acme.test", "Second Member")
     add_member(other, world.a.org, "member")
     token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
@@ -413,6 +415,11 @@ def test_a_member_who_could_not_make_the_change_cannot_approve_it(app, world, lo
         )
         .get_json()
     )
+    return approval, record_id
+
+
+def test_a_member_who_could_not_make_the_change_cannot_approve_it(app, world, login):
+    approval, record_id = held_update_of_a_private_record(app, world)
     second = login("second@acme.test")
     for _ in range(2):  # not once, and not after the card was drawn again either
         assert decide(second, approval["id"], "confirm").status_code == 303
@@ -430,19 +437,7 @@ def test_a_member_who_could_not_make_the_change_cannot_approve_it(app, world, lo
 def test_a_member_who_could_not_make_the_change_cannot_edit_it_either(app, world, login):
     """The write runs as the key: an edit by a member who cannot read the record (or make
     the edited change) would pass what only the key's role may do to the next approver."""
-    other = make_user("second@acme.test", "Second Member")
-    add_member(other, world.a.org, "member")
-    token = make_key(world.a.principal("owner"), "admin", "Admin agent", writes_need_approval=True)
-    record_id = world.a.private.id
-    approval = (
-        app.test_client()
-        .patch(
-            f"/api/v1/models/tasks/records/{record_id}",
-            json={"values": {"status": "done"}},
-            headers=bearer(token),
-        )
-        .get_json()
-    )
+    approval, _record_id = held_update_of_a_private_record(app, world)
     before = dict(db.session.get(ToolCall, approval["id"]).input)
     second = login("second@acme.test")
     form = second.get(f"/chat/calls/{approval['id']}/edit")
