@@ -203,6 +203,9 @@ def test_records_query_over_the_limit_is_an_error_result_for_the_model(app, worl
     answers = [client.get("/api/v1/query", query_string=sql, headers=headers) for _ in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 429]
     assert int(answers[2].headers["Retry-After"]) >= 1
+    # The figures are the limit that refused, once (not joined with the key's own).
+    assert answers[2].headers.getlist("X-RateLimit-Limit") == ["2"]
+    assert answers[2].headers.getlist("X-RateLimit-Remaining") == ["0"]
 
 
 @pytest.mark.parametrize(

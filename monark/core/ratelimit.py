@@ -111,9 +111,14 @@ def init_app(app: Flask, api_blueprint: Any) -> Limiter:
 
 
 def _retry_after_only_when_refused(response: Response) -> Response:
-    limited = "X-RateLimit-Limit" in response.headers
-    if limited and response.status_code not in (429, 503):
-        response.headers.pop("Retry-After", None)
+    headers = response.headers
+    if "X-RateLimit-Limit" in headers and response.status_code not in (429, 503):
+        headers.pop("Retry-After", None)
+    # A limit of ours that refused (``RateLimited``: a key's records_query calls, say) set
+    # its own figures first; the key's, added after them, would join them as "30, 300".
+    for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"):
+        if len(values := headers.getlist(name)) > 1:
+            headers[name] = values[0]
     return response
 
 
