@@ -520,6 +520,8 @@ def test_audit_filters_by_type_and_actor(app, login, world):
     soup = soup_of(browser.get("/audit?type=apikey.created"))
     rows = _audit_rows(soup)
     assert len(rows) == 4 and {r[0] for r in rows} == {"apikey.created"}
+    # Each names its key, not its id.
+    assert "API key “member key”" in {r[2] for r in rows}
     assert soup.select_one("#type option[selected]")["value"] == "apikey.created"
 
     member = world.a.users["member"]

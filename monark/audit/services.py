@@ -133,9 +133,10 @@ def _users(events: list[Event]) -> dict[int, User]:
 
 
 def _key_names(principal: Principal, events: list[Event]) -> tuple[dict[int, str], dict[int, str]]:
-    """The names of the API keys acting, and of those whose held writes' conversations
-    the events name (one query each, the org's own only)."""
+    """The names of the API keys acting or acted on, and of those whose held writes'
+    conversations the events name (one query each, the org's own only)."""
     key_ids = {e.actor_id for e in events if e.actor_kind == "api_key" and e.actor_id}
+    key_ids |= {e.subject_id for e in events if e.subject_type == "api_key" and e.subject_id}
     conversation_ids = {e.conversation_id for e in events if e.conversation_id}
     held = {}
     if conversation_ids:
