@@ -15,7 +15,7 @@ from monark.core.models import ApiKey, Org
 from monark.extensions import db
 from monark.records.models import Record
 from tests.factories import add_member, make_key, make_user
-from tests.llm_script import Call
+from tests.llm_script import Call, Say
 from tests.test_api_approvals import bearer, create, titled
 from tests.test_chat_loop import calls_of, send
 from tests.test_handover import card_of, decide, hand, inbox_ids, propose
@@ -196,3 +196,37 @@ def test_the_requesters_open_panel_hears_the_approvers_decision(world, scripted,
     body = member.get(url).get_data(as_text=True)
     assert "event: done" in body
     assert "Confirmed by Acme Owner" in body  # the card, drawn again as decided
+
+
+def test_an_open_panel_that_catches_the_decisions_turn_still_hears_the_answer(
+    app, world, scripted, login
+):
+    """Under load the panel's look can fall while the approver's decision still holds the
+    conversation's turn: it waits that turn out, then the model's answer begins and is
+    followed (following the decision's turn alone ended with no answer)."""
+    import threading
+    import time
+
+    from monark.chat.turn import lease
+
+    call = propose(world, scripted)
+    member = login("member@acme.test")
+    hand(member, call.id, world.a.users["owner"].id)
+    page = member.get(f"/chat/conversations/{call.conversation_id}").get_data(as_text=True)
+    url = BeautifulSoup(page, "html.parser").select_one("#chat-await")["hx-sse:connect"]
+    decide(login("owner@acme.test"), call.id, "confirm")
+    scripted.script.add([Say("The owner approved it: Buy milk is on the list.")])
+    # The decision's turn, as the panel's look sees it: settled, its lease still held.
+    held = lease.claim(call.conversation_id)
+
+    def its_turn_ends() -> None:
+        time.sleep(0.6)
+        with app.app_context():
+            lease.give_back(call.conversation_id, held)
+
+    ending = threading.Thread(target=its_turn_ends)
+    ending.start()
+    body = member.get(url).get_data(as_text=True)
+    ending.join()
+    assert "The owner approved it: Buy milk is on the list." in body
+    assert "event: done" in body

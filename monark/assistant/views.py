@@ -317,9 +317,10 @@ def follow(conversation_id: int):
 @guard("chat.use")
 def await_decision(conversation_id: int):
     """Wait, at most ``CHAT_AWAIT_SECONDS``, for another member to decide one of ``calls``
-    (what the thread shows waiting for them): follow the decision's turn on its progress
-    log, or draw the thread as it is now once one is decided; none by then: the stream
-    ends without ``done``, and the panel connects again."""
+    (what the thread shows waiting for them); once one is decided and its turn has ended,
+    begin the model's answer and follow it on its progress log (or draw the thread as it
+    is now, when there is nothing to answer); none by then: the stream ends without
+    ``done``, and the panel connects again."""
     principal = require_principal()
     store.get_conversation(principal, conversation_id)
     awaited = _awaited_ids()
@@ -327,9 +328,8 @@ def await_decision(conversation_id: int):
     while awaited:
         conversation = store.get_conversation(principal, conversation_id)
         turn_id = lease.live_turn_id(conversation)
-        if turn_id is not None:
-            return watch_turn(principal, conversation_id, turn_id, snapshot=True)
-        if own_calls.settled_any(conversation_id, awaited):
+        # A turn under way (the decision's own, as it settles the call) is waited out.
+        if turn_id is None and own_calls.settled_any(conversation_id, awaited):
             break
         db.session.rollback()  # no connection held while it waits; the next look is fresh
         if time.monotonic() >= deadline:
@@ -341,7 +341,9 @@ def await_decision(conversation_id: int):
     if continuation is not None:
         run.start_turn(continuation)
         return watch_turn(principal, conversation_id, continuation.turn_id, snapshot=True)
-    return watch_turn(principal, conversation_id, None, snapshot=True)
+    # Another tab began the answer first: followed while it runs.
+    live = lease.live_turn_id(store.get_conversation(principal, conversation_id))
+    return watch_turn(principal, conversation_id, live, snapshot=True)
 
 
 AWAIT_POLL_SECONDS = 0.25
