@@ -233,7 +233,17 @@ def test_the_audit_log_shows_only_the_orgs_own_events(ids: Ids, world, login):
         select(Event).where(Event.org_id == ids.globex).order_by(Event.id.desc())
     ).all()
     assert 0 < len(own) < 50  # one page
-    assert shown == [(e.type, f"{e.subject_type} #{e.subject_id}") for e in own]
+    keys = dict(
+        db.session.execute(select(ApiKey.id, ApiKey.name).where(ApiKey.org_id == ids.globex)).all()
+    )
+
+    def subject(e: Event) -> str:  # a key is named by its (own org's) name
+        if e.subject_type == "api_key" and e.subject_id in keys:
+            return f"API key “{keys[e.subject_id]}”"
+        return f"{e.subject_type} #{e.subject_id}"
+
+    assert shown == [(e.type, subject(e)) for e in own]
+    assert any(e.subject_type == "api_key" for e in own)
 
     types = {o["value"] for o in soup.select("#type option") if o["value"]}
     assert types == {e.type for e in own}
