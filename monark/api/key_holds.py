@@ -195,11 +195,17 @@ def check_editor_could_make_it(
     key = key_principal(conversation.org_id, conversation.api_key_id or 0)
     if key is None:  # revoked: its held writes are rejected, and nothing runs as it
         return
-    arguments = None
-    if edited is not None:
-        spec = next((s for s in tool_executor().specs() if s.name == call.name), None)
-        arguments = edits.edited_arguments(spec, call.input, edited)
+    arguments = None if edited is None else edits.arguments_after(tool_executor(), call, edited)
     check_approver_could_make_it(editor, key, call, arguments)
+
+
+def edit_request(
+    editor: Principal, call: ToolCall, conversation: Conversation | None, edited: dict[str, Any]
+) -> list[str]:
+    """An inbox request's edit (``approvals.edits``): for a key's held write, only by a
+    member who could make it themselves as edited."""
+    check_editor_could_make_it(editor, call, conversation, edited)
+    return edits.edit_call(tool_executor(), editor, call, edited)
 
 
 def _dry_run(principal: Principal, route: RouteDescriptor, arguments: dict) -> DispatchResponse:

@@ -68,6 +68,15 @@ def edited_arguments(
     return merged
 
 
+def arguments_after(
+    executor: ChatToolExecutor, call: ToolCall, edited: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The arguments ``edited`` would leave on ``call``: its locked ones kept, the rest as
+    they would be stored."""
+    spec = next((s for s in executor.specs() if s.name == call.name), None)
+    return storable(edited_arguments(spec, call.input, edited))
+
+
 def edit_call(
     executor: ChatToolExecutor,
     principal: Principal,
@@ -85,8 +94,7 @@ def edit_call(
     actor = principal.via_assistant(call.conversation_id)
     if edit_schema(executor, actor, call.name, dict(call.input)) is None:
         raise Conflict(NOT_EDITABLE)
-    spec = next((s for s in executor.specs() if s.name == call.name), None)
-    arguments = storable(edited_arguments(spec, call.input, edited))
+    arguments = arguments_after(executor, call, edited)
     changed = changed_paths(call.input, arguments)
     if not changed:
         return []

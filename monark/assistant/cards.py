@@ -17,7 +17,7 @@ from typing import Any
 from flask import flash, render_template, request
 
 from monark.api import key_holds
-from monark.approvals import edits, expiry, handover, own_calls
+from monark.approvals import expiry, handover, own_calls
 from monark.approvals import inbox as requests
 from monark.approvals import service as approvals
 from monark.approvals.decision import ProposalChanged
@@ -147,8 +147,7 @@ def _save(principal: Principal, target: Target, arguments: dict[str, Any]) -> No
         return
     if expiry.is_expired(call):
         raise expiry.ProposalExpired(expired_message())
-    key_holds.check_editor_could_make_it(principal, call, target.conversation, arguments)
-    edits.edit_call(tool_executor(), principal, call, arguments)
+    key_holds.edit_request(principal, call, target.conversation, arguments)
 
 
 @bp.post("/calls/<int:call_id>/edit")

@@ -46,6 +46,12 @@ class Money(TypeDecorator[Decimal]):
 _CENT = Decimal("0.01")
 
 
+def plain_text(value: Decimal) -> str:
+    """An amount as a person types it: no exponent and no padding zeros (``0.0000001``,
+    ``1.1456``; never ``1E-7`` or ``1.1456000000``), exact."""
+    return f"{value.normalize():f}"
+
+
 def money_text(value: Decimal | None) -> str:
     """US dollars as people read them: to the cent, a smaller amount to three figures, and
     "unknown" for None (a model without a price)."""

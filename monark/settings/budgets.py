@@ -29,7 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.events import record_event
 from monark.core.models import Event, Membership, Org, User, utcnow
-from monark.core.money import exact, money_text
+from monark.core.money import exact, money_text, plain_text
 from monark.core.rbac import Principal
 from monark.core.settings import SPEND_MAX, spend_settings
 from monark.extensions import db
@@ -553,7 +553,7 @@ def form_values(principal: Principal) -> dict[str, str]:
     for name in FIELDS:
         value = getattr(row, name) if row is not None else None
         if isinstance(value, Decimal):
-            values[name] = f"{value.normalize():f}"
+            values[name] = plain_text(value)
         else:
             values[name] = "" if value is None else str(value)
     return values

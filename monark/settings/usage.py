@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from monark.chat.models import Conversation, ToolCall
 from monark.core.errors import Forbidden, ValidationFailed
 from monark.core.models import User, utcnow
-from monark.core.money import money_text
+from monark.core.money import money_text, plain_text
 from monark.core.rbac import Principal
 from monark.core.settings import chat_settings, spend_settings
 from monark.extensions import db
@@ -133,7 +133,7 @@ def cell_text(value: Any) -> str:
     """A cell as the CSV holds it: an amount exact, without the zeros its column pads it
     with (``1.1456``, not ``1.1456000000``)."""
     if isinstance(value, Decimal):
-        return f"{value.normalize():f}"
+        return plain_text(value)
     return str(value)
 
 
